@@ -1,0 +1,3 @@
+module github.com/heraldwf/herald
+
+go 1.26

@@ -1,0 +1,410 @@
+// Package storage is Herald's storage seam: the Store interface every backend
+// implements, the parameter structs its methods take, and the sentinel errors
+// backends map their own errors onto.
+//
+// A backend is a dumb, durable, transactional log plus work queues. All
+// workflow semantics (replay, event-lane matching) live in the engine; the
+// store guarantees atomicity (a turn commits in one transaction), fencing
+// (leases with lock tokens) and tenant isolation (every method is scoped to
+// one tenant and never reads across tenants).
+package storage
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/heraldwf/herald/history"
+)
+
+// Sentinel errors. Backends wrap them with context; callers use errors.Is.
+var (
+	ErrNotFound           = errors.New("herald: not found")
+	ErrInstanceExists     = errors.New("herald: instance already exists")
+	ErrInstanceNotRunning = errors.New("herald: instance is not running")
+	// ErrLeaseLost: the caller's lock token no longer owns the work (its lease
+	// expired and another worker took it over, or the instance was
+	// terminated). Nothing was written.
+	ErrLeaseLost = errors.New("herald: lease lost")
+	// ErrEventIDConflict: an event id was reused for a different target, lane
+	// or name. Nothing was written.
+	ErrEventIDConflict = errors.New("herald: event id already used for another event")
+	ErrClosed          = errors.New("herald: store closed")
+)
+
+// Status is an instance's status.
+type Status string
+
+// Instance statuses.
+const (
+	StatusPending    Status = "pending" // created, first turn not run yet
+	StatusRunning    Status = "running"
+	StatusCompleted  Status = "completed"
+	StatusFailed     Status = "failed"
+	StatusTerminated Status = "terminated"
+)
+
+// Terminal reports whether s is a final status.
+func (s Status) Terminal() bool {
+	return s == StatusCompleted || s == StatusFailed || s == StatusTerminated
+}
+
+// Instance is one workflow instance.
+type Instance struct {
+	Tenant    string
+	ID        string
+	Workflow  string
+	Status    Status
+	Execution int // current execution, 1-based
+	Input     json.RawMessage
+	Output    json.RawMessage
+	Failure   *history.Failure
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// MessageKind names an inbox message.
+type MessageKind string
+
+// Inbox message kinds.
+const (
+	MsgKick              MessageKind = "kick" // run a turn (start, continue-as-new)
+	MsgEvent             MessageKind = "event"
+	MsgActivityCompleted MessageKind = "activity_completed"
+	MsgActivityFailed    MessageKind = "activity_failed"
+	MsgTimerFired        MessageKind = "timer_fired"
+)
+
+// Message is an entry of an instance's inbox: something the next turn must
+// process. Messages become visible at VisibleAt (timers are messages that
+// become visible when they fire).
+type Message struct {
+	ID        int64 // assigned by the store, increasing in insertion order
+	Kind      MessageKind
+	Execution int // activity and timer messages: the execution that scheduled them
+	TaskSeq   int // activity and timer messages: the Seq of the scheduling decision
+	// External events.
+	Lane    history.Lane
+	EventID string
+	Name    string
+	Payload json.RawMessage
+	// Activity results.
+	Result  json.RawMessage
+	Failure *history.Failure
+
+	VisibleAt time.Time
+	CreatedAt time.Time
+}
+
+// EventRecord is the fate ledger's entry for one external event.
+type EventRecord struct {
+	Tenant     string
+	EventID    string
+	InstanceID string
+	Lane       history.Lane
+	Name       string
+	Fate       history.Fate
+	Reason     history.DropReason
+	// Execution the event is buffered in or was delivered in (0 while pending).
+	Execution       int
+	OriginExecution int
+	WaitNumber      int
+	ReceivedAt      time.Time
+	UpdatedAt       time.Time
+}
+
+// FateUpdate changes an event's fate in the ledger.
+type FateUpdate struct {
+	EventID         string
+	Fate            history.Fate
+	Reason          history.DropReason
+	Execution       int
+	OriginExecution int
+	WaitNumber      int
+}
+
+// ActivityTask is a scheduled activity execution.
+type ActivityTask struct {
+	Tenant     string
+	InstanceID string
+	Execution  int
+	TaskSeq    int
+	Name       string
+	Input      json.RawMessage
+	Attempt    int // 1-based attempt about to run
+	Retry      RetryPolicy
+	LockToken  string
+	LeaseUntil time.Time
+	// CancelRequested: the workflow no longer wants the result (a select
+	// loser); a worker should stop the activity.
+	CancelRequested bool
+}
+
+// RetryPolicy controls activity retries. Zero values mean the engine
+// defaults (filled in by the engine before it reaches the store).
+type RetryPolicy struct {
+	MaxAttempts        int           `json:"max_attempts,omitempty"`
+	InitialInterval    time.Duration `json:"initial_interval,omitempty"`
+	BackoffCoefficient float64       `json:"backoff_coefficient,omitempty"`
+	MaxInterval        time.Duration `json:"max_interval,omitempty"`
+}
+
+// Turn is a claimed unit of orchestration work: one instance, its current
+// execution's history, and the inbox messages to process.
+type Turn struct {
+	Instance   Instance
+	History    []history.Event
+	Messages   []Message
+	LockToken  string
+	LeaseUntil time.Time
+}
+
+// ---- params ----
+
+// InstanceCreateParams creates an instance with its ExecutionStarted event
+// and a kick message. Events already waiting for this instance id stay in
+// the inbox and are processed by the first turn.
+type InstanceCreateParams struct {
+	Tenant   string
+	ID       string
+	Workflow string
+	Input    json.RawMessage
+	Now      time.Time
+}
+
+// InstanceGetParams names an instance.
+type InstanceGetParams struct {
+	Tenant string
+	ID     string
+}
+
+// InstanceListParams filters instances. Zero fields do not filter.
+type InstanceListParams struct {
+	Tenant   string
+	Workflow string
+	Status   Status
+	Limit    int // default 100
+}
+
+// InstanceTerminateParams terminates a running or pending instance: its
+// status becomes terminated, ExecutionTerminated is appended, every event
+// pending or buffered for it is dropped (instance_terminal) with a
+// breadcrumb, its inbox, activities and lease are cleared.
+type InstanceTerminateParams struct {
+	Tenant string
+	ID     string
+	Reason string
+	Now    time.Time
+}
+
+// HistoryListParams reads one execution's history. Execution 0 means the
+// current one. Events with Seq > AfterSeq are returned, at most Limit (0 =
+// all).
+type HistoryListParams struct {
+	Tenant     string
+	InstanceID string
+	Execution  int
+	AfterSeq   int
+	Limit      int
+}
+
+// EventRaiseParams records an external event for an instance.
+type EventRaiseParams struct {
+	Tenant     string
+	InstanceID string
+	EventID    string
+	Lane       history.Lane
+	Name       string
+	Payload    json.RawMessage
+	Now        time.Time
+	// StartIfAbsent, when set, atomically creates the instance (as
+	// InstanceCreate does) if it does not exist.
+	StartIfAbsent *InstanceCreateParams
+}
+
+// EventRaiseResult is the receipt of a raise.
+type EventRaiseResult struct {
+	EventID    string
+	ReceivedAt time.Time
+	// Duplicate: the event id was seen before; this is the first receipt and
+	// nothing was written.
+	Duplicate bool
+	// Started: StartIfAbsent created the instance.
+	Started bool
+}
+
+// EventGetParams names an event in the fate ledger.
+type EventGetParams struct {
+	Tenant  string
+	EventID string
+}
+
+// EventListParams lists an instance's events, oldest first.
+type EventListParams struct {
+	Tenant     string
+	InstanceID string
+	Lane       history.Lane // "" = all lanes
+	Name       string       // "" = all names
+	Fate       history.Fate // "" = all fates
+	Limit      int          // default 1000
+}
+
+// TurnClaimParams claims up to Max instances that have visible inbox
+// messages and no live lease.
+type TurnClaimParams struct {
+	Tenant string
+	Now    time.Time
+	Lease  time.Duration
+	Max    int
+	// MaxMessages caps the messages returned per turn (default 1000).
+	MaxMessages int
+}
+
+// TurnCommitParams commits a turn in one transaction: the history delta, the
+// consumed inbox messages, outgoing work and the status change. It fails with
+// ErrLeaseLost (writing nothing) unless LockToken still owns the instance.
+type TurnCommitParams struct {
+	Tenant     string
+	InstanceID string
+	LockToken  string
+	Execution  int // the execution the turn ran on
+	Now        time.Time
+
+	NewEvents        []history.Event // appended to the execution's history
+	ConsumedMessages []int64         // inbox message ids to delete
+	Activities       []ActivityTask  // to schedule (LockToken/LeaseUntil ignored)
+	Timers           []TimerSchedule
+	CancelTimers     []int // TaskSeqs of timers of this execution to delete
+	CancelActivities []int // TaskSeqs of activities of this execution to cancel
+	Fates            []FateUpdate
+
+	Status  Status // new status (running, completed, failed)
+	Output  json.RawMessage
+	Failure *history.Failure
+
+	// ContinueAsNew, when set, ends the execution and starts the next one:
+	// the instance's execution becomes Execution+1 with StartEvents as its
+	// initial history, and a kick message is added.
+	ContinueAsNew *ContinueAsNewParams
+}
+
+// TimerSchedule is a durable timer: a timer_fired message visible at FireAt.
+type TimerSchedule struct {
+	TaskSeq int
+	FireAt  time.Time
+}
+
+// ContinueAsNewParams describes the next execution.
+type ContinueAsNewParams struct {
+	Input       json.RawMessage
+	StartEvents []history.Event // ExecutionStarted, then carried events and drop breadcrumbs
+}
+
+// TurnAbandonParams releases a claimed turn without committing it (graceful
+// shutdown, or a turn that failed for a transient reason).
+type TurnAbandonParams struct {
+	Tenant     string
+	InstanceID string
+	LockToken  string
+	// RetryAt delays the instance's next claim (zero = now).
+	RetryAt time.Time
+}
+
+// ActivityClaimParams claims up to Max visible activity tasks.
+type ActivityClaimParams struct {
+	Tenant string
+	Now    time.Time
+	Lease  time.Duration
+	Max    int
+}
+
+// ActivityCompleteParams finishes an activity task: the task is deleted and
+// an activity_completed (Failure nil) or activity_failed message is added to
+// the instance's inbox, unless the instance is terminal, the execution has
+// moved on, or the task was cancelled (then the result is discarded).
+// ErrLeaseLost if LockToken no longer owns the task.
+type ActivityCompleteParams struct {
+	Tenant     string
+	InstanceID string
+	Execution  int
+	TaskSeq    int
+	LockToken  string
+	Result     json.RawMessage
+	Failure    *history.Failure
+	Now        time.Time
+}
+
+// ActivityRetryParams releases a failed attempt for a later retry: Attempt is
+// incremented and the task becomes visible at RetryAt.
+type ActivityRetryParams struct {
+	Tenant     string
+	InstanceID string
+	Execution  int
+	TaskSeq    int
+	LockToken  string
+	RetryAt    time.Time
+}
+
+// ActivityHeartbeatParams extends a claimed task's lease. The result says
+// whether the workflow has asked to cancel the activity.
+type ActivityHeartbeatParams struct {
+	Tenant     string
+	InstanceID string
+	Execution  int
+	TaskSeq    int
+	LockToken  string
+	LeaseUntil time.Time
+}
+
+// NextWakeParams asks when the next message or activity of a tenant becomes
+// visible.
+type NextWakeParams struct {
+	Tenant string
+	Now    time.Time
+}
+
+// Store is the storage seam. All methods are safe for concurrent use. Every
+// method is scoped to params.Tenant.
+type Store interface {
+	// InstanceCreate returns ErrInstanceExists if the id is taken.
+	InstanceCreate(ctx context.Context, p *InstanceCreateParams) (*Instance, error)
+	// InstanceGet returns ErrNotFound.
+	InstanceGet(ctx context.Context, p *InstanceGetParams) (*Instance, error)
+	InstanceList(ctx context.Context, p *InstanceListParams) ([]*Instance, error)
+	// InstanceTerminate returns ErrNotFound, or ErrInstanceNotRunning if the
+	// instance already ended.
+	InstanceTerminate(ctx context.Context, p *InstanceTerminateParams) error
+
+	// HistoryList returns ErrNotFound if the instance does not exist.
+	HistoryList(ctx context.Context, p *HistoryListParams) ([]history.Event, error)
+
+	// EventRaise records an event (fate pending) and an inbox message. It
+	// returns ErrInstanceNotRunning (storing nothing) if the instance is
+	// terminal, and ErrEventIDConflict if the id was used for another
+	// target, lane or name. An instance that does not exist yet gets the
+	// event kept in its inbox until it starts.
+	EventRaise(ctx context.Context, p *EventRaiseParams) (*EventRaiseResult, error)
+	// EventGet returns ErrNotFound.
+	EventGet(ctx context.Context, p *EventGetParams) (*EventRecord, error)
+	EventList(ctx context.Context, p *EventListParams) ([]*EventRecord, error)
+
+	TurnClaim(ctx context.Context, p *TurnClaimParams) ([]*Turn, error)
+	TurnCommit(ctx context.Context, p *TurnCommitParams) error
+	TurnAbandon(ctx context.Context, p *TurnAbandonParams) error
+
+	ActivityClaim(ctx context.Context, p *ActivityClaimParams) ([]*ActivityTask, error)
+	ActivityComplete(ctx context.Context, p *ActivityCompleteParams) error
+	ActivityRetry(ctx context.Context, p *ActivityRetryParams) error
+	// ActivityHeartbeat returns cancelRequested, or ErrLeaseLost.
+	ActivityHeartbeat(ctx context.Context, p *ActivityHeartbeatParams) (cancelRequested bool, err error)
+
+	// NextWake returns the earliest future time a message or activity task
+	// becomes visible, or ok=false if there is none.
+	NextWake(ctx context.Context, p *NextWakeParams) (at time.Time, ok bool, err error)
+	// Subscribe returns a channel that receives a value (coalesced) whenever
+	// this store writes new work for the tenant, so idle workers wake at once.
+	Subscribe(tenant string) (ch <-chan struct{}, cancel func())
+
+	Close() error
+}
