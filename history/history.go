@@ -31,15 +31,15 @@ const (
 
 // Decision kinds.
 const (
-	ActivityScheduled         Kind = "ActivityScheduled"
-	ActivityCancelRequested   Kind = "ActivityCancelRequested"
-	TimerCreated              Kind = "TimerCreated"
-	TimerCancelled            Kind = "TimerCancelled"
-	EventSubscribed           Kind = "EventSubscribed"
-	EventSubscribedCancelled  Kind = "EventSubscribedCancelled"
-	ExecutionCompleted        Kind = "ExecutionCompleted"
-	ExecutionFailed           Kind = "ExecutionFailed"
-	ExecutionContinuedAsNew   Kind = "ExecutionContinuedAsNew"
+	ActivityScheduled        Kind = "ActivityScheduled"
+	ActivityCancelRequested  Kind = "ActivityCancelRequested"
+	TimerCreated             Kind = "TimerCreated"
+	TimerCancelled           Kind = "TimerCancelled"
+	EventSubscribed          Kind = "EventSubscribed"
+	EventSubscribedCancelled Kind = "EventSubscribedCancelled"
+	ExecutionCompleted       Kind = "ExecutionCompleted"
+	ExecutionFailed          Kind = "ExecutionFailed"
+	ExecutionContinuedAsNew  Kind = "ExecutionContinuedAsNew"
 )
 
 // IsDecision reports whether events of kind k are produced by workflow code.
@@ -149,11 +149,11 @@ type DropReason string
 
 // Drop reasons (SPEC §3).
 const (
-	DropWithdrawnWait      DropReason = "withdrawn_wait"
-	DropLimit              DropReason = "limit"
-	DropSuperseded         DropReason = "superseded"
-	DropCarryForwardLimit  DropReason = "carry_forward_limit"
-	DropNotCarriedForward  DropReason = "not_carried_forward" // ContinueAsNew with DropUnconsumedEvents
-	DropExpired            DropReason = "expired"
-	DropInstanceTerminal   DropReason = "instance_terminal"
+	DropWithdrawnWait     DropReason = "withdrawn_wait"
+	DropLimit             DropReason = "limit"
+	DropSuperseded        DropReason = "superseded"
+	DropCarryForwardLimit DropReason = "carry_forward_limit"
+	DropNotCarriedForward DropReason = "not_carried_forward" // ContinueAsNew with DropUnconsumedEvents
+	DropExpired           DropReason = "expired"
+	DropInstanceTerminal  DropReason = "instance_terminal"
 )
