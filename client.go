@@ -1,0 +1,258 @@
+package herald
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/heraldwf/herald/history"
+	"github.com/heraldwf/herald/storage"
+)
+
+// Client starts workflows, sends them events and reads their state. It is
+// bound to one tenant. A Client does not run workflows: a Runtime on the
+// same store does.
+type Client struct {
+	store storage.Store
+	cfg   *Config
+}
+
+// NewClient returns a client over store (cfg may be nil for the defaults).
+func NewClient(store storage.Store, cfg *Config) *Client {
+	return &Client{store: store, cfg: cfg.WithDefaults()}
+}
+
+// Status is an instance's status.
+type Status = storage.Status
+
+// Instance statuses.
+const (
+	StatusPending    = storage.StatusPending
+	StatusRunning    = storage.StatusRunning
+	StatusCompleted  = storage.StatusCompleted
+	StatusFailed     = storage.StatusFailed
+	StatusTerminated = storage.StatusTerminated
+)
+
+// EventRecord is an event's entry in the fate ledger: where it stands.
+type EventRecord = storage.EventRecord
+
+// InstanceInfo describes an instance.
+type InstanceInfo struct {
+	ID        string
+	Workflow  string
+	Status    Status
+	Execution int
+	Input     json.RawMessage
+	Output    json.RawMessage
+	Failure   *history.Failure
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// Err returns the instance's failure as a typed error (a
+// *NondeterminismError, or a *WorkflowError), or nil.
+func (i *InstanceInfo) Err() error { return failureError(i.Failure) }
+
+// Result decodes the output of a completed instance into out. It returns the
+// instance's error if it failed or was terminated, and an error if it has
+// not finished.
+func (i *InstanceInfo) Result(out any) error {
+	switch i.Status {
+	case StatusCompleted:
+		if out == nil {
+			return nil
+		}
+		return json.Unmarshal(i.Output, out)
+	case StatusFailed, StatusTerminated:
+		return i.Err()
+	default:
+		return fmt.Errorf("herald: instance %s is %s", i.ID, i.Status)
+	}
+}
+
+func infoOf(in *storage.Instance) *InstanceInfo {
+	return &InstanceInfo{ID: in.ID, Workflow: in.Workflow, Status: in.Status, Execution: in.Execution,
+		Input: in.Input, Output: in.Output, Failure: in.Failure, CreatedAt: in.CreatedAt, UpdatedAt: in.UpdatedAt}
+}
+
+// StartWorkflow starts an instance of the named workflow with input (encoded
+// as JSON) and returns its id. It returns ErrInstanceExists if
+// WithInstanceID names an existing instance.
+func (c *Client) StartWorkflow(ctx context.Context, workflow string, input any, opts ...StartOption) (string, error) {
+	var o startOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if workflow == "" {
+		return "", errors.New("herald: StartWorkflow: empty workflow name")
+	}
+	id := o.instanceID
+	if id == "" {
+		id = uuid.NewString()
+	}
+	in, err := marshal(input)
+	if err != nil {
+		return "", fmt.Errorf("herald: encode input: %w", err)
+	}
+	_, err = c.store.InstanceCreate(ctx, &storage.InstanceCreateParams{
+		Tenant: c.cfg.Tenant, ID: id, Workflow: workflow, Input: in, Now: c.cfg.Now(),
+	})
+	if err != nil {
+		return "", fmt.Errorf("start %s: %w", id, err)
+	}
+	return id, nil
+}
+
+// EventReceipt acknowledges an accepted event.
+type EventReceipt struct {
+	EventID    string
+	ReceivedAt time.Time
+	// Duplicate: the event id was seen before; this is its first receipt
+	// and nothing changed.
+	Duplicate bool
+	// Started: StartIfAbsent started the instance.
+	Started bool
+}
+
+// RaiseEvent sends an event on the positional lane to instance (SPEC §3.1).
+// The payload is encoded as JSON (any JSON value, "" and null included). An
+// instance that does not exist yet keeps the event until it starts.
+//
+// Errors: ErrEventInvalid (empty name, payload not JSON or over
+// MaxPayloadBytes; nothing stored), ErrInstanceNotRunning (the instance has
+// ended; nothing stored), ErrEventIDConflict.
+func (c *Client) RaiseEvent(ctx context.Context, instanceID, name string, payload any, opts ...RaiseOption) (*EventReceipt, error) {
+	var o raiseOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	raw, err := c.validateEvent(instanceID, name, payload)
+	if err != nil {
+		return nil, err
+	}
+	id := o.eventID
+	if id == "" {
+		id = uuid.NewString()
+	}
+	now := c.cfg.Now()
+	p := &storage.EventRaiseParams{
+		Tenant: c.cfg.Tenant, InstanceID: instanceID, EventID: id, Lane: history.LanePositional,
+		Name: name, Payload: raw, Now: now,
+	}
+	if o.start {
+		in, err := marshal(o.startInput)
+		if err != nil {
+			return nil, fmt.Errorf("herald: encode start input: %w", err)
+		}
+		p.StartIfAbsent = &storage.InstanceCreateParams{Tenant: c.cfg.Tenant, ID: instanceID,
+			Workflow: o.startWorkflow, Input: in, Now: now}
+	}
+	res, err := c.store.EventRaise(ctx, p)
+	if err != nil {
+		return nil, fmt.Errorf("raise %s to %s: %w", name, instanceID, err)
+	}
+	return &EventReceipt{EventID: res.EventID, ReceivedAt: res.ReceivedAt, Duplicate: res.Duplicate, Started: res.Started}, nil
+}
+
+func (c *Client) validateEvent(instanceID, name string, payload any) (json.RawMessage, error) {
+	var reasons []string
+	if instanceID == "" {
+		reasons = append(reasons, "empty instance id")
+	}
+	if name == "" {
+		reasons = append(reasons, "empty event name")
+	}
+	raw, err := marshal(payload)
+	switch {
+	case err != nil:
+		reasons = append(reasons, "payload is not JSON-encodable: "+err.Error())
+	case !json.Valid(raw):
+		reasons = append(reasons, "payload is not valid JSON")
+	case len(raw) > c.cfg.MaxPayloadBytes:
+		reasons = append(reasons, fmt.Sprintf("payload is %d bytes, over the %d-byte cap", len(raw), c.cfg.MaxPayloadBytes))
+	}
+	if len(reasons) > 0 {
+		return nil, &EventInvalidError{Name: name, Reasons: reasons}
+	}
+	return raw, nil
+}
+
+// Status returns an instance's state, or ErrNotFound.
+func (c *Client) Status(ctx context.Context, instanceID string) (*InstanceInfo, error) {
+	in, err := c.store.InstanceGet(ctx, &storage.InstanceGetParams{Tenant: c.cfg.Tenant, ID: instanceID})
+	if err != nil {
+		return nil, fmt.Errorf("status of %s: %w", instanceID, err)
+	}
+	return infoOf(in), nil
+}
+
+// WaitForCompletion blocks until the instance completes, fails or is
+// terminated, or ctx ends. The returned info's Result and Err give the
+// outcome; the error is for the wait itself (ctx, storage, ErrNotFound).
+func (c *Client) WaitForCompletion(ctx context.Context, instanceID string) (*InstanceInfo, error) {
+	delay := 2 * time.Millisecond
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+		info, err := c.Status(ctx, instanceID)
+		if err != nil {
+			return nil, err
+		}
+		if info.Status.Terminal() {
+			return info, nil
+		}
+		t.Reset(delay)
+		delay = min(delay*2, 100*time.Millisecond)
+	}
+}
+
+// History returns an execution's history (execution 0: the current one).
+func (c *Client) History(ctx context.Context, instanceID string, execution int) ([]history.Event, error) {
+	evs, err := c.store.HistoryList(ctx, &storage.HistoryListParams{Tenant: c.cfg.Tenant, InstanceID: instanceID, Execution: execution})
+	if err != nil {
+		return nil, fmt.Errorf("history of %s: %w", instanceID, err)
+	}
+	return evs, nil
+}
+
+// Terminate ends a running instance at once: status terminated, every event
+// still pending or buffered for it dropped (instance_terminal), its
+// activities and timers cancelled. ErrInstanceNotRunning if it had ended.
+func (c *Client) Terminate(ctx context.Context, instanceID, reason string) error {
+	err := c.store.InstanceTerminate(ctx, &storage.InstanceTerminateParams{Tenant: c.cfg.Tenant, ID: instanceID,
+		Reason: reason, Now: c.cfg.Now()})
+	if err != nil {
+		return fmt.Errorf("terminate %s: %w", instanceID, err)
+	}
+	return nil
+}
+
+// EventFate returns where an event stands: pending, buffered, delivered
+// (with its wait number and execution) or dropped (with the reason).
+// ErrNotFound if the id is unknown.
+func (c *Client) EventFate(ctx context.Context, eventID string) (*EventRecord, error) {
+	rec, err := c.store.EventGet(ctx, &storage.EventGetParams{Tenant: c.cfg.Tenant, EventID: eventID})
+	if err != nil {
+		return nil, fmt.Errorf("fate of event %s: %w", eventID, err)
+	}
+	return rec, nil
+}
+
+// Events lists the events sent to an instance with their fates, oldest first.
+func (c *Client) Events(ctx context.Context, instanceID string) ([]*EventRecord, error) {
+	recs, err := c.store.EventList(ctx, &storage.EventListParams{Tenant: c.cfg.Tenant, InstanceID: instanceID})
+	if err != nil {
+		return nil, fmt.Errorf("events of %s: %w", instanceID, err)
+	}
+	return recs, nil
+}

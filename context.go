@@ -1,0 +1,164 @@
+package herald
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/heraldwf/herald/internal/replay"
+)
+
+// Context is a workflow's only window on the world. Workflow code must use
+// it for time, randomness, I/O and waiting, and nothing else: the engine
+// replays the code from history on every turn, and anything not taken from
+// the Context would differ between replays.
+type Context struct {
+	s      *replay.State
+	rt     *Runtime
+	logger *slog.Logger
+}
+
+// Future is the result of an asynchronous operation (an activity, a timer, a
+// wait). Get blocks the workflow until it resolves.
+type Future struct{ f *replay.Future }
+
+// Get waits for the future and decodes its value into out (which may be nil
+// to discard it). It returns the operation's error: an *ActivityError,
+// ErrEventTimeout, ErrCanceled.
+func (f Future) Get(out any) error {
+	v, err := f.f.Get()
+	if err != nil {
+		return err
+	}
+	if out == nil || len(v) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(v, out); err != nil {
+		return fmt.Errorf("herald: decode result into %T: %w", out, err)
+	}
+	return nil
+}
+
+// Ready reports whether the future has resolved (Get will not block).
+func (f Future) Ready() bool { return f.f.Ready() }
+
+// InstanceID returns the running instance's id.
+func (c *Context) InstanceID() string { return c.s.InstanceID() }
+
+// Execution returns the execution number (1, then +1 per ContinueAsNew).
+func (c *Context) Execution() int { return c.s.Execution() }
+
+// Now returns the workflow's deterministic current time.
+func (c *Context) Now() time.Time { return c.s.Now() }
+
+// NewUUID returns a UUID that is the same on every replay.
+func (c *Context) NewUUID() string { return c.s.NewUUID() }
+
+// IsReplaying reports whether the code is re-running over stored history.
+func (c *Context) IsReplaying() bool { return c.s.IsReplaying() }
+
+// Logger returns a logger that is silent while the workflow replays, so each
+// line is written once.
+func (c *Context) Logger() *slog.Logger {
+	if c.logger == nil {
+		c.logger = slog.New(&replayHandler{h: c.rt.logger.Handler(), s: c.s}).With(
+			"instance", c.s.InstanceID(), "execution", c.s.Execution())
+	}
+	return c.logger
+}
+
+// CallActivity schedules the named activity with input (encoded as JSON).
+// The activity runs at least once, retried by its policy; Get returns its
+// result or an *ActivityError.
+func (c *Context) CallActivity(name string, input any, opts ...ActivityOption) Future {
+	var o activityOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	in, err := marshal(input)
+	if err != nil {
+		panic(fmt.Sprintf("herald: encode input of activity %s: %v", name, err))
+	}
+	return Future{c.s.CallActivity(name, in, o.retry)}
+}
+
+// Timer returns a future that resolves d after Now. Timers are durable.
+func (c *Context) Timer(d time.Duration) Future { return Future{c.s.NewTimer(d)} }
+
+// Sleep blocks the workflow for d (a durable timer).
+func (c *Context) Sleep(d time.Duration) error { return c.Timer(d).Get(nil) }
+
+// WaitEvent waits for the next event called name on the positional lane
+// (SPEC §3.1): an event raised before the wait is buffered and received at
+// once; events and waits of one name pair up in order. WithTimeout makes the
+// wait fail with ErrEventTimeout.
+func (c *Context) WaitEvent(name string, opts ...WaitOption) Future {
+	var o waitOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return Future{c.s.WaitEvent(name, o.timeout)}
+}
+
+// Select blocks until one of the futures resolves and returns its index.
+// Every other future that has not resolved is cancelled: a timer is
+// dropped, an activity is asked to cancel, a wait is withdrawn (its late
+// answer will be dropped, SPEC §3.1 rule 3).
+func (c *Context) Select(fs ...Future) int {
+	inner := make([]*replay.Future, len(fs))
+	for i, f := range fs {
+		inner[i] = f.f
+	}
+	return c.s.Select(inner...)
+}
+
+// All blocks until every future resolves and returns the first error, by
+// position.
+func (c *Context) All(fs ...Future) error {
+	inner := make([]*replay.Future, len(fs))
+	for i, f := range fs {
+		inner[i] = f.f
+	}
+	return c.s.All(inner...)
+}
+
+// ContinueAsNew returns the error a workflow returns to end this execution
+// and start the next with input and a fresh history. Buffered events are
+// carried over (unless DropUnconsumedEvents):
+//
+//	return nil, ctx.ContinueAsNew(next)
+func (c *Context) ContinueAsNew(input any, opts ...ContinueAsNewOption) error {
+	var o continueOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	in, err := marshal(input)
+	if err != nil {
+		return fmt.Errorf("herald: encode continue-as-new input: %w", err)
+	}
+	return &replay.ContinueAsNewError{Input: in, DropUnconsumed: o.dropUnconsumed}
+}
+
+// replayHandler drops log records while the workflow replays.
+type replayHandler struct {
+	h slog.Handler
+	s *replay.State
+}
+
+func (r *replayHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	return !r.s.IsReplaying() && r.h.Enabled(ctx, l)
+}
+func (r *replayHandler) Handle(ctx context.Context, rec slog.Record) error {
+	if r.s.IsReplaying() {
+		return nil
+	}
+	return r.h.Handle(ctx, rec)
+}
+func (r *replayHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return &replayHandler{h: r.h.WithAttrs(as), s: r.s}
+}
+func (r *replayHandler) WithGroup(name string) slog.Handler {
+	return &replayHandler{h: r.h.WithGroup(name), s: r.s}
+}

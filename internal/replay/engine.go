@@ -1,0 +1,791 @@
+// Package replay is Herald's replay engine: given an execution's history and
+// the new inbox messages, it re-runs the workflow code deterministically,
+// checks it against history, applies the event-lane rules to new arrivals and
+// returns the turn's outcome (new history events, outgoing work, fates,
+// status). It does no I/O.
+//
+// The model: history is an ordered log of inputs (start, activity results,
+// timer firings, arriving events) and decisions (what the code did in
+// reaction). The code runs as a coroutine that only advances when the engine
+// lets it; after each input the code runs until it blocks, and the decisions
+// it makes must equal the decisions recorded after that input, in order.
+// Because the code runs to quiescence between inputs, the order of
+// decisions and inputs is fully determined, which is what makes the
+// positional lane's "Nth event pairs with the Nth active wait" well defined.
+package replay
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/heraldwf/herald/history"
+	"github.com/heraldwf/herald/storage"
+)
+
+// WorkflowFunc is the engine's view of a workflow: JSON in, JSON out.
+type WorkflowFunc func(s *State, input json.RawMessage) (json.RawMessage, error)
+
+// Limits are the event-lane limits (SPEC §3.1).
+type Limits struct {
+	// MaxUnconsumedEvents caps buffered positional events per instance
+	// across names. Default 100.
+	MaxUnconsumedEvents int
+	// MaxCarryForwardExecutions: an event is carried across at most this
+	// many continue-as-new boundaries. Default 5.
+	MaxCarryForwardExecutions int
+}
+
+func (l Limits) withDefaults() Limits {
+	if l.MaxUnconsumedEvents <= 0 {
+		l.MaxUnconsumedEvents = 100
+	}
+	if l.MaxCarryForwardExecutions <= 0 {
+		l.MaxCarryForwardExecutions = 5
+	}
+	return l
+}
+
+// Input is one turn's input.
+type Input struct {
+	InstanceID string
+	Workflow   WorkflowFunc
+	// History is the current execution's history; it starts with
+	// ExecutionStarted.
+	History  []history.Event
+	Messages []storage.Message
+	// Now is the turn's time: new history events are stamped with it.
+	Now    time.Time
+	Limits Limits
+}
+
+// Output is one turn's outcome.
+type Output struct {
+	NewEvents        []history.Event
+	Consumed         []int64
+	Activities       []storage.ActivityTask
+	Timers           []storage.TimerSchedule
+	CancelTimers     []int
+	CancelActivities []int
+	Fates            []storage.FateUpdate
+	Status           storage.Status
+	Result           json.RawMessage
+	Failure          *history.Failure
+	ContinueAsNew    *storage.ContinueAsNewParams
+	// Drops lists the drop breadcrumbs this turn wrote (in NewEvents or in
+	// the next execution's start events), for logs and metrics.
+	Drops []history.Event
+}
+
+type futureKind int
+
+const (
+	kindActivity futureKind = iota + 1
+	kindTimer
+	kindWait
+	kindDerived
+)
+
+// Future is the engine's future: resolved by an input (or at once), or
+// cancelled as a select loser.
+type Future struct {
+	s      *State
+	kind   futureKind
+	seq    int
+	name   string
+	done   bool
+	value  json.RawMessage
+	err    error
+	onDone []func()
+	cancel func() // records the cancellation decision; nil for plain futures
+}
+
+// Ready reports whether the future has resolved.
+func (f *Future) Ready() bool { return f.done }
+
+// Get blocks the workflow until the future resolves.
+func (f *Future) Get() (json.RawMessage, error) {
+	f.s.block(func() bool { return f.done })
+	return f.value, f.err
+}
+
+// Cancel cancels an unresolved future (recording the cancellation in
+// history); a resolved future is left as it is.
+func (f *Future) Cancel() {
+	if !f.done && f.cancel != nil {
+		f.cancel()
+	}
+}
+
+func (f *Future) resolve(v json.RawMessage, err error) {
+	if f.done {
+		return
+	}
+	f.done, f.value, f.err = true, v, err
+	cbs := f.onDone
+	f.onDone = nil
+	for _, cb := range cbs {
+		cb()
+	}
+}
+
+func (f *Future) then(cb func()) {
+	if f.done {
+		cb()
+		return
+	}
+	f.onDone = append(f.onDone, cb)
+}
+
+// State is one turn's replay state; workflow code reaches it through
+// herald.Context.
+type State struct {
+	in        *Input
+	limits    Limits
+	workflow  string
+	input     json.RawMessage
+	execution int
+	now       time.Time
+	replaying bool
+
+	hist    []history.Event
+	cursor  int
+	nextSeq int
+	out     *Output
+
+	lane        *Positional
+	waitNumbers map[int]int // subscription seq → wait number
+	futures     map[int]*Future
+	uuids       int
+
+	// coroutine
+	resume   chan bool // true: abort
+	yield    chan struct{}
+	started  bool
+	exited   bool
+	aborting bool
+	finished bool // the workflow returned (completed, failed, continued)
+	can      *ContinueAsNewError
+	fatal    *NondeterminismError
+}
+
+// InstanceID returns the instance being run.
+func (s *State) InstanceID() string { return s.in.InstanceID }
+
+// Execution returns the execution number.
+func (s *State) Execution() int { return s.execution }
+
+// WorkflowName returns the workflow's registered name.
+func (s *State) WorkflowName() string { return s.workflow }
+
+// Now returns the deterministic current time: the time of the input being
+// processed.
+func (s *State) Now() time.Time { return s.now }
+
+// IsReplaying reports whether the code is re-running over stored history.
+func (s *State) IsReplaying() bool { return s.replaying }
+
+var uuidNamespace = uuid.MustParse("5b0a3c9e-8f6d-4b1e-9a57-0c4f2d7e6a11")
+
+// NewUUID returns a deterministic UUID: the same on every replay.
+func (s *State) NewUUID() string {
+	s.uuids++
+	return uuid.NewSHA1(uuidNamespace, fmt.Appendf(nil, "%s/%d/%d", s.in.InstanceID, s.execution, s.uuids)).String()
+}
+
+// Run runs one turn. It never returns an error for workflow problems: a
+// non-deterministic or panicking workflow is reported as a failed status in
+// the output. An error means the input itself is malformed.
+func Run(in *Input) (*Output, error) {
+	if len(in.History) == 0 || in.History[0].Kind != history.ExecutionStarted {
+		return nil, errors.New("replay: history must start with ExecutionStarted")
+	}
+	if in.Workflow == nil {
+		return nil, errors.New("replay: no workflow function")
+	}
+	start := in.History[0]
+	s := &State{
+		in:          in,
+		limits:      in.Limits.withDefaults(),
+		workflow:    start.Workflow,
+		input:       start.Input,
+		execution:   start.Execution,
+		now:         start.Time,
+		hist:        in.History,
+		cursor:      1,
+		nextSeq:     in.History[len(in.History)-1].Seq + 1,
+		out:         &Output{Status: storage.StatusRunning},
+		waitNumbers: map[int]int{},
+		futures:     map[int]*Future{},
+		resume:      make(chan bool),
+		yield:       make(chan struct{}),
+	}
+	if s.execution == 0 {
+		s.execution = 1
+	}
+	s.lane = NewPositional(s.limits.MaxUnconsumedEvents)
+	defer s.stop()
+
+	if err := s.protect(s.run); err != nil {
+		return s.failed(err), nil
+	}
+	return s.out, nil
+}
+
+// protect runs fn, turning a non-determinism panic raised on the engine's
+// side (a decision recorded by a callback) into an error.
+func (s *State) protect(fn func()) (nd *NondeterminismError) {
+	defer func() {
+		if r := recover(); r != nil {
+			n, ok := r.(nondeterminism)
+			if !ok {
+				panic(r)
+			}
+			nd = n.err
+		}
+	}()
+	fn()
+	if s.fatal != nil {
+		return s.fatal
+	}
+	return nil
+}
+
+func (s *State) run() {
+	// Events placed at the start of the execution, before the code first ran.
+	// The code starts at the time of the last of them, on the first run and
+	// on every replay alike.
+	for s.cursor < len(s.hist) && s.hist[s.cursor].AtStart {
+		s.now = s.hist[s.cursor].Time
+		s.applyStored(s.hist[s.cursor])
+		s.cursor++
+	}
+	codeRan := s.cursor < len(s.hist)
+	var consumed map[int64]bool
+	if !codeRan {
+		// First turn of this execution: every event already waiting arrived
+		// before the code ran, so it is buffered before the code starts.
+		s.replaying = false
+		startTime := s.now
+		s.now = s.in.Now
+		consumed = map[int64]bool{}
+		for _, m := range s.in.Messages {
+			if m.Kind == storage.MsgEvent {
+				s.arrive(m, true)
+				s.out.Consumed = append(s.out.Consumed, m.ID)
+				consumed[m.ID] = true
+			}
+		}
+		if len(consumed) == 0 {
+			s.now = startTime
+		}
+	} else {
+		s.replaying = true
+	}
+	s.startCode()
+	if s.fatal != nil {
+		return
+	}
+
+	// Phase 1: replay stored inputs.
+	for s.cursor < len(s.hist) {
+		ev := s.hist[s.cursor]
+		if ev.Kind.IsDecision() {
+			s.fatal = s.nondeterminism(ev, "nothing (the workflow is waiting or has returned)")
+			return
+		}
+		s.now = ev.Time
+		s.cursor++
+		s.applyStored(ev)
+		s.step()
+		if s.fatal != nil {
+			return
+		}
+	}
+
+	// Phase 2: new messages.
+	s.replaying = false
+	s.now = s.in.Now
+	for _, m := range s.in.Messages {
+		if s.finished {
+			break
+		}
+		if consumed[m.ID] {
+			continue
+		}
+		s.out.Consumed = append(s.out.Consumed, m.ID)
+		s.applyNew(m)
+		s.step()
+		if s.fatal != nil {
+			return
+		}
+	}
+}
+
+// applyStored applies a stored input event to the engine state.
+func (s *State) applyStored(ev history.Event) {
+	switch ev.Kind {
+	case history.ActivityCompleted, history.ActivityFailed, history.TimerFired:
+		f := s.futures[ev.TaskSeq]
+		if f == nil || f.done {
+			panic(nondeterminism{s.nondeterminism(ev, "no pending activity or timer with that seq")})
+		}
+		s.resolveTask(f, ev)
+	case history.EventRaised:
+		b := &Buffered{Event: ev}
+		o := Outcome{Delivered: ev.TaskSeq > 0, WaitSeq: ev.TaskSeq}
+		if !s.lane.Apply(b, o) {
+			panic(nondeterminism{s.nondeterminism(ev, "no matching wait state for this event")})
+		}
+		if o.Delivered {
+			s.futures[ev.TaskSeq].resolve(ev.Payload, nil)
+		}
+	case history.EventDropped:
+		if !s.lane.Apply(&Buffered{Event: ev}, Outcome{Dropped: true, Reason: ev.Reason}) {
+			panic(nondeterminism{s.nondeterminism(ev, "no withdrawn wait for this drop")})
+		}
+	case history.ExecutionTerminated:
+		s.finished = true
+	}
+}
+
+func (s *State) resolveTask(f *Future, ev history.Event) {
+	switch ev.Kind {
+	case history.ActivityFailed:
+		msg := ""
+		if ev.Failure != nil {
+			msg = ev.Failure.Message
+		}
+		f.resolve(nil, &ActivityError{Name: f.name, Message: msg})
+	default:
+		f.resolve(ev.Result, nil)
+	}
+}
+
+// applyNew turns a new inbox message into history.
+func (s *State) applyNew(m storage.Message) {
+	switch m.Kind {
+	case storage.MsgActivityCompleted, storage.MsgActivityFailed, storage.MsgTimerFired:
+		if m.Execution != s.execution {
+			return // a result for an earlier execution
+		}
+		f := s.futures[m.TaskSeq]
+		if f == nil || f.done {
+			return // cancelled activity or timer: the result is not wanted
+		}
+		ev := history.Event{Kind: history.TimerFired, TaskSeq: m.TaskSeq}
+		switch m.Kind {
+		case storage.MsgActivityCompleted:
+			ev.Kind, ev.Name, ev.Result = history.ActivityCompleted, f.name, m.Result
+		case storage.MsgActivityFailed:
+			ev.Kind, ev.Name, ev.Failure = history.ActivityFailed, f.name, m.Failure
+		}
+		s.record(ev)
+		s.resolveTask(f, ev)
+	case storage.MsgEvent:
+		s.arrive(m, false)
+	}
+}
+
+// arrive applies the positional lane rules to a new event and records the
+// outcome in history and in the fate ledger.
+func (s *State) arrive(m storage.Message, atStart bool) {
+	ev := history.Event{
+		Kind: history.EventRaised, Lane: history.LanePositional, EventID: m.EventID, Name: m.Name,
+		Payload: m.Payload, OriginExecution: s.execution, AtStart: atStart, ReceivedAt: m.CreatedAt,
+	}
+	b := &Buffered{Event: ev}
+	o := s.lane.Arrive(b)
+	fate := storage.FateUpdate{EventID: m.EventID, Execution: s.execution, OriginExecution: s.execution}
+	switch {
+	case o.Delivered:
+		ev.TaskSeq = o.WaitSeq
+		ev.WaitNumber = s.waitNumbers[o.WaitSeq]
+		fate.Fate, fate.WaitNumber = history.FateDelivered, ev.WaitNumber
+	case o.Dropped:
+		ev.Kind, ev.Reason = history.EventDropped, o.Reason
+		fate.Fate, fate.Reason = history.FateDropped, o.Reason
+	default:
+		fate.Fate = history.FateBuffered
+	}
+	ev = s.record(ev)
+	b.Event = ev
+	s.out.Fates = append(s.out.Fates, fate)
+	if o.Dropped {
+		s.out.Drops = append(s.out.Drops, ev)
+	}
+	if o.Delivered {
+		s.futures[o.WaitSeq].resolve(ev.Payload, nil)
+	}
+}
+
+// record appends a new input event to the turn's history delta.
+func (s *State) record(ev history.Event) history.Event {
+	ev.Seq = s.nextSeq
+	s.nextSeq++
+	ev.Time = s.now
+	s.out.NewEvents = append(s.out.NewEvents, ev)
+	return ev
+}
+
+// decide records a decision made by the code. While history still has
+// events, the decision must equal the next one recorded; otherwise it is new
+// and appended. It returns the decision's seq and whether it is new.
+func (s *State) decide(ev history.Event) (int, bool) {
+	if s.aborting {
+		panic(abort{})
+	}
+	if s.cursor < len(s.hist) {
+		h := s.hist[s.cursor]
+		if !sameDecision(h, ev) {
+			panic(nondeterminism{s.nondeterminism(h, describe(ev))})
+		}
+		s.cursor++
+		return h.Seq, false
+	}
+	return s.record(ev).Seq, true
+}
+
+func sameDecision(h, ev history.Event) bool {
+	return h.Kind == ev.Kind && h.Name == ev.Name && h.TaskSeq == ev.TaskSeq
+}
+
+func describe(ev history.Event) string {
+	s := string(ev.Kind)
+	if ev.Name != "" {
+		s += fmt.Sprintf(" %q", ev.Name)
+	}
+	if ev.TaskSeq != 0 {
+		s += fmt.Sprintf(" (of seq %d)", ev.TaskSeq)
+	}
+	return s
+}
+
+func (s *State) nondeterminism(h history.Event, actual string) *NondeterminismError {
+	return &NondeterminismError{
+		InstanceID: s.in.InstanceID, Execution: s.execution, Seq: h.Seq,
+		Expected: describe(h), Actual: actual,
+	}
+}
+
+func (s *State) failed(nd *NondeterminismError) *Output {
+	ev := history.Event{Seq: s.in.History[len(s.in.History)-1].Seq + 1, Time: s.in.Now,
+		Kind: history.ExecutionFailed, Failure: nd.Failure()}
+	ids := make([]int64, 0, len(s.in.Messages))
+	for _, m := range s.in.Messages {
+		ids = append(ids, m.ID)
+	}
+	return &Output{NewEvents: []history.Event{ev}, Consumed: ids, Status: storage.StatusFailed, Failure: ev.Failure}
+}
+
+// ---- coroutine ----
+
+func (s *State) startCode() {
+	s.started = true
+	go s.body()
+	s.step()
+}
+
+// step lets the code run until it blocks or returns.
+func (s *State) step() {
+	if !s.started || s.exited {
+		return
+	}
+	s.resume <- false
+	<-s.yield
+}
+
+// stop unwinds a code still blocked at the end of the turn.
+func (s *State) stop() {
+	if s.started && !s.exited {
+		s.resume <- true
+		<-s.yield
+	}
+}
+
+// block parks the code until cond holds.
+func (s *State) block(cond func() bool) {
+	for !cond() {
+		if s.aborting {
+			panic(abort{})
+		}
+		s.yield <- struct{}{}
+		if <-s.resume {
+			s.aborting = true
+			panic(abort{})
+		}
+	}
+}
+
+func (s *State) body() {
+	defer func() {
+		s.exited = true
+		s.yield <- struct{}{}
+	}()
+	if <-s.resume {
+		return
+	}
+	res, err, stopped := s.call()
+	if stopped {
+		return
+	}
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				if n, ok := r.(nondeterminism); ok {
+					s.fatal = n.err
+					return
+				}
+				if _, ok := r.(abort); ok {
+					return
+				}
+				panic(r)
+			}
+		}()
+		s.complete(res, err)
+	}()
+}
+
+// call runs the workflow function, converting panics.
+func (s *State) call() (res json.RawMessage, err error, stopped bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			switch v := r.(type) {
+			case nondeterminism:
+				s.fatal = v.err
+				stopped = true
+			case abort:
+				stopped = true
+			default:
+				res, err = nil, &PanicError{Value: fmt.Sprint(r), Stack: string(debug.Stack())}
+			}
+		}
+	}()
+	res, err = s.in.Workflow(s, s.input)
+	return res, err, false
+}
+
+func (s *State) complete(res json.RawMessage, err error) {
+	var can *ContinueAsNewError
+	switch {
+	case errors.As(err, &can):
+		s.decide(history.Event{Kind: history.ExecutionContinuedAsNew, Input: can.Input})
+		s.can = can
+		s.continueAsNew()
+	case err != nil:
+		f := ToFailure(err)
+		s.decide(history.Event{Kind: history.ExecutionFailed, Failure: f})
+		s.out.Status, s.out.Failure = storage.StatusFailed, f
+	default:
+		if res == nil {
+			res = json.RawMessage("null")
+		}
+		s.decide(history.Event{Kind: history.ExecutionCompleted, Result: res})
+		s.out.Status, s.out.Result = storage.StatusCompleted, res
+	}
+	s.finished = true
+}
+
+// ToFailure converts a workflow's error into its stored form.
+func ToFailure(err error) *history.Failure {
+	var nd *NondeterminismError
+	var pe *PanicError
+	var ae *ActivityError
+	switch {
+	case errors.As(err, &nd):
+		return nd.Failure()
+	case errors.As(err, &pe):
+		return &history.Failure{Kind: FailurePanic, Message: pe.Error() + "\n" + pe.Stack}
+	case errors.As(err, &ae):
+		return &history.Failure{Kind: FailureActivity, Message: err.Error()}
+	default:
+		return &history.Failure{Kind: FailureApplication, Message: err.Error()}
+	}
+}
+
+// continueAsNew builds the next execution's start: ExecutionStarted, then
+// every unconsumed event carried (rule 5) or dropped with its reason.
+func (s *State) continueAsNew() {
+	next := s.execution + 1
+	now := s.now
+	start := []history.Event{{Seq: 1, Time: now, Kind: history.ExecutionStarted, Workflow: s.workflow,
+		Input: s.can.Input, Execution: next}}
+	lane := NewPositional(s.limits.MaxUnconsumedEvents)
+	for _, b := range s.lane.Unconsumed() {
+		ev := b.Event
+		ev.Seq, ev.Time, ev.AtStart, ev.TaskSeq, ev.WaitNumber = len(start)+1, now, true, 0, 0
+		if ev.OriginExecution == 0 {
+			ev.OriginExecution = s.execution
+		}
+		fate := storage.FateUpdate{EventID: ev.EventID, Execution: next, OriginExecution: ev.OriginExecution}
+		var reason history.DropReason
+		switch {
+		case s.can.DropUnconsumed:
+			reason = history.DropNotCarriedForward
+		case next-ev.OriginExecution > s.limits.MaxCarryForwardExecutions:
+			reason = history.DropCarryForwardLimit
+		default:
+			if o := lane.Arrive(&Buffered{Event: ev}); o.Dropped {
+				reason = o.Reason
+			}
+		}
+		if reason != "" {
+			ev.Kind, ev.Reason = history.EventDropped, reason
+			fate.Fate, fate.Reason = history.FateDropped, reason
+			s.out.Drops = append(s.out.Drops, ev)
+		} else {
+			fate.Fate = history.FateBuffered
+		}
+		start = append(start, ev)
+		s.out.Fates = append(s.out.Fates, fate)
+	}
+	s.out.ContinueAsNew = &storage.ContinueAsNewParams{Input: s.can.Input, StartEvents: start}
+	s.out.Status = storage.StatusRunning
+}
+
+// ---- workflow-facing operations ----
+
+func (s *State) newFuture(kind futureKind, seq int, name string) *Future {
+	f := &Future{s: s, kind: kind, seq: seq, name: name}
+	if seq > 0 {
+		s.futures[seq] = f
+	}
+	return f
+}
+
+// CallActivity schedules an activity.
+func (s *State) CallActivity(name string, input json.RawMessage, retry storage.RetryPolicy) *Future {
+	seq, isNew := s.decide(history.Event{Kind: history.ActivityScheduled, Name: name, Input: input})
+	if isNew {
+		s.out.Activities = append(s.out.Activities, storage.ActivityTask{
+			InstanceID: s.in.InstanceID, Execution: s.execution, TaskSeq: seq, Name: name, Input: input, Attempt: 1, Retry: retry,
+		})
+	}
+	f := s.newFuture(kindActivity, seq, name)
+	f.cancel = func() {
+		if _, isNew := s.decide(history.Event{Kind: history.ActivityCancelRequested, Name: name, TaskSeq: seq}); isNew {
+			s.out.CancelActivities = append(s.out.CancelActivities, seq)
+		}
+		f.resolve(nil, ErrCanceled)
+	}
+	return f
+}
+
+// NewTimer creates a durable timer firing d after Now.
+func (s *State) NewTimer(d time.Duration) *Future {
+	if d < 0 {
+		d = 0
+	}
+	fireAt := s.now.Add(d)
+	seq, isNew := s.decide(history.Event{Kind: history.TimerCreated, FireAt: fireAt})
+	if isNew {
+		s.out.Timers = append(s.out.Timers, storage.TimerSchedule{TaskSeq: seq, FireAt: fireAt})
+	}
+	f := s.newFuture(kindTimer, seq, "")
+	f.cancel = func() {
+		if _, isNew := s.decide(history.Event{Kind: history.TimerCancelled, TaskSeq: seq}); isNew {
+			s.out.CancelTimers = append(s.out.CancelTimers, seq)
+		}
+		f.resolve(nil, ErrCanceled)
+	}
+	return f
+}
+
+// WaitEvent waits for the next positional event of name. With timeout > 0
+// the wait fails with ErrEventTimeout when the timeout elapses first, and is
+// withdrawn like a select loser.
+func (s *State) WaitEvent(name string, timeout time.Duration) *Future {
+	seq, isNew := s.decide(history.Event{Kind: history.EventSubscribed, Lane: history.LanePositional, Name: name})
+	f := s.newFuture(kindWait, seq, name)
+	n, got := s.lane.Wait(name, seq)
+	s.waitNumbers[seq] = n
+	if got != nil {
+		if isNew {
+			s.out.NewEvents[len(s.out.NewEvents)-1].EventID = got.Event.EventID
+			s.out.NewEvents[len(s.out.NewEvents)-1].WaitNumber = n
+			origin := got.Event.OriginExecution
+			if origin == 0 {
+				origin = s.execution
+			}
+			s.out.Fates = append(s.out.Fates, storage.FateUpdate{EventID: got.Event.EventID, Fate: history.FateDelivered,
+				Execution: s.execution, OriginExecution: origin, WaitNumber: n})
+		}
+		f.resolve(got.Event.Payload, nil)
+		return f
+	}
+	withdraw := func(err error) {
+		s.decide(history.Event{Kind: history.EventSubscribedCancelled, Lane: history.LanePositional, Name: name, TaskSeq: seq})
+		s.lane.Cancel(name, seq)
+		f.resolve(nil, err)
+	}
+	f.cancel = func() { withdraw(ErrCanceled) }
+	if timeout <= 0 {
+		return f
+	}
+	t := s.NewTimer(timeout)
+	c := s.newFuture(kindDerived, 0, name)
+	t.then(func() {
+		if t.err == nil && !f.done { // the timer fired first
+			withdraw(ErrEventTimeout)
+		}
+	})
+	f.then(func() {
+		if !t.done {
+			t.cancel()
+		}
+		c.resolve(f.value, f.err)
+	})
+	c.cancel = func() {
+		if !f.done {
+			withdraw(ErrCanceled)
+		}
+	}
+	return c
+}
+
+// Select blocks until one of fs resolves and returns its index (the lowest
+// index among those resolved). Every other future that has not resolved is
+// cancelled: a timer is dropped, an activity is asked to cancel, a wait is
+// withdrawn.
+func (s *State) Select(fs ...*Future) int {
+	if len(fs) == 0 {
+		return -1
+	}
+	s.block(func() bool {
+		for _, f := range fs {
+			if f.done {
+				return true
+			}
+		}
+		return false
+	})
+	winner := -1
+	for i, f := range fs {
+		if f.done {
+			winner = i
+			break
+		}
+	}
+	for i, f := range fs {
+		if i != winner {
+			f.Cancel()
+		}
+	}
+	return winner
+}
+
+// All blocks until every future resolves and returns the first error by
+// index.
+func (s *State) All(fs ...*Future) error {
+	var first error
+	for _, f := range fs {
+		if _, err := f.Get(); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}

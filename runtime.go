@@ -1,0 +1,281 @@
+package herald
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/heraldwf/herald/internal/replay"
+	"github.com/heraldwf/herald/storage"
+)
+
+// DefaultTenant is the tenant used when Config.Tenant is empty.
+const DefaultTenant = "default"
+
+// Config configures a Runtime or a Client. Zero fields take the defaults
+// stated on each.
+type Config struct {
+	// Tenant the runtime or client is bound to; nothing is ever read or
+	// written across tenants. Default "default".
+	Tenant string
+	// Logger for the engine's own lines (drops are logged at WARN). Default
+	// slog.Default().
+	Logger *slog.Logger
+	// MaxUnconsumedEvents caps buffered positional events per instance
+	// across names; past it an event is dropped (fate dropped/limit).
+	// Default 100.
+	MaxUnconsumedEvents int
+	// MaxCarryForwardExecutions: a buffered event is carried across at most
+	// this many continue-as-new boundaries, then dropped (fate
+	// dropped/carry_forward_limit). Default 5.
+	MaxCarryForwardExecutions int
+	// MaxPayloadBytes caps an event payload; a larger one is refused with
+	// ErrEventInvalid. Default 1 MiB.
+	MaxPayloadBytes int
+	// TurnWorkers is how many instance turns run at once. Default 4.
+	TurnWorkers int
+	// ActivityWorkers is how many activities run at once. Default 16.
+	ActivityWorkers int
+	// TurnLease is how long a claimed turn is owned before another worker
+	// may take it over. Default 30 s.
+	TurnLease time.Duration
+	// ActivityLease is how long a claimed activity is owned without a
+	// heartbeat; the worker heartbeats at a third of it. Default 60 s.
+	ActivityLease time.Duration
+	// PollInterval is the fallback poll when no wake-up signal arrives.
+	// Default 500 ms.
+	PollInterval time.Duration
+	// DefaultRetry fills zero fields of activity retry policies. Default 3
+	// attempts, 1 s initial interval, ×2 backoff, 1 min cap.
+	DefaultRetry RetryPolicy
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+}
+
+// WithDefaults returns a copy of c with defaults filled in.
+func (c *Config) WithDefaults() *Config {
+	out := Config{}
+	if c != nil {
+		out = *c
+	}
+	if out.Tenant == "" {
+		out.Tenant = DefaultTenant
+	}
+	if out.Logger == nil {
+		out.Logger = slog.Default()
+	}
+	if out.MaxUnconsumedEvents <= 0 {
+		out.MaxUnconsumedEvents = 100
+	}
+	if out.MaxCarryForwardExecutions <= 0 {
+		out.MaxCarryForwardExecutions = 5
+	}
+	if out.MaxPayloadBytes <= 0 {
+		out.MaxPayloadBytes = 1 << 20
+	}
+	if out.TurnWorkers <= 0 {
+		out.TurnWorkers = 4
+	}
+	if out.ActivityWorkers <= 0 {
+		out.ActivityWorkers = 16
+	}
+	if out.TurnLease <= 0 {
+		out.TurnLease = 30 * time.Second
+	}
+	if out.ActivityLease <= 0 {
+		out.ActivityLease = time.Minute
+	}
+	if out.PollInterval <= 0 {
+		out.PollInterval = 500 * time.Millisecond
+	}
+	r := &out.DefaultRetry
+	if r.MaxAttempts <= 0 {
+		r.MaxAttempts = 3
+	}
+	if r.InitialInterval <= 0 {
+		r.InitialInterval = time.Second
+	}
+	if r.BackoffCoefficient < 1 {
+		r.BackoffCoefficient = 2
+	}
+	if r.MaxInterval <= 0 {
+		r.MaxInterval = time.Minute
+	}
+	if out.Now == nil {
+		out.Now = time.Now
+	}
+	return &out
+}
+
+// Runtime runs workflows and activities registered with it, against one
+// store and one tenant. Any number of runtimes may share a store: work is
+// claimed with leases, so each instance's turns run on one runtime at a time.
+type Runtime struct {
+	store  storage.Store
+	cfg    *Config
+	logger *slog.Logger
+	client *Client
+
+	mu         sync.RWMutex
+	workflows  map[string]replay.WorkflowFunc
+	activities map[string]activityFunc
+
+	startOnce sync.Once
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	running   atomic.Bool
+
+	stats Stats
+}
+
+// Stats are the runtime's counters.
+type Stats struct {
+	Turns           atomic.Int64
+	TurnsFailed     atomic.Int64 // commit errors, including lost leases
+	LeasesLost      atomic.Int64
+	ActivitiesRun   atomic.Int64
+	EventsDropped   atomic.Int64
+	dropsByReasonMu sync.Mutex
+	dropsByReason   map[string]int64
+}
+
+// DroppedByReason returns the count of dropped events per reason.
+func (s *Stats) DroppedByReason() map[string]int64 {
+	s.dropsByReasonMu.Lock()
+	defer s.dropsByReasonMu.Unlock()
+	out := make(map[string]int64, len(s.dropsByReason))
+	for k, v := range s.dropsByReason {
+		out[k] = v
+	}
+	return out
+}
+
+func (s *Stats) countDrop(reason string) {
+	s.EventsDropped.Add(1)
+	s.dropsByReasonMu.Lock()
+	if s.dropsByReason == nil {
+		s.dropsByReason = map[string]int64{}
+	}
+	s.dropsByReason[reason]++
+	s.dropsByReasonMu.Unlock()
+}
+
+type activityFunc func(ctx context.Context, input json.RawMessage) (json.RawMessage, error)
+
+// NewRuntime returns a runtime over store. Register workflows and
+// activities, then Start it.
+func NewRuntime(store storage.Store, cfg *Config) (*Runtime, error) {
+	if store == nil {
+		return nil, errors.New("herald: NewRuntime: nil store")
+	}
+	c := cfg.WithDefaults()
+	rt := &Runtime{
+		store:      store,
+		cfg:        c,
+		logger:     c.Logger,
+		workflows:  map[string]replay.WorkflowFunc{},
+		activities: map[string]activityFunc{},
+	}
+	rt.client = &Client{store: store, cfg: c}
+	return rt, nil
+}
+
+// Client returns a client bound to the runtime's store and tenant.
+func (r *Runtime) Client() *Client { return r.client }
+
+// Stats returns the runtime's counters.
+func (r *Runtime) Stats() *Stats { return &r.stats }
+
+// RegisterWorkflow registers fn under name. The input and result travel as
+// JSON. Registering a name twice replaces the function.
+func RegisterWorkflow[I, O any](r *Runtime, name string, fn func(ctx *Context, input I) (O, error)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.workflows[name] = func(s *replay.State, raw json.RawMessage) (json.RawMessage, error) {
+		var in I
+		if len(raw) > 0 && string(raw) != "null" {
+			if err := json.Unmarshal(raw, &in); err != nil {
+				return nil, fmt.Errorf("herald: decode input of workflow %s: %w", name, err)
+			}
+		}
+		out, err := fn(&Context{s: s, rt: r}, in)
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(out)
+	}
+}
+
+// RegisterActivity registers fn under name. Activities run at least once;
+// ActivityInfoFrom(ctx) gives the attempt and an idempotency key.
+func RegisterActivity[I, O any](r *Runtime, name string, fn func(ctx context.Context, input I) (O, error)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.activities[name] = func(ctx context.Context, raw json.RawMessage) (json.RawMessage, error) {
+		var in I
+		if len(raw) > 0 && string(raw) != "null" {
+			if err := json.Unmarshal(raw, &in); err != nil {
+				return nil, NonRetryable(fmt.Errorf("decode input of activity %s: %w", name, err))
+			}
+		}
+		out, err := fn(ctx, in)
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(out)
+	}
+}
+
+func (r *Runtime) workflow(name string) replay.WorkflowFunc {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.workflows[name]
+}
+
+func (r *Runtime) activity(name string) activityFunc {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.activities[name]
+}
+
+// Start starts the runtime's workers. They run until Stop or until ctx is
+// cancelled.
+func (r *Runtime) Start(ctx context.Context) error {
+	started := false
+	r.startOnce.Do(func() {
+		started = true
+		ctx, r.cancel = context.WithCancel(ctx)
+		r.running.Store(true)
+		r.wg.Add(2)
+		go func() { defer r.wg.Done(); r.turnLoop(ctx) }()
+		go func() { defer r.wg.Done(); r.activityLoop(ctx) }()
+	})
+	if !started {
+		return errors.New("herald: runtime already started")
+	}
+	return nil
+}
+
+// Stop stops claiming work and waits for in-flight turns and activities to
+// finish (or ctx to end). Turns are short; an activity still running when ctx
+// ends is abandoned and its lease expires, so another node retries it.
+func (r *Runtime) Stop(ctx context.Context) error {
+	if r.cancel == nil {
+		return nil
+	}
+	r.cancel()
+	done := make(chan struct{})
+	go func() { r.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		r.running.Store(false)
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,344 @@
+package herald
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/heraldwf/herald/history"
+	"github.com/heraldwf/herald/internal/replay"
+	"github.com/heraldwf/herald/storage"
+)
+
+// waiter sleeps until the store signals new work, the next known wake time
+// arrives, the poll interval passes, or ctx ends.
+type waiter struct {
+	r      *Runtime
+	signal <-chan struct{}
+	timer  *time.Timer
+}
+
+func (r *Runtime) newWaiter() (*waiter, func()) {
+	ch, cancel := r.store.Subscribe(r.cfg.Tenant)
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return &waiter{r: r, signal: ch, timer: t}, func() { cancel(); t.Stop() }
+}
+
+func (w *waiter) wait(ctx context.Context) {
+	d := w.r.cfg.PollInterval
+	now := w.r.cfg.Now()
+	if at, ok, err := w.r.store.NextWake(ctx, &storage.NextWakeParams{Tenant: w.r.cfg.Tenant, Now: now}); err == nil && ok {
+		if until := at.Sub(now); until < d {
+			d = max(until, time.Millisecond)
+		}
+	}
+	w.timer.Reset(d)
+	select {
+	case <-ctx.Done():
+	case <-w.signal:
+	case <-w.timer.C:
+	}
+	if !w.timer.Stop() {
+		select {
+		case <-w.timer.C:
+		default:
+		}
+	}
+}
+
+// turnLoop claims turns while worker slots are free and runs each in its own
+// goroutine.
+func (r *Runtime) turnLoop(ctx context.Context) {
+	w, done := r.newWaiter()
+	defer done()
+	slots := make(chan struct{}, r.cfg.TurnWorkers)
+	var inflight sync.WaitGroup
+	defer inflight.Wait()
+	for ctx.Err() == nil {
+		free := cap(slots) - len(slots)
+		if free == 0 {
+			// Wait for a slot.
+			select {
+			case slots <- struct{}{}:
+				<-slots
+			case <-ctx.Done():
+				return
+			}
+			continue
+		}
+		turns, err := r.store.TurnClaim(ctx, &storage.TurnClaimParams{
+			Tenant: r.cfg.Tenant, Now: r.cfg.Now(), Lease: r.cfg.TurnLease, Max: free,
+		})
+		if err != nil {
+			if ctx.Err() == nil {
+				r.logger.Error("herald: claim turns", "err", err)
+			}
+			w.wait(ctx)
+			continue
+		}
+		if len(turns) == 0 {
+			w.wait(ctx)
+			continue
+		}
+		for _, t := range turns {
+			slots <- struct{}{}
+			inflight.Add(1)
+			go func() {
+				defer func() { <-slots; inflight.Done() }()
+				r.runTurn(context.WithoutCancel(ctx), t)
+			}()
+		}
+	}
+}
+
+// runTurn replays one instance, applies its new messages and commits the
+// outcome in one transaction.
+func (r *Runtime) runTurn(ctx context.Context, t *storage.Turn) {
+	wf := r.workflow(t.Instance.Workflow)
+	if wf == nil {
+		// Another runtime sharing the store may know this workflow.
+		r.logger.Warn("herald: workflow not registered here; releasing its turn",
+			"workflow", t.Instance.Workflow, "instance", t.Instance.ID)
+		_ = r.store.TurnAbandon(ctx, &storage.TurnAbandonParams{Tenant: r.cfg.Tenant, InstanceID: t.Instance.ID,
+			LockToken: t.LockToken, RetryAt: r.cfg.Now().Add(r.cfg.PollInterval)})
+		return
+	}
+	out, err := replay.Run(&replay.Input{
+		InstanceID: t.Instance.ID,
+		Workflow:   wf,
+		History:    t.History,
+		Messages:   t.Messages,
+		Now:        r.cfg.Now(),
+		Limits: replay.Limits{
+			MaxUnconsumedEvents:       r.cfg.MaxUnconsumedEvents,
+			MaxCarryForwardExecutions: r.cfg.MaxCarryForwardExecutions,
+		},
+	})
+	if err != nil {
+		r.logger.Error("herald: turn input malformed", "instance", t.Instance.ID, "err", err)
+		_ = r.store.TurnAbandon(ctx, &storage.TurnAbandonParams{Tenant: r.cfg.Tenant, InstanceID: t.Instance.ID,
+			LockToken: t.LockToken, RetryAt: r.cfg.Now().Add(r.cfg.PollInterval)})
+		return
+	}
+	for i := range out.Activities {
+		out.Activities[i].Tenant = r.cfg.Tenant
+		out.Activities[i].Retry = r.retryPolicy(out.Activities[i].Retry)
+	}
+	err = r.store.TurnCommit(ctx, &storage.TurnCommitParams{
+		Tenant:           r.cfg.Tenant,
+		InstanceID:       t.Instance.ID,
+		LockToken:        t.LockToken,
+		Execution:        t.Instance.Execution,
+		Now:              r.cfg.Now(),
+		NewEvents:        out.NewEvents,
+		ConsumedMessages: out.Consumed,
+		Activities:       out.Activities,
+		Timers:           out.Timers,
+		CancelTimers:     out.CancelTimers,
+		CancelActivities: out.CancelActivities,
+		Fates:            out.Fates,
+		Status:           out.Status,
+		Output:           out.Result,
+		Failure:          out.Failure,
+		ContinueAsNew:    out.ContinueAsNew,
+	})
+	r.stats.Turns.Add(1)
+	if err != nil {
+		r.stats.TurnsFailed.Add(1)
+		if errors.Is(err, storage.ErrLeaseLost) {
+			r.stats.LeasesLost.Add(1)
+			r.logger.Info("herald: turn discarded, lease lost", "instance", t.Instance.ID)
+			return
+		}
+		r.logger.Error("herald: commit turn", "instance", t.Instance.ID, "err", err)
+		_ = r.store.TurnAbandon(ctx, &storage.TurnAbandonParams{Tenant: r.cfg.Tenant, InstanceID: t.Instance.ID,
+			LockToken: t.LockToken, RetryAt: r.cfg.Now().Add(r.cfg.PollInterval)})
+		return
+	}
+	for _, d := range out.Drops {
+		r.stats.countDrop(string(d.Reason))
+		r.logger.Warn("herald: event dropped", "instance", t.Instance.ID, "event_id", d.EventID,
+			"name", d.Name, "lane", d.Lane, "reason", d.Reason, "origin_execution", d.OriginExecution)
+	}
+	if out.Failure != nil && out.Failure.Kind == replay.FailureNondeterminism {
+		r.logger.Error("herald: workflow failed: non-deterministic", "instance", t.Instance.ID, "err", out.Failure.Message)
+	}
+}
+
+func (r *Runtime) retryPolicy(p RetryPolicy) RetryPolicy {
+	d := r.cfg.DefaultRetry
+	if p.MaxAttempts <= 0 {
+		p.MaxAttempts = d.MaxAttempts
+	}
+	if p.InitialInterval <= 0 {
+		p.InitialInterval = d.InitialInterval
+	}
+	if p.BackoffCoefficient < 1 {
+		p.BackoffCoefficient = d.BackoffCoefficient
+	}
+	if p.MaxInterval <= 0 {
+		p.MaxInterval = d.MaxInterval
+	}
+	return p
+}
+
+// backoff is the delay before attempt+1 after attempt failed.
+func backoff(p RetryPolicy, attempt int) time.Duration {
+	d := float64(p.InitialInterval) * math.Pow(p.BackoffCoefficient, float64(attempt-1))
+	if d > float64(p.MaxInterval) {
+		return p.MaxInterval
+	}
+	return time.Duration(d)
+}
+
+// ActivityInfo describes the running activity attempt.
+type ActivityInfo struct {
+	InstanceID string
+	Execution  int
+	Name       string
+	Attempt    int
+	// IdempotencyKey is "instance/execution/seq": the same for every attempt
+	// of one scheduled activity, so side effects can be deduplicated.
+	IdempotencyKey string
+}
+
+type activityInfoKey struct{}
+
+// ActivityInfoFrom returns the info of the activity running in ctx.
+func ActivityInfoFrom(ctx context.Context) (ActivityInfo, bool) {
+	ai, ok := ctx.Value(activityInfoKey{}).(ActivityInfo)
+	return ai, ok
+}
+
+type nonRetryable struct{ err error }
+
+func (e *nonRetryable) Error() string { return e.err.Error() }
+func (e *nonRetryable) Unwrap() error { return e.err }
+
+// NonRetryable marks an activity error as permanent: the activity fails at
+// once instead of being retried.
+func NonRetryable(err error) error { return &nonRetryable{err} }
+
+func (r *Runtime) activityLoop(ctx context.Context) {
+	w, done := r.newWaiter()
+	defer done()
+	slots := make(chan struct{}, r.cfg.ActivityWorkers)
+	var inflight sync.WaitGroup
+	defer inflight.Wait()
+	for ctx.Err() == nil {
+		free := cap(slots) - len(slots)
+		if free == 0 {
+			select {
+			case slots <- struct{}{}:
+				<-slots
+			case <-ctx.Done():
+				return
+			}
+			continue
+		}
+		tasks, err := r.store.ActivityClaim(ctx, &storage.ActivityClaimParams{
+			Tenant: r.cfg.Tenant, Now: r.cfg.Now(), Lease: r.cfg.ActivityLease, Max: free,
+		})
+		if err != nil {
+			if ctx.Err() == nil {
+				r.logger.Error("herald: claim activities", "err", err)
+			}
+			w.wait(ctx)
+			continue
+		}
+		if len(tasks) == 0 {
+			w.wait(ctx)
+			continue
+		}
+		for _, t := range tasks {
+			slots <- struct{}{}
+			inflight.Add(1)
+			go func() {
+				defer func() { <-slots; inflight.Done() }()
+				r.runActivity(context.WithoutCancel(ctx), t)
+			}()
+		}
+	}
+}
+
+func (r *Runtime) runActivity(base context.Context, t *storage.ActivityTask) {
+	r.stats.ActivitiesRun.Add(1)
+	fn := r.activity(t.Name)
+	if fn == nil {
+		// Leave it for a runtime that has the activity: let the lease lapse
+		// rather than failing the workflow because of a deployment gap.
+		r.logger.Warn("herald: activity not registered here; releasing it", "activity", t.Name, "instance", t.InstanceID)
+		_ = r.store.ActivityRetry(base, &storage.ActivityRetryParams{Tenant: t.Tenant, InstanceID: t.InstanceID,
+			Execution: t.Execution, TaskSeq: t.TaskSeq, LockToken: t.LockToken, RetryAt: r.cfg.Now().Add(r.cfg.PollInterval)})
+		return
+	}
+	ctx, cancel := context.WithCancel(context.WithValue(base, activityInfoKey{}, ActivityInfo{
+		InstanceID: t.InstanceID, Execution: t.Execution, Name: t.Name, Attempt: t.Attempt,
+		IdempotencyKey: fmt.Sprintf("%s/%d/%d", t.InstanceID, t.Execution, t.TaskSeq),
+	}))
+	defer cancel()
+
+	// Heartbeat: extend the lease and learn about cancellation.
+	hbDone := make(chan struct{})
+	var hbWG sync.WaitGroup
+	hbWG.Add(1)
+	go func() {
+		defer hbWG.Done()
+		tick := time.NewTicker(r.cfg.ActivityLease / 3)
+		defer tick.Stop()
+		for {
+			select {
+			case <-hbDone:
+				return
+			case <-tick.C:
+				cancelReq, err := r.store.ActivityHeartbeat(base, &storage.ActivityHeartbeatParams{
+					Tenant: t.Tenant, InstanceID: t.InstanceID, Execution: t.Execution, TaskSeq: t.TaskSeq,
+					LockToken: t.LockToken, LeaseUntil: r.cfg.Now().Add(r.cfg.ActivityLease),
+				})
+				if cancelReq || errors.Is(err, storage.ErrLeaseLost) {
+					cancel()
+				}
+			}
+		}
+	}()
+	res, err := callActivity(ctx, fn, t.Input)
+	close(hbDone)
+	hbWG.Wait()
+
+	var cerr error
+	if err == nil {
+		cerr = r.store.ActivityComplete(base, &storage.ActivityCompleteParams{Tenant: t.Tenant, InstanceID: t.InstanceID,
+			Execution: t.Execution, TaskSeq: t.TaskSeq, LockToken: t.LockToken, Result: res, Now: r.cfg.Now()})
+	} else {
+		var nr *nonRetryable
+		if !errors.As(err, &nr) && t.Attempt < t.Retry.MaxAttempts {
+			at := r.cfg.Now().Add(backoff(t.Retry, t.Attempt))
+			r.logger.Info("herald: activity attempt failed; retrying", "activity", t.Name, "instance", t.InstanceID,
+				"attempt", t.Attempt, "retry_at", at, "err", err)
+			cerr = r.store.ActivityRetry(base, &storage.ActivityRetryParams{Tenant: t.Tenant, InstanceID: t.InstanceID,
+				Execution: t.Execution, TaskSeq: t.TaskSeq, LockToken: t.LockToken, RetryAt: at})
+		} else {
+			cerr = r.store.ActivityComplete(base, &storage.ActivityCompleteParams{Tenant: t.Tenant, InstanceID: t.InstanceID,
+				Execution: t.Execution, TaskSeq: t.TaskSeq, LockToken: t.LockToken, Now: r.cfg.Now(),
+				Failure: &history.Failure{Kind: replay.FailureActivity, Message: err.Error()}})
+		}
+	}
+	if cerr != nil && !errors.Is(cerr, storage.ErrLeaseLost) {
+		r.logger.Error("herald: record activity result", "activity", t.Name, "instance", t.InstanceID, "err", cerr)
+	}
+}
+
+func callActivity(ctx context.Context, fn activityFunc, in json.RawMessage) (res json.RawMessage, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("activity panicked: %v\n%s", p, debug.Stack())
+		}
+	}()
+	return fn(ctx, in)
+}
