@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/heraldwf/herald"
+	"github.com/heraldwf/herald/history"
+)
+
+// printTimeline writes an instance's histories (every execution) as a
+// readable timeline, followed by the fate of every event sent to it.
+func printTimeline(ctx context.Context, w io.Writer, c *herald.Client, id string) error {
+	info, err := c.Status(ctx, id)
+	if err != nil {
+		return err
+	}
+	outcome := string(info.Status)
+	switch info.Status {
+	case herald.StatusCompleted:
+		outcome += " → " + string(info.Output)
+	case herald.StatusFailed, herald.StatusTerminated:
+		outcome += " → " + info.Err().Error()
+	}
+	fmt.Fprintf(w, "\n━━ %s (%s) %s\n", id, info.Workflow, outcome)
+	var t0 time.Time
+	for e := 1; e <= info.Execution; e++ {
+		evs, err := c.History(ctx, id, e)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "  execution %d\n", e)
+		for _, ev := range evs {
+			if t0.IsZero() {
+				t0 = ev.Time
+			}
+			fmt.Fprintf(w, "    %+8.3fs  #%-3d %-25s %s\n", ev.Time.Sub(t0).Seconds(), ev.Seq, ev.Kind, describe(ev, e))
+		}
+	}
+	recs, err := c.Events(ctx, id)
+	if err != nil {
+		return err
+	}
+	if len(recs) > 0 {
+		fmt.Fprintf(w, "  events\n")
+		for _, r := range recs {
+			fmt.Fprintf(w, "    %-22s %-10s %s\n", r.EventID, r.Name, fate(r))
+		}
+	}
+	return nil
+}
+
+func describe(ev history.Event, execution int) string {
+	var parts []string
+	switch ev.Kind {
+	case history.ExecutionStarted, history.ExecutionContinuedAsNew:
+		if ev.Workflow != "" {
+			parts = append(parts, ev.Workflow)
+		}
+		parts = append(parts, "input="+string(ev.Input))
+	case history.ActivityScheduled:
+		parts = append(parts, ev.Name, "input="+string(ev.Input))
+	case history.ActivityCompleted:
+		parts = append(parts, fmt.Sprintf("%s (of #%d) → %s", ev.Name, ev.TaskSeq, ev.Result))
+	case history.ActivityFailed:
+		parts = append(parts, fmt.Sprintf("%s (of #%d) ✗ %s", ev.Name, ev.TaskSeq, ev.Failure.Message))
+	case history.TimerCreated:
+		parts = append(parts, "fires at +"+ev.FireAt.Sub(ev.Time).String())
+	case history.TimerFired, history.TimerCancelled, history.ActivityCancelRequested:
+		parts = append(parts, fmt.Sprintf("(of #%d)", ev.TaskSeq))
+	case history.EventSubscribed:
+		s := fmt.Sprintf("wait for %q", ev.Name)
+		if ev.EventID != "" {
+			s += fmt.Sprintf(" → took buffered event %s at once (wait #%d)", ev.EventID, ev.WaitNumber)
+		}
+		parts = append(parts, s)
+	case history.EventSubscribedCancelled:
+		parts = append(parts, fmt.Sprintf("wait for %q (#%d) withdrawn", ev.Name, ev.TaskSeq))
+	case history.EventRaised:
+		s := fmt.Sprintf("%q id=%s payload=%s", ev.Name, ev.EventID, ev.Payload)
+		switch {
+		case ev.TaskSeq > 0:
+			s += fmt.Sprintf(" → delivered to wait #%d (of #%d)", ev.WaitNumber, ev.TaskSeq)
+		case ev.AtStart && ev.OriginExecution > 0 && ev.OriginExecution != execution:
+			s += fmt.Sprintf(" → carried over, buffered (arrived in execution %d)", ev.OriginExecution)
+		case ev.AtStart:
+			s += " → buffered (arrived before the code started)"
+		default:
+			s += " → buffered"
+		}
+		parts = append(parts, s)
+	case history.EventDropped:
+		parts = append(parts, fmt.Sprintf("%q id=%s ✗ dropped: %s", ev.Name, ev.EventID, ev.Reason))
+	case history.ExecutionCompleted:
+		parts = append(parts, "result="+string(ev.Result))
+	case history.ExecutionFailed, history.ExecutionTerminated:
+		if ev.Failure != nil {
+			parts = append(parts, ev.Failure.Message)
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+func fate(r *herald.EventRecord) string {
+	switch r.Fate {
+	case history.FateDelivered:
+		s := fmt.Sprintf("delivered to wait #%d of execution %d", r.WaitNumber, r.Execution)
+		if r.OriginExecution != 0 && r.OriginExecution != r.Execution {
+			s += fmt.Sprintf(" (arrived in execution %d)", r.OriginExecution)
+		}
+		return s
+	case history.FateDropped:
+		return "dropped: " + string(r.Reason)
+	case history.FateBuffered:
+		return fmt.Sprintf("buffered in execution %d", r.Execution)
+	default:
+		return string(r.Fate)
+	}
+}
