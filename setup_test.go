@@ -1,0 +1,175 @@
+package herald_test
+
+import (
+	"context"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/heraldwf/herald"
+	"github.com/heraldwf/herald/history"
+	"github.com/heraldwf/herald/storage"
+	"github.com/heraldwf/herald/storage/sqlite"
+)
+
+// bundle is what an integration test gets from setup: a started runtime on a
+// real SQLite file, its client, and a context bounded by the test deadline.
+type bundle struct {
+	t      *testing.T
+	ctx    context.Context
+	store  storage.Store
+	rt     *herald.Runtime
+	client *herald.Client
+	logs   *logRecorder
+}
+
+// testStore opens a fresh store for a test. It is the single place that
+// picks the backend, so the same end-to-end tests can run on every backend.
+func testStore(t *testing.T) storage.Store {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "herald.db")
+	st, err := sqlite.Open(context.Background(), path)
+	if err != nil {
+		t.Fatalf("open sqlite: %v", err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// setup starts a runtime with cfg (nil for defaults) on a fresh store, lets
+// register add workflows and activities, and stops it when the test ends.
+func setup(t *testing.T, cfg *herald.Config, register func(rt *herald.Runtime)) *bundle {
+	t.Helper()
+	return setupOn(t, testStore(t), cfg, register)
+}
+
+func setupOn(t *testing.T, st storage.Store, cfg *herald.Config, register func(rt *herald.Runtime)) *bundle {
+	t.Helper()
+	if cfg == nil {
+		cfg = &herald.Config{}
+	}
+	logs := &logRecorder{}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(logs)
+	}
+	if cfg.PollInterval == 0 {
+		cfg.PollInterval = 50 * time.Millisecond
+	}
+	rt, err := herald.NewRuntime(st, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if register != nil {
+		register(rt)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout(t))
+	if err := rt.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		stopCtx, c := context.WithTimeout(context.Background(), 10*time.Second)
+		defer c()
+		if err := rt.Stop(stopCtx); err != nil {
+			t.Errorf("stop runtime: %v", err)
+		}
+	})
+	return &bundle{t: t, ctx: ctx, store: st, rt: rt, client: rt.Client(), logs: logs}
+}
+
+func testTimeout(t *testing.T) time.Duration {
+	if dl, ok := t.Deadline(); ok {
+		if d := time.Until(dl) - 5*time.Second; d > 0 && d < time.Minute {
+			return d
+		}
+	}
+	return time.Minute
+}
+
+// waitDone waits for the instance to end and returns its info.
+func (b *bundle) waitDone(id string) *herald.InstanceInfo {
+	b.t.Helper()
+	info, err := b.client.WaitForCompletion(b.ctx, id)
+	if err != nil {
+		b.t.Fatalf("wait for %s: %v", id, err)
+	}
+	return info
+}
+
+// waitFor polls cond until it holds or the test context ends.
+func (b *bundle) waitFor(what string, cond func() bool) {
+	b.t.Helper()
+	for !cond() {
+		select {
+		case <-b.ctx.Done():
+			b.t.Fatalf("timed out waiting for %s", what)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// waitHistory waits until the instance's current execution has n events of
+// kind (name "" matches any name).
+func (b *bundle) waitHistory(id string, kind history.Kind, name string, n int) {
+	b.t.Helper()
+	b.waitFor(string(kind)+" "+name+" in "+id, func() bool {
+		evs, err := b.client.History(b.ctx, id, 0)
+		if err != nil {
+			return false
+		}
+		return countKind(evs, kind, name) >= n
+	})
+}
+
+func countKind(evs []history.Event, kind history.Kind, name string) int {
+	n := 0
+	for _, ev := range evs {
+		if ev.Kind == kind && (name == "" || ev.Name == name) {
+			n++
+		}
+	}
+	return n
+}
+
+// fate returns an event's fate record.
+func (b *bundle) fate(eventID string) *herald.EventRecord {
+	b.t.Helper()
+	rec, err := b.client.EventFate(b.ctx, eventID)
+	if err != nil {
+		b.t.Fatalf("fate of %s: %v", eventID, err)
+	}
+	return rec
+}
+
+// logRecorder is a slog handler that keeps records for assertions.
+type logRecorder struct {
+	mu      sync.Mutex
+	records []slog.Record
+}
+
+func (l *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logRecorder) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.records = append(l.records, r.Clone())
+	return nil
+}
+func (l *logRecorder) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *logRecorder) WithGroup(string) slog.Handler      { return l }
+
+// warnings returns the messages logged at WARN or above.
+func (l *logRecorder) warnings() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, r := range l.records {
+		if r.Level >= slog.LevelWarn {
+			msg := r.Message
+			r.Attrs(func(a slog.Attr) bool { msg += " " + a.String(); return true })
+			out = append(out, msg)
+		}
+	}
+	return out
+}
