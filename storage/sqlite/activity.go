@@ -1,0 +1,253 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/heraldwf/herald/storage"
+)
+
+const activityCols = `tenant, instance_id, execution, task_seq, name, input, attempt, retry, lock_token, lease_until, cancel_requested`
+
+func scanActivity(sc scanner) (*storage.ActivityTask, error) {
+	var (
+		a            storage.ActivityTask
+		input, retry []byte
+		token        sql.NullString
+		leaseUntil   int64
+	)
+	if err := sc.Scan(&a.Tenant, &a.InstanceID, &a.Execution, &a.TaskSeq, &a.Name, &input, &a.Attempt,
+		&retry, &token, &leaseUntil, &a.CancelRequested); err != nil {
+		return nil, err
+	}
+	a.Input = rawOf(input)
+	if len(retry) > 0 {
+		if err := json.Unmarshal(retry, &a.Retry); err != nil {
+			return nil, fmt.Errorf("decode retry policy: %w", err)
+		}
+	}
+	a.LockToken = token.String
+	a.LeaseUntil = fromNanos(leaseUntil)
+	return &a, nil
+}
+
+// ActivityClaim claims up to p.Max (default 1) activity tasks of the tenant
+// that are visible at p.Now and have no live lease, oldest first, giving
+// each a new random lock token and a lease until p.Now+p.Lease (default
+// 30 s). Tasks whose cancellation was requested are not handed out again:
+// once their lease runs out they are deleted.
+func (s *Store) ActivityClaim(ctx context.Context, p *storage.ActivityClaimParams) ([]*storage.ActivityTask, error) {
+	if p == nil {
+		return nil, errors.New("sqlite: claim activities: nil params")
+	}
+	now := nowOr(p.Now)
+	max := p.Max
+	if max <= 0 {
+		max = defaultClaimMax
+	}
+	lease := p.Lease
+	if lease <= 0 {
+		lease = defaultLease
+	}
+	leaseUntil := now.Add(lease).UnixNano()
+	var tasks []*storage.ActivityTask
+	err := s.write(ctx, func(w *wtx) error {
+		tasks = nil
+		nowN := now.UnixNano()
+		if _, err := w.exec(`DELETE FROM activities WHERE tenant = ? AND cancel_requested = 1
+			AND (lock_token IS NULL OR lease_until < ?)`, p.Tenant, nowN); err != nil {
+			return fmt.Errorf("delete cancelled tasks: %w", err)
+		}
+		rows, err := w.query(`SELECT instance_id, execution, task_seq FROM activities
+			WHERE tenant = ? AND visible_at <= ? AND (lock_token IS NULL OR lease_until < ?)
+			ORDER BY visible_at, created_at, rowid LIMIT ?`, p.Tenant, nowN, nowN, max)
+		if err != nil {
+			return fmt.Errorf("find tasks: %w", err)
+		}
+		type key struct {
+			id        string
+			exec, seq int
+		}
+		var keys []key
+		for rows.Next() {
+			var k key
+			if err := rows.Scan(&k.id, &k.exec, &k.seq); err != nil {
+				rows.Close()
+				return fmt.Errorf("find tasks: %w", err)
+			}
+			keys = append(keys, k)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("find tasks: %w", err)
+		}
+		for _, k := range keys {
+			t, err := scanActivity(w.queryRow(`UPDATE activities SET lock_token = ?, lease_until = ?
+				WHERE tenant = ? AND instance_id = ? AND execution = ? AND task_seq = ?
+				RETURNING `+activityCols, newToken(), leaseUntil, p.Tenant, k.id, k.exec, k.seq))
+			if err != nil {
+				return fmt.Errorf("lease task %s/%d/%d: %w", k.id, k.exec, k.seq, err)
+			}
+			tasks = append(tasks, t)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: claim activities: %w", err)
+	}
+	return tasks, nil
+}
+
+// taskLease checks that token owns the task and returns its
+// cancel_requested flag; storage.ErrLeaseLost if the task is gone or leased
+// by another token.
+func taskLease(w *wtx, tenant, id string, execution, seq int, token string) (cancel bool, name string, err error) {
+	var cur sql.NullString
+	err = w.queryRow(`SELECT lock_token, cancel_requested, name FROM activities
+		WHERE tenant = ? AND instance_id = ? AND execution = ? AND task_seq = ?`,
+		tenant, id, execution, seq).Scan(&cur, &cancel, &name)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, "", fmt.Errorf("task is gone: %w", storage.ErrLeaseLost)
+	}
+	if err != nil {
+		return false, "", fmt.Errorf("load task: %w", err)
+	}
+	if token == "" || !cur.Valid || cur.String != token {
+		return false, "", storage.ErrLeaseLost
+	}
+	return cancel, name, nil
+}
+
+func taskName(p string, execution, seq int) string {
+	return fmt.Sprintf("%s/%d/%d", p, execution, seq)
+}
+
+// ActivityComplete finishes a claimed task: the task is deleted and, unless
+// the instance is terminal or gone, has moved to another execution, or the
+// task's cancellation was requested, an activity_completed (p.Failure nil)
+// or activity_failed message carrying p.Result or p.Failure is added to the
+// instance's inbox, visible at p.Now. It returns storage.ErrLeaseLost,
+// writing nothing, if p.LockToken no longer owns the task.
+func (s *Store) ActivityComplete(ctx context.Context, p *storage.ActivityCompleteParams) error {
+	if p == nil {
+		return errors.New("sqlite: complete activity: nil params")
+	}
+	now := nowOr(p.Now)
+	err := s.write(ctx, func(w *wtx) error {
+		cancel, name, err := taskLease(w, p.Tenant, p.InstanceID, p.Execution, p.TaskSeq, p.LockToken)
+		if err != nil {
+			return err
+		}
+		if _, err := w.exec(`DELETE FROM activities WHERE tenant = ? AND instance_id = ? AND execution = ? AND task_seq = ?`,
+			p.Tenant, p.InstanceID, p.Execution, p.TaskSeq); err != nil {
+			return fmt.Errorf("delete task: %w", err)
+		}
+		if cancel {
+			return nil
+		}
+		var (
+			status    string
+			execution int
+		)
+		err = w.queryRow(`SELECT status, execution FROM instances WHERE tenant = ? AND id = ?`,
+			p.Tenant, p.InstanceID).Scan(&status, &execution)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("load instance: %w", err)
+		}
+		if storage.Status(status).Terminal() || execution != p.Execution {
+			return nil
+		}
+		m := &storage.Message{
+			Kind:      storage.MsgActivityCompleted,
+			Execution: p.Execution,
+			TaskSeq:   p.TaskSeq,
+			Name:      name,
+			Result:    p.Result,
+			VisibleAt: now,
+		}
+		if p.Failure != nil {
+			m.Kind = storage.MsgActivityFailed
+			m.Failure = p.Failure
+		}
+		if err := insertMessage(w, p.Tenant, p.InstanceID, m, now.UnixNano()); err != nil {
+			return err
+		}
+		w.signal(p.Tenant)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("sqlite: complete activity %s: %w", taskName(p.InstanceID, p.Execution, p.TaskSeq), err)
+	}
+	return nil
+}
+
+// ActivityRetry releases a failed attempt of a claimed task: Attempt is
+// incremented and the task becomes visible at p.RetryAt (zero: at once). A
+// task whose cancellation was requested is deleted instead. It returns
+// storage.ErrLeaseLost if p.LockToken no longer owns the task.
+func (s *Store) ActivityRetry(ctx context.Context, p *storage.ActivityRetryParams) error {
+	if p == nil {
+		return errors.New("sqlite: retry activity: nil params")
+	}
+	err := s.write(ctx, func(w *wtx) error {
+		cancel, _, err := taskLease(w, p.Tenant, p.InstanceID, p.Execution, p.TaskSeq, p.LockToken)
+		if err != nil {
+			return err
+		}
+		if cancel {
+			if _, err := w.exec(`DELETE FROM activities WHERE tenant = ? AND instance_id = ? AND execution = ? AND task_seq = ?`,
+				p.Tenant, p.InstanceID, p.Execution, p.TaskSeq); err != nil {
+				return fmt.Errorf("delete cancelled task: %w", err)
+			}
+			return nil
+		}
+		if _, err := w.exec(`UPDATE activities SET attempt = attempt + 1, visible_at = ?, lock_token = NULL, lease_until = 0
+			WHERE tenant = ? AND instance_id = ? AND execution = ? AND task_seq = ?`,
+			nanos(p.RetryAt), p.Tenant, p.InstanceID, p.Execution, p.TaskSeq); err != nil {
+			return fmt.Errorf("reschedule task: %w", err)
+		}
+		w.signal(p.Tenant)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("sqlite: retry activity %s: %w", taskName(p.InstanceID, p.Execution, p.TaskSeq), err)
+	}
+	return nil
+}
+
+// ActivityHeartbeat extends a claimed task's lease to p.LeaseUntil (a zero
+// LeaseUntil leaves it as it is) and reports whether the workflow asked to
+// cancel the activity. It returns storage.ErrLeaseLost if p.LockToken no
+// longer owns the task.
+func (s *Store) ActivityHeartbeat(ctx context.Context, p *storage.ActivityHeartbeatParams) (bool, error) {
+	if p == nil {
+		return false, errors.New("sqlite: activity heartbeat: nil params")
+	}
+	var cancelRequested bool
+	err := s.write(ctx, func(w *wtx) error {
+		cancel, _, err := taskLease(w, p.Tenant, p.InstanceID, p.Execution, p.TaskSeq, p.LockToken)
+		if err != nil {
+			return err
+		}
+		cancelRequested = cancel
+		if p.LeaseUntil.IsZero() {
+			return nil
+		}
+		if _, err := w.exec(`UPDATE activities SET lease_until = ?
+			WHERE tenant = ? AND instance_id = ? AND execution = ? AND task_seq = ?`,
+			p.LeaseUntil.UnixNano(), p.Tenant, p.InstanceID, p.Execution, p.TaskSeq); err != nil {
+			return fmt.Errorf("extend lease: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("sqlite: activity heartbeat %s: %w", taskName(p.InstanceID, p.Execution, p.TaskSeq), err)
+	}
+	return cancelRequested, nil
+}

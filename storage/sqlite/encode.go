@@ -1,0 +1,321 @@
+package sqlite
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/heraldwf/herald/history"
+	"github.com/heraldwf/herald/storage"
+)
+
+// querier is what the helpers need from a *sql.Tx or *sql.DB.
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// Defaults of params fields left zero.
+const (
+	defaultClaimMax    = 1
+	defaultLease       = 30 * time.Second
+	defaultMaxMessages = 1000
+	defaultListLimit   = 100
+	defaultEventLimit  = 1000
+)
+
+// nonTerminal is the SQL list of statuses that can still run.
+const nonTerminal = `('pending', 'running')`
+
+// nowOr returns t (or the current time if t is zero) truncated to what the
+// store keeps: unix nanoseconds, in UTC.
+func nowOr(t time.Time) time.Time {
+	if t.IsZero() {
+		t = time.Now()
+	}
+	return time.Unix(0, t.UnixNano()).UTC()
+}
+
+// nanos encodes t; the zero time is 0.
+func nanos(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+// fromNanos decodes a time stored by nanos.
+func fromNanos(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n).UTC()
+}
+
+// rawArg stores a JSON payload as TEXT; an empty one is NULL.
+func rawArg(m json.RawMessage) any {
+	if len(m) == 0 {
+		return nil
+	}
+	return string(m)
+}
+
+// rawOf decodes a payload scanned by rawArg's column.
+func rawOf(b []byte) json.RawMessage {
+	if len(b) == 0 {
+		return nil
+	}
+	return json.RawMessage(b)
+}
+
+// jsonArg stores v as JSON TEXT.
+func jsonArg(v any) (any, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("encode %T: %w", v, err)
+	}
+	return string(b), nil
+}
+
+func failureArg(f *history.Failure) (any, error) {
+	if f == nil {
+		return nil, nil
+	}
+	b, err := json.Marshal(f)
+	if err != nil {
+		return nil, fmt.Errorf("encode failure: %w", err)
+	}
+	return string(b), nil
+}
+
+func failureOf(b []byte) (*history.Failure, error) {
+	if len(b) == 0 {
+		return nil, nil
+	}
+	var f history.Failure
+	if err := json.Unmarshal(b, &f); err != nil {
+		return nil, fmt.Errorf("decode failure: %w", err)
+	}
+	return &f, nil
+}
+
+// newToken returns a random lock token (128 bits, hex).
+func newToken() string {
+	var b [16]byte
+	rand.Read(b[:]) // never fails (crypto/rand crashes the program instead)
+	return hex.EncodeToString(b[:])
+}
+
+// isConstraint reports whether err is a SQLite constraint violation.
+func isConstraint(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_CONSTRAINT
+}
+
+// readErr wraps the error of a read, mapping a closed store to ErrClosed.
+func (s *Store) readErr(err error) error {
+	if s.closed.Load() && !errors.Is(err, storage.ErrClosed) {
+		return fmt.Errorf("%w (%v)", storage.ErrClosed, err)
+	}
+	return err
+}
+
+// ---- instances ----
+
+// instanceRow is an instance with its lease.
+type instanceRow struct {
+	storage.Instance
+	lockToken  sql.NullString
+	leaseUntil int64
+}
+
+const instanceCols = `tenant, id, workflow, status, execution, input, output, failure, created_at, updated_at, lock_token, lease_until`
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanInstance(sc scanner) (*instanceRow, error) {
+	var (
+		r                      instanceRow
+		input, output, failure []byte
+		createdAt, updatedAt   int64
+		status                 string
+	)
+	if err := sc.Scan(&r.Tenant, &r.ID, &r.Workflow, &status, &r.Execution, &input, &output, &failure,
+		&createdAt, &updatedAt, &r.lockToken, &r.leaseUntil); err != nil {
+		return nil, err
+	}
+	r.Status = storage.Status(status)
+	r.Input = rawOf(input)
+	r.Output = rawOf(output)
+	f, err := failureOf(failure)
+	if err != nil {
+		return nil, err
+	}
+	r.Failure = f
+	r.CreatedAt = fromNanos(createdAt)
+	r.UpdatedAt = fromNanos(updatedAt)
+	return &r, nil
+}
+
+// getInstance loads an instance; storage.ErrNotFound if it does not exist.
+func getInstance(ctx context.Context, q querier, tenant, id string) (*instanceRow, error) {
+	r, err := scanInstance(q.QueryRowContext(ctx,
+		`SELECT `+instanceCols+` FROM instances WHERE tenant = ? AND id = ?`, tenant, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("instance %q: %w", id, storage.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load instance %q: %w", id, err)
+	}
+	return r, nil
+}
+
+// ---- history ----
+
+func loadHistory(ctx context.Context, q querier, tenant, id string, execution, afterSeq, limit int) ([]history.Event, error) {
+	if limit <= 0 {
+		limit = -1 // SQLite: no limit
+	}
+	rows, err := q.QueryContext(ctx, `SELECT event FROM history
+		WHERE tenant = ? AND instance_id = ? AND execution = ? AND seq > ?
+		ORDER BY seq LIMIT ?`, tenant, id, execution, afterSeq, limit)
+	if err != nil {
+		return nil, fmt.Errorf("load history: %w", err)
+	}
+	defer rows.Close()
+	var evs []history.Event
+	for rows.Next() {
+		var b []byte
+		if err := rows.Scan(&b); err != nil {
+			return nil, fmt.Errorf("load history: %w", err)
+		}
+		var ev history.Event
+		if err := json.Unmarshal(b, &ev); err != nil {
+			return nil, fmt.Errorf("decode history event: %w", err)
+		}
+		evs = append(evs, ev)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("load history: %w", err)
+	}
+	return evs, nil
+}
+
+// appendHistory inserts events into an execution's history. Their Seq must
+// be set and not taken: a duplicate fails on the primary key.
+func appendHistory(w *wtx, tenant, id string, execution int, evs []history.Event) error {
+	for i := range evs {
+		ev := &evs[i]
+		if ev.Seq <= 0 {
+			return fmt.Errorf("history event %d (%s): seq %d must be positive", i, ev.Kind, ev.Seq)
+		}
+		b, err := json.Marshal(ev)
+		if err != nil {
+			return fmt.Errorf("encode history event seq %d: %w", ev.Seq, err)
+		}
+		if _, err := w.exec(`INSERT INTO history (tenant, instance_id, execution, seq, kind, event)
+			VALUES (?, ?, ?, ?, ?, ?)`, tenant, id, execution, ev.Seq, string(ev.Kind), string(b)); err != nil {
+			if isConstraint(err) {
+				return fmt.Errorf("append history: execution %d already has seq %d (%s)", execution, ev.Seq, ev.Kind)
+			}
+			return fmt.Errorf("append history seq %d: %w", ev.Seq, err)
+		}
+	}
+	return nil
+}
+
+func lastSeq(w *wtx, tenant, id string, execution int) (int, error) {
+	var n int
+	if err := w.queryRow(`SELECT COALESCE(MAX(seq), 0) FROM history
+		WHERE tenant = ? AND instance_id = ? AND execution = ?`, tenant, id, execution).Scan(&n); err != nil {
+		return 0, fmt.Errorf("read last seq: %w", err)
+	}
+	return n, nil
+}
+
+// ---- inbox ----
+
+const messageCols = `id, kind, execution, task_seq, lane, event_id, name, payload, result, failure, visible_at, created_at`
+
+func loadMessages(ctx context.Context, q querier, tenant, id string, now int64, limit int) ([]storage.Message, error) {
+	rows, err := q.QueryContext(ctx, `SELECT `+messageCols+` FROM inbox
+		WHERE tenant = ? AND instance_id = ? AND visible_at <= ?
+		ORDER BY id LIMIT ?`, tenant, id, now, limit)
+	if err != nil {
+		return nil, fmt.Errorf("load messages: %w", err)
+	}
+	defer rows.Close()
+	var ms []storage.Message
+	for rows.Next() {
+		var (
+			m                        storage.Message
+			kind, lane               string
+			payload, result, failure []byte
+			visibleAt, createdAt     int64
+		)
+		if err := rows.Scan(&m.ID, &kind, &m.Execution, &m.TaskSeq, &lane, &m.EventID, &m.Name,
+			&payload, &result, &failure, &visibleAt, &createdAt); err != nil {
+			return nil, fmt.Errorf("load messages: %w", err)
+		}
+		m.Kind = storage.MessageKind(kind)
+		m.Lane = history.Lane(lane)
+		m.Payload = rawOf(payload)
+		m.Result = rawOf(result)
+		if m.Failure, err = failureOf(failure); err != nil {
+			return nil, err
+		}
+		m.VisibleAt = fromNanos(visibleAt)
+		m.CreatedAt = fromNanos(createdAt)
+		ms = append(ms, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("load messages: %w", err)
+	}
+	return ms, nil
+}
+
+// insertMessage adds a message to an instance's inbox.
+func insertMessage(w *wtx, tenant, id string, m *storage.Message, now int64) error {
+	f, err := failureArg(m.Failure)
+	if err != nil {
+		return err
+	}
+	if _, err := w.exec(`INSERT INTO inbox
+		(tenant, instance_id, kind, execution, task_seq, lane, event_id, name, payload, result, failure, visible_at, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		tenant, id, string(m.Kind), m.Execution, m.TaskSeq, string(m.Lane), m.EventID, m.Name,
+		rawArg(m.Payload), rawArg(m.Result), f, nanos(m.VisibleAt), now); err != nil {
+		return fmt.Errorf("insert %s message: %w", m.Kind, err)
+	}
+	return nil
+}
+
+// ---- events ----
+
+const eventCols = `tenant, event_id, instance_id, lane, name, fate, reason, execution, origin_execution, wait_number, received_at, updated_at`
+
+func scanEvent(sc scanner) (*storage.EventRecord, error) {
+	var (
+		e                     storage.EventRecord
+		lane, fate, reason    string
+		receivedAt, updatedAt int64
+	)
+	if err := sc.Scan(&e.Tenant, &e.EventID, &e.InstanceID, &lane, &e.Name, &fate, &reason,
+		&e.Execution, &e.OriginExecution, &e.WaitNumber, &receivedAt, &updatedAt); err != nil {
+		return nil, err
+	}
+	e.Lane = history.Lane(lane)
+	e.Fate = history.Fate(fate)
+	e.Reason = history.DropReason(reason)
+	e.ReceivedAt = fromNanos(receivedAt)
+	e.UpdatedAt = fromNanos(updatedAt)
+	return &e, nil
+}

@@ -1,0 +1,189 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/heraldwf/herald/history"
+	"github.com/heraldwf/herald/storage"
+)
+
+// EventRaise records an external event in one transaction:
+//
+//   - if the event id is already in the tenant's ledger for the same
+//     instance, lane and name, it returns the first receipt with Duplicate
+//     set and writes nothing; for another target it returns
+//     storage.ErrEventIDConflict;
+//   - if the instance is terminal it returns storage.ErrInstanceNotRunning
+//     and stores nothing;
+//   - if the instance does not exist and p.StartIfAbsent is set, it creates
+//     it as InstanceCreate does (Started set; the StartIfAbsent tenant and id
+//     are those of p);
+//   - it adds the ledger row (fate pending, received at p.Now) and an event
+//     message to the instance's inbox, visible at once. An instance that does
+//     not exist yet keeps the message until it is created.
+func (s *Store) EventRaise(ctx context.Context, p *storage.EventRaiseParams) (*storage.EventRaiseResult, error) {
+	if p == nil {
+		return nil, errors.New("sqlite: raise event: nil params")
+	}
+	if p.InstanceID == "" {
+		return nil, errors.New("sqlite: raise event: empty instance id")
+	}
+	if p.EventID == "" {
+		return nil, errors.New("sqlite: raise event: empty event id")
+	}
+	var start *storage.InstanceCreateParams
+	if p.StartIfAbsent != nil {
+		c := *p.StartIfAbsent
+		c.Tenant, c.ID = p.Tenant, p.InstanceID
+		if c.Now.IsZero() {
+			c.Now = p.Now
+		}
+		if err := validateCreate(&c); err != nil {
+			return nil, fmt.Errorf("sqlite: raise event %q: start if absent: %w", p.EventID, err)
+		}
+		start = &c
+	}
+	now := nowOr(p.Now)
+	var res *storage.EventRaiseResult
+	err := s.write(ctx, func(w *wtx) error {
+		res = nil
+		var (
+			instanceID, lane, name string
+			receivedAt             int64
+		)
+		err := w.queryRow(`SELECT instance_id, lane, name, received_at FROM events WHERE tenant = ? AND event_id = ?`,
+			p.Tenant, p.EventID).Scan(&instanceID, &lane, &name, &receivedAt)
+		switch {
+		case err == nil:
+			if instanceID != p.InstanceID || lane != string(p.Lane) || name != p.Name {
+				return fmt.Errorf("first raised for instance %q, lane %q, name %q: %w",
+					instanceID, lane, name, storage.ErrEventIDConflict)
+			}
+			res = &storage.EventRaiseResult{EventID: p.EventID, ReceivedAt: fromNanos(receivedAt), Duplicate: true}
+			return nil
+		case !errors.Is(err, sql.ErrNoRows):
+			return fmt.Errorf("check event id: %w", err)
+		}
+
+		started := false
+		var status string
+		err = w.queryRow(`SELECT status FROM instances WHERE tenant = ? AND id = ?`, p.Tenant, p.InstanceID).Scan(&status)
+		switch {
+		case err == nil:
+			if storage.Status(status).Terminal() {
+				return fmt.Errorf("instance %q is %s: %w", p.InstanceID, status, storage.ErrInstanceNotRunning)
+			}
+		case errors.Is(err, sql.ErrNoRows):
+			if start != nil {
+				if _, err := createInstance(w, start); err != nil {
+					return fmt.Errorf("start instance: %w", err)
+				}
+				started = true
+			}
+		default:
+			return fmt.Errorf("load instance: %w", err)
+		}
+
+		if _, err := w.exec(`INSERT INTO events (tenant, event_id, instance_id, lane, name, fate, received_at, updated_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+			p.Tenant, p.EventID, p.InstanceID, string(p.Lane), p.Name, string(history.FatePending),
+			now.UnixNano(), now.UnixNano()); err != nil {
+			return fmt.Errorf("insert event: %w", err)
+		}
+		if err := insertMessage(w, p.Tenant, p.InstanceID, &storage.Message{
+			Kind:      storage.MsgEvent,
+			Lane:      p.Lane,
+			EventID:   p.EventID,
+			Name:      p.Name,
+			Payload:   p.Payload,
+			VisibleAt: now,
+		}, now.UnixNano()); err != nil {
+			return err
+		}
+		w.signal(p.Tenant)
+		res = &storage.EventRaiseResult{EventID: p.EventID, ReceivedAt: now, Started: started}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: raise event %q: %w", p.EventID, err)
+	}
+	return res, nil
+}
+
+// EventGet returns an event's ledger entry, or storage.ErrNotFound.
+func (s *Store) EventGet(ctx context.Context, p *storage.EventGetParams) (*storage.EventRecord, error) {
+	if p == nil {
+		return nil, errors.New("sqlite: get event: nil params")
+	}
+	if s.closed.Load() {
+		return nil, storage.ErrClosed
+	}
+	e, err := scanEvent(s.rdb.QueryRowContext(ctx, `SELECT `+eventCols+` FROM events WHERE tenant = ? AND event_id = ?`,
+		p.Tenant, p.EventID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("sqlite: get event %q: %w", p.EventID, storage.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: get event %q: %w", p.EventID, s.readErr(err))
+	}
+	return e, nil
+}
+
+// EventList returns an instance's ledger entries in the order they were
+// received, filtered by lane, name and fate when set, at most p.Limit
+// (default 1000). An empty InstanceID lists the whole tenant's ledger.
+func (s *Store) EventList(ctx context.Context, p *storage.EventListParams) ([]*storage.EventRecord, error) {
+	if p == nil {
+		return nil, errors.New("sqlite: list events: nil params")
+	}
+	if s.closed.Load() {
+		return nil, storage.ErrClosed
+	}
+	var (
+		where = []string{"tenant = ?"}
+		args  = []any{p.Tenant}
+	)
+	if p.InstanceID != "" {
+		where = append(where, "instance_id = ?")
+		args = append(args, p.InstanceID)
+	}
+	if p.Lane != "" {
+		where = append(where, "lane = ?")
+		args = append(args, string(p.Lane))
+	}
+	if p.Name != "" {
+		where = append(where, "name = ?")
+		args = append(args, p.Name)
+	}
+	if p.Fate != "" {
+		where = append(where, "fate = ?")
+		args = append(args, string(p.Fate))
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = defaultEventLimit
+	}
+	args = append(args, limit)
+	rows, err := s.rdb.QueryContext(ctx, `SELECT `+eventCols+` FROM events
+		WHERE `+strings.Join(where, " AND ")+` ORDER BY rid LIMIT ?`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list events: %w", s.readErr(err))
+	}
+	defer rows.Close()
+	var out []*storage.EventRecord
+	for rows.Next() {
+		e, err := scanEvent(rows)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: list events: %w", err)
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: list events: %w", s.readErr(err))
+	}
+	return out, nil
+}

@@ -1,0 +1,311 @@
+// Package sqlite is Herald's embedded storage backend: a storage.Store kept
+// in one SQLite file in WAL mode, through the pure-Go modernc.org/sqlite
+// driver (no cgo).
+//
+// # Writes
+//
+// Every write goes through one connection owned by one writer goroutine
+// (several writer connections starve each other with SQLITE_BUSY under load).
+// Write calls made concurrently are queued to that goroutine, which merges
+// the calls waiting at that moment into one transaction (group commit). Each
+// call runs inside its own savepoint, so a call that fails (ErrLeaseLost, a
+// duplicate history seq, ...) is rolled back alone and writes nothing, while
+// the others commit. A write call returns once its transaction has committed;
+// with the default synchronous=FULL that means it is durable on disk, and one
+// fsync is shared by every call of the batch. WithMaxBatch(1) gives one
+// transaction per call.
+//
+// # Reads
+//
+// Reads (InstanceGet, InstanceList, HistoryList, EventGet, EventList,
+// NextWake) use a separate pool of read-only connections and see every write
+// whose call has returned.
+//
+// # Schema
+//
+// Migrations are embedded in the binary and applied by Open, each once, in
+// version order; their versions are recorded in the schema_migrations table.
+// Open refuses a database whose schema is newer than this package knows.
+//
+// # Time
+//
+// Times are stored as integer unix nanoseconds (UTC) and returned in UTC. A
+// zero Now in a params struct means time.Now().
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+
+	"github.com/heraldwf/herald/storage"
+)
+
+// Synchronous is SQLite's synchronous setting for the writer connection: how
+// hard a commit pushes data to disk.
+type Synchronous string
+
+// Synchronous settings.
+const (
+	// SynchronousFull fsyncs the WAL on every commit: a write call that has
+	// returned survives a power loss. The default.
+	SynchronousFull Synchronous = "FULL"
+	// SynchronousNormal fsyncs only at WAL checkpoints: commits survive a
+	// crash of the process, but the last ones may be lost on a power loss or
+	// an OS crash. Several times faster per commit.
+	SynchronousNormal Synchronous = "NORMAL"
+	// SynchronousOff never fsyncs. For tests and throwaway data only.
+	SynchronousOff Synchronous = "OFF"
+)
+
+// Defaults of the options.
+const (
+	DefaultBusyTimeout = 5 * time.Second
+	DefaultReadConns   = 4
+	DefaultMaxBatch    = 128
+)
+
+type config struct {
+	synchronous Synchronous
+	busyTimeout time.Duration
+	readConns   int
+	maxBatch    int
+}
+
+// Option configures Open.
+type Option func(*config)
+
+// WithSynchronous sets the writer's synchronous mode. Default SynchronousFull.
+func WithSynchronous(s Synchronous) Option {
+	return func(c *config) { c.synchronous = s }
+}
+
+// WithBusyTimeout sets how long a connection waits for a lock held by
+// another connection or process before failing with SQLITE_BUSY. Default
+// DefaultBusyTimeout (5 s).
+func WithBusyTimeout(d time.Duration) Option {
+	return func(c *config) { c.busyTimeout = d }
+}
+
+// WithReadConns sets the maximum number of read connections. Default
+// DefaultReadConns (4).
+func WithReadConns(n int) Option {
+	return func(c *config) { c.readConns = n }
+}
+
+// WithMaxBatch caps how many write calls the writer merges into one
+// transaction. 1 disables group commit. Default DefaultMaxBatch (128).
+func WithMaxBatch(n int) Option {
+	return func(c *config) { c.maxBatch = n }
+}
+
+func (c *config) validate() error {
+	switch c.synchronous {
+	case SynchronousFull, SynchronousNormal, SynchronousOff:
+	default:
+		return fmt.Errorf("unknown synchronous mode %q", c.synchronous)
+	}
+	if c.busyTimeout < 0 {
+		return fmt.Errorf("negative busy timeout %v", c.busyTimeout)
+	}
+	if c.readConns < 1 {
+		return fmt.Errorf("read connections must be at least 1, got %d", c.readConns)
+	}
+	if c.maxBatch < 1 {
+		return fmt.Errorf("max batch must be at least 1, got %d", c.maxBatch)
+	}
+	return nil
+}
+
+// Store is a storage.Store on a SQLite file. It is safe for concurrent use.
+// Close it when done.
+type Store struct {
+	path string
+	cfg  config
+
+	wdb *sql.DB // the single writer connection
+	rdb *sql.DB // read-only pool
+
+	reqs       chan *writeReq // unbuffered: a request is either taken by the writer or not sent
+	closing    chan struct{}
+	writerDone chan struct{}
+	closeOnce  sync.Once
+	closeErr   error
+	closed     atomic.Bool
+
+	hub hub
+
+	commits atomic.Int64
+	writes  atomic.Int64
+}
+
+var _ storage.Store = (*Store)(nil)
+
+// Open opens (creating it if needed) the SQLite database at path, applies
+// pending migrations and starts the writer. path is a file name; in-memory
+// databases are refused because the writer and the readers use separate
+// connections, which would each see their own empty database.
+//
+// ctx bounds the opening and the migrations only.
+func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
+	cfg := config{
+		synchronous: SynchronousFull,
+		busyTimeout: DefaultBusyTimeout,
+		readConns:   DefaultReadConns,
+		maxBatch:    DefaultMaxBatch,
+	}
+	for _, o := range opts {
+		if o != nil {
+			o(&cfg)
+		}
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	if path == "" || path == ":memory:" || strings.HasPrefix(path, "file:") {
+		return nil, fmt.Errorf("sqlite: open %q: path must be a plain file name (in-memory and URI names are not supported)", path)
+	}
+
+	name := "file:" + (&url.URL{Path: path}).EscapedPath()
+	busy := fmt.Sprintf("_pragma=busy_timeout(%d)", cfg.busyTimeout.Milliseconds())
+	wdsn := name + "?" + busy +
+		"&_pragma=journal_mode(WAL)" +
+		"&_pragma=synchronous(" + string(cfg.synchronous) + ")" +
+		"&_pragma=foreign_keys(1)" +
+		"&_txlock=immediate"
+	rdsn := name + "?" + busy + "&_pragma=query_only(1)"
+
+	wdb, err := sql.Open("sqlite", wdsn)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	wdb.SetMaxOpenConns(1)
+	wdb.SetMaxIdleConns(1)
+	wdb.SetConnMaxLifetime(0)
+	wdb.SetConnMaxIdleTime(0)
+
+	// The writer connection comes first: it switches the file to WAL and
+	// creates the schema before any reader looks at it.
+	if err := migrate(ctx, wdb); err != nil {
+		wdb.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+
+	rdb, err := sql.Open("sqlite", rdsn)
+	if err != nil {
+		wdb.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	rdb.SetMaxOpenConns(cfg.readConns)
+	rdb.SetMaxIdleConns(cfg.readConns)
+	if err := rdb.PingContext(ctx); err != nil {
+		wdb.Close()
+		rdb.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+
+	s := &Store{
+		path:       path,
+		cfg:        cfg,
+		wdb:        wdb,
+		rdb:        rdb,
+		reqs:       make(chan *writeReq),
+		closing:    make(chan struct{}),
+		writerDone: make(chan struct{}),
+	}
+	go s.writerLoop()
+	return s, nil
+}
+
+// Close stops the writer (after the batch it is running), then closes the
+// connections. Calls made after Close return storage.ErrClosed. Close is
+// idempotent; Subscribe channels are not closed.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.closed.Store(true)
+		close(s.closing)
+		<-s.writerDone
+		s.closeErr = errors.Join(s.wdb.Close(), s.rdb.Close())
+		if s.closeErr != nil {
+			s.closeErr = fmt.Errorf("sqlite: close %s: %w", s.path, s.closeErr)
+		}
+	})
+	return s.closeErr
+}
+
+// Stats counts the writer's work since Open.
+type Stats struct {
+	// Commits is the number of write transactions committed.
+	Commits int64
+	// Writes is the number of write calls committed (Writes/Commits is the
+	// average group-commit batch size).
+	Writes int64
+}
+
+// Stats returns the writer's counters.
+func (s *Store) Stats() Stats {
+	return Stats{Commits: s.commits.Load(), Writes: s.writes.Load()}
+}
+
+// Subscribe returns a channel that receives a value (coalesced: its buffer
+// holds one) whenever this store commits new work for the tenant: an
+// instance created, an event raised, a turn committed that left or added
+// work, an activity result or retry, an abandoned turn, a termination.
+// Writers never block on it. cancel unsubscribes; it is idempotent. The
+// channel is never closed.
+func (s *Store) Subscribe(tenant string) (<-chan struct{}, func()) {
+	return s.hub.subscribe(tenant)
+}
+
+// hub is the in-process broadcast of "new work for tenant".
+type hub struct {
+	mu   sync.Mutex
+	subs map[string]map[chan struct{}]struct{}
+}
+
+func (h *hub) subscribe(tenant string) (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	h.mu.Lock()
+	if h.subs == nil {
+		h.subs = make(map[string]map[chan struct{}]struct{})
+	}
+	m := h.subs[tenant]
+	if m == nil {
+		m = make(map[chan struct{}]struct{})
+		h.subs[tenant] = m
+	}
+	m[ch] = struct{}{}
+	h.mu.Unlock()
+	var once sync.Once
+	return ch, func() {
+		once.Do(func() {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			if m := h.subs[tenant]; m != nil {
+				delete(m, ch)
+				if len(m) == 0 {
+					delete(h.subs, tenant)
+				}
+			}
+		})
+	}
+}
+
+func (h *hub) notify(tenant string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for ch := range h.subs[tenant] {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}

@@ -1,0 +1,376 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/heraldwf/herald/storage"
+)
+
+// TurnClaim claims up to p.Max (default 1) instances of the tenant that are
+// not terminal, have at least one inbox message visible at p.Now, have no
+// live lease (none, or one that ended before p.Now) and are not delayed by
+// TurnAbandon's RetryAt. The instances whose oldest visible message is
+// oldest come first. Each gets a new random lock token and a lease until
+// p.Now+p.Lease (default 30 s); its turn holds the current execution's whole
+// history and its visible messages in id order, at most p.MaxMessages
+// (default 1000). Messages for instance ids that do not exist are never
+// claimed.
+func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*storage.Turn, error) {
+	if p == nil {
+		return nil, errors.New("sqlite: claim turns: nil params")
+	}
+	now := nowOr(p.Now)
+	max := p.Max
+	if max <= 0 {
+		max = defaultClaimMax
+	}
+	lease := p.Lease
+	if lease <= 0 {
+		lease = defaultLease
+	}
+	maxMessages := p.MaxMessages
+	if maxMessages <= 0 {
+		maxMessages = defaultMaxMessages
+	}
+	leaseUntil := now.Add(lease)
+	var turns []*storage.Turn
+	err := s.write(ctx, func(w *wtx) error {
+		turns = nil
+		rows, err := w.query(`SELECT m.instance_id, MIN(m.id) AS first_id
+			FROM inbox m
+			JOIN instances i ON i.tenant = m.tenant AND i.id = m.instance_id
+			WHERE m.tenant = ?1 AND m.visible_at <= ?2
+			  AND i.status IN `+nonTerminal+`
+			  AND (i.lock_token IS NULL OR i.lease_until < ?2)
+			  AND i.not_before <= ?2
+			GROUP BY m.instance_id
+			ORDER BY first_id
+			LIMIT ?3`, p.Tenant, now.UnixNano(), max)
+		if err != nil {
+			return fmt.Errorf("find claimable instances: %w", err)
+		}
+		var ids []string
+		for rows.Next() {
+			var id string
+			var first int64
+			if err := rows.Scan(&id, &first); err != nil {
+				rows.Close()
+				return fmt.Errorf("find claimable instances: %w", err)
+			}
+			ids = append(ids, id)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("find claimable instances: %w", err)
+		}
+		for _, id := range ids {
+			token := newToken()
+			if _, err := w.exec(`UPDATE instances SET lock_token = ?, lease_until = ?, not_before = 0
+				WHERE tenant = ? AND id = ?`, token, leaseUntil.UnixNano(), p.Tenant, id); err != nil {
+				return fmt.Errorf("lease instance %q: %w", id, err)
+			}
+			inst, err := getInstance(w.ctx, w.tx, p.Tenant, id)
+			if err != nil {
+				return err
+			}
+			hist, err := loadHistory(w.ctx, w.tx, p.Tenant, id, inst.Execution, 0, 0)
+			if err != nil {
+				return fmt.Errorf("instance %q: %w", id, err)
+			}
+			msgs, err := loadMessages(w.ctx, w.tx, p.Tenant, id, now.UnixNano(), maxMessages)
+			if err != nil {
+				return fmt.Errorf("instance %q: %w", id, err)
+			}
+			turns = append(turns, &storage.Turn{
+				Instance:   inst.Instance,
+				History:    hist,
+				Messages:   msgs,
+				LockToken:  token,
+				LeaseUntil: leaseUntil,
+			})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: claim turns: %w", err)
+	}
+	return turns, nil
+}
+
+// TurnCommit commits a claimed turn in one transaction. It fails with
+// storage.ErrLeaseLost, writing nothing, unless p.LockToken still owns the
+// instance (the lease may have run out as long as no one else claimed the
+// instance since) and the instance is not terminal. Any other failure (a
+// NewEvents seq already taken, a bad status) writes nothing either.
+//
+// In order it: appends NewEvents to p.Execution's history (their Seq set by
+// the caller); deletes ConsumedMessages; schedules Activities (attempt 1,
+// visible at once; Tenant, InstanceID and a zero Execution are taken from
+// p); adds Timers as timer_fired messages visible at FireAt; deletes the
+// timers of CancelTimers; cancels CancelActivities (an unleased task, or one
+// whose lease ran out, is deleted; a leased one is marked cancel_requested);
+// applies Fates to the instance's ledger rows (ids not in the ledger are
+// ignored); sets status (empty means running), output and failure. A
+// terminal status then drops the instance's pending and buffered events
+// (instance_terminal) with EventDropped breadcrumbs appended after
+// NewEvents, and deletes its inbox and activity tasks. ContinueAsNew moves
+// the instance to execution p.Execution+1 (status running, its input),
+// writes StartEvents as that execution's history, deletes the old
+// executions' timers and activity results, deletes their unleased activity
+// tasks and marks leased ones cancel_requested, and adds a kick message.
+// Finally the lease is cleared.
+func (s *Store) TurnCommit(ctx context.Context, p *storage.TurnCommitParams) error {
+	if p == nil {
+		return errors.New("sqlite: commit turn: nil params")
+	}
+	status := p.Status
+	if status == "" {
+		status = storage.StatusRunning
+	}
+	switch status {
+	case storage.StatusRunning, storage.StatusCompleted, storage.StatusFailed, storage.StatusTerminated:
+	default:
+		return fmt.Errorf("sqlite: commit turn of %q: invalid status %q", p.InstanceID, p.Status)
+	}
+	if p.ContinueAsNew != nil && status != storage.StatusRunning {
+		return fmt.Errorf("sqlite: commit turn of %q: continue-as-new with status %q", p.InstanceID, status)
+	}
+	if p.LockToken == "" {
+		return fmt.Errorf("sqlite: commit turn of %q: empty lock token: %w", p.InstanceID, storage.ErrLeaseLost)
+	}
+	now := nowOr(p.Now)
+	err := s.write(ctx, func(w *wtx) error {
+		return commitTurn(w, p, status, now)
+	})
+	if err != nil {
+		return fmt.Errorf("sqlite: commit turn of %q: %w", p.InstanceID, err)
+	}
+	return nil
+}
+
+func commitTurn(w *wtx, p *storage.TurnCommitParams, status storage.Status, now time.Time) error {
+	tenant, id, nowN := p.Tenant, p.InstanceID, now.UnixNano()
+	var (
+		token     sql.NullString
+		curStatus string
+		execution int
+	)
+	err := w.queryRow(`SELECT lock_token, status, execution FROM instances WHERE tenant = ? AND id = ?`,
+		tenant, id).Scan(&token, &curStatus, &execution)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("instance does not exist: %w", storage.ErrLeaseLost)
+	}
+	if err != nil {
+		return fmt.Errorf("load instance: %w", err)
+	}
+	if !token.Valid || token.String != p.LockToken {
+		return storage.ErrLeaseLost
+	}
+	if storage.Status(curStatus).Terminal() {
+		return fmt.Errorf("instance is %s: %w", curStatus, storage.ErrLeaseLost)
+	}
+	if p.Execution != execution {
+		return fmt.Errorf("turn ran on execution %d but the instance is on execution %d", p.Execution, execution)
+	}
+
+	if err := appendHistory(w, tenant, id, execution, p.NewEvents); err != nil {
+		return err
+	}
+	for _, mid := range p.ConsumedMessages {
+		if _, err := w.exec(`DELETE FROM inbox WHERE id = ? AND tenant = ? AND instance_id = ?`, mid, tenant, id); err != nil {
+			return fmt.Errorf("delete message %d: %w", mid, err)
+		}
+	}
+	for i := range p.Activities {
+		a := &p.Activities[i]
+		exec := a.Execution
+		if exec == 0 {
+			exec = execution
+		}
+		retry, err := jsonArg(a.Retry)
+		if err != nil {
+			return fmt.Errorf("activity seq %d: %w", a.TaskSeq, err)
+		}
+		if _, err := w.exec(`INSERT INTO activities
+			(tenant, instance_id, execution, task_seq, name, input, attempt, retry, visible_at, created_at)
+			VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?)`,
+			tenant, id, exec, a.TaskSeq, a.Name, rawArg(a.Input), retry, nowN, nowN); err != nil {
+			if isConstraint(err) {
+				return fmt.Errorf("activity seq %d of execution %d is already scheduled", a.TaskSeq, exec)
+			}
+			return fmt.Errorf("schedule activity seq %d: %w", a.TaskSeq, err)
+		}
+	}
+	for _, t := range p.Timers {
+		if err := insertMessage(w, tenant, id, &storage.Message{
+			Kind: storage.MsgTimerFired, Execution: execution, TaskSeq: t.TaskSeq, VisibleAt: t.FireAt,
+		}, nowN); err != nil {
+			return err
+		}
+	}
+	for _, seq := range p.CancelTimers {
+		if _, err := w.exec(`DELETE FROM inbox WHERE tenant = ? AND instance_id = ? AND kind = ? AND execution = ? AND task_seq = ?`,
+			tenant, id, string(storage.MsgTimerFired), execution, seq); err != nil {
+			return fmt.Errorf("cancel timer seq %d: %w", seq, err)
+		}
+	}
+	for _, seq := range p.CancelActivities {
+		if _, err := w.exec(`DELETE FROM activities
+			WHERE tenant = ? AND instance_id = ? AND execution = ? AND task_seq = ?
+			  AND (lock_token IS NULL OR lease_until < ?)`, tenant, id, execution, seq, nowN); err != nil {
+			return fmt.Errorf("cancel activity seq %d: %w", seq, err)
+		}
+		if _, err := w.exec(`UPDATE activities SET cancel_requested = 1
+			WHERE tenant = ? AND instance_id = ? AND execution = ? AND task_seq = ?`, tenant, id, execution, seq); err != nil {
+			return fmt.Errorf("cancel activity seq %d: %w", seq, err)
+		}
+	}
+	for _, f := range p.Fates {
+		if _, err := w.exec(`UPDATE events SET fate = ?, reason = ?, execution = ?, origin_execution = ?, wait_number = ?, updated_at = ?
+			WHERE tenant = ? AND event_id = ? AND instance_id = ?`,
+			string(f.Fate), string(f.Reason), f.Execution, f.OriginExecution, f.WaitNumber, nowN,
+			tenant, f.EventID, id); err != nil {
+			return fmt.Errorf("update fate of event %q: %w", f.EventID, err)
+		}
+	}
+	failure, err := failureArg(p.Failure)
+	if err != nil {
+		return err
+	}
+	if _, err := w.exec(`UPDATE instances SET status = ?, output = ?, failure = ?, updated_at = ?
+		WHERE tenant = ? AND id = ?`, string(status), rawArg(p.Output), failure, nowN, tenant, id); err != nil {
+		return fmt.Errorf("update instance: %w", err)
+	}
+
+	if status.Terminal() {
+		if err := endInstance(w, tenant, id, execution, nowN); err != nil {
+			return err
+		}
+	}
+
+	if can := p.ContinueAsNew; can != nil {
+		next := execution + 1
+		if _, err := w.exec(`UPDATE instances SET execution = ?, input = ?, status = ? WHERE tenant = ? AND id = ?`,
+			next, rawArg(can.Input), string(storage.StatusRunning), tenant, id); err != nil {
+			return fmt.Errorf("continue as new: %w", err)
+		}
+		if err := appendHistory(w, tenant, id, next, can.StartEvents); err != nil {
+			return fmt.Errorf("continue as new: %w", err)
+		}
+		// The old executions' timers and activity results can never be used.
+		if _, err := w.exec(`DELETE FROM inbox WHERE tenant = ? AND instance_id = ? AND execution < ? AND kind IN (?, ?, ?)`,
+			tenant, id, next, string(storage.MsgTimerFired), string(storage.MsgActivityCompleted), string(storage.MsgActivityFailed)); err != nil {
+			return fmt.Errorf("continue as new: delete old timers: %w", err)
+		}
+		if _, err := w.exec(`DELETE FROM activities WHERE tenant = ? AND instance_id = ? AND execution < ?
+			AND (lock_token IS NULL OR lease_until < ?)`, tenant, id, next, nowN); err != nil {
+			return fmt.Errorf("continue as new: delete old activities: %w", err)
+		}
+		if _, err := w.exec(`UPDATE activities SET cancel_requested = 1 WHERE tenant = ? AND instance_id = ? AND execution < ?`,
+			tenant, id, next); err != nil {
+			return fmt.Errorf("continue as new: cancel old activities: %w", err)
+		}
+		if err := insertMessage(w, tenant, id, &storage.Message{Kind: storage.MsgKick, Execution: next, VisibleAt: now}, nowN); err != nil {
+			return fmt.Errorf("continue as new: %w", err)
+		}
+	}
+
+	if _, err := w.exec(`UPDATE instances SET lock_token = NULL, lease_until = 0, not_before = 0 WHERE tenant = ? AND id = ?`,
+		tenant, id); err != nil {
+		return fmt.Errorf("release lease: %w", err)
+	}
+
+	// Wake idle workers if the instance has work left (messages that arrived
+	// during the turn, a kick) or the turn added work (activities, timers:
+	// a new timer can be earlier than the NextWake a worker sleeps on).
+	work := len(p.Activities) > 0 || len(p.Timers) > 0 || p.ContinueAsNew != nil
+	if !work && !status.Terminal() {
+		var n int
+		if err := w.queryRow(`SELECT COUNT(*) FROM inbox WHERE tenant = ? AND instance_id = ? AND visible_at <= ?`,
+			tenant, id, nowN).Scan(&n); err != nil {
+			return fmt.Errorf("check inbox: %w", err)
+		}
+		work = n > 0
+	}
+	if work {
+		w.signal(tenant)
+	}
+	return nil
+}
+
+// TurnAbandon releases a claimed turn without committing it. With RetryAt
+// set the instance cannot be claimed before RetryAt. It returns
+// storage.ErrLeaseLost if p.LockToken no longer owns the instance.
+func (s *Store) TurnAbandon(ctx context.Context, p *storage.TurnAbandonParams) error {
+	if p == nil {
+		return errors.New("sqlite: abandon turn: nil params")
+	}
+	if p.LockToken == "" {
+		return fmt.Errorf("sqlite: abandon turn of %q: empty lock token: %w", p.InstanceID, storage.ErrLeaseLost)
+	}
+	err := s.write(ctx, func(w *wtx) error {
+		res, err := w.exec(`UPDATE instances SET lock_token = NULL, lease_until = 0, not_before = ?
+			WHERE tenant = ? AND id = ? AND lock_token = ?`, nanos(p.RetryAt), p.Tenant, p.InstanceID, p.LockToken)
+		if err != nil {
+			return fmt.Errorf("release lease: %w", err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return fmt.Errorf("release lease: %w", err)
+		} else if n == 0 {
+			return storage.ErrLeaseLost
+		}
+		w.signal(p.Tenant)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("sqlite: abandon turn of %q: %w", p.InstanceID, err)
+	}
+	return nil
+}
+
+// NextWake returns the earliest time after p.Now at which work of the tenant
+// may become claimable: an inbox message of an existing non-terminal
+// instance or an activity task becoming visible, a TurnAbandon RetryAt
+// passing, or a lease (of an instance with messages, or of an activity task)
+// running out so that the work can be taken over. ok is false if there is
+// no such time.
+func (s *Store) NextWake(ctx context.Context, p *storage.NextWakeParams) (time.Time, bool, error) {
+	if p == nil {
+		return time.Time{}, false, errors.New("sqlite: next wake: nil params")
+	}
+	if s.closed.Load() {
+		return time.Time{}, false, storage.ErrClosed
+	}
+	now := nowOr(p.Now).UnixNano()
+	var at sql.NullInt64
+	err := s.rdb.QueryRowContext(ctx, `SELECT MIN(t) FROM (
+		SELECT MIN(m.visible_at) AS t FROM inbox m
+		  JOIN instances i ON i.tenant = m.tenant AND i.id = m.instance_id
+		  WHERE m.tenant = ?1 AND m.visible_at > ?2 AND i.status IN `+nonTerminal+`
+		UNION ALL
+		SELECT MIN(visible_at) FROM activities
+		  WHERE tenant = ?1 AND visible_at > ?2 AND cancel_requested = 0
+		UNION ALL
+		SELECT MIN(i.not_before) FROM instances i
+		  WHERE i.tenant = ?1 AND i.not_before > ?2 AND i.status IN `+nonTerminal+`
+		  AND EXISTS (SELECT 1 FROM inbox m WHERE m.tenant = i.tenant AND m.instance_id = i.id)
+		UNION ALL
+		SELECT MIN(i.lease_until) FROM instances i
+		  WHERE i.tenant = ?1 AND i.lock_token IS NOT NULL AND i.lease_until > ?2 AND i.status IN `+nonTerminal+`
+		  AND EXISTS (SELECT 1 FROM inbox m WHERE m.tenant = i.tenant AND m.instance_id = i.id)
+		UNION ALL
+		SELECT MIN(lease_until) FROM activities
+		  WHERE tenant = ?1 AND lock_token IS NOT NULL AND lease_until > ?2 AND cancel_requested = 0
+	)`, p.Tenant, now).Scan(&at)
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("sqlite: next wake: %w", s.readErr(err))
+	}
+	if !at.Valid {
+		return time.Time{}, false, nil
+	}
+	return fromNanos(at.Int64), true, nil
+}

@@ -1,0 +1,238 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/heraldwf/herald/storage"
+)
+
+// writeReq is one write call queued to the writer goroutine. fn runs inside
+// a transaction (possibly shared with other calls, inside its own savepoint)
+// and must only read and write through the wtx it is given. fn may run more
+// than once (if a shared transaction fails, each call is re-run alone), so it
+// must assign its results rather than accumulate them.
+type writeReq struct {
+	ctx  context.Context
+	fn   func(*wtx) error
+	done chan error // buffered(1): the writer never blocks on it
+
+	finished bool // writer-owned: done has been sent
+	notify   []string
+}
+
+// wtx is the writer's view of the transaction a request runs in.
+type wtx struct {
+	tx     *sql.Tx
+	ctx    context.Context
+	notify []string // tenants to signal once the transaction commits
+}
+
+func (w *wtx) exec(q string, args ...any) (sql.Result, error) {
+	return w.tx.ExecContext(w.ctx, q, args...)
+}
+
+func (w *wtx) query(q string, args ...any) (*sql.Rows, error) {
+	return w.tx.QueryContext(w.ctx, q, args...)
+}
+
+func (w *wtx) queryRow(q string, args ...any) *sql.Row {
+	return w.tx.QueryRowContext(w.ctx, q, args...)
+}
+
+// signal schedules a Subscribe notification for tenant after commit.
+func (w *wtx) signal(tenant string) {
+	for _, t := range w.notify {
+		if t == tenant {
+			return
+		}
+	}
+	w.notify = append(w.notify, tenant)
+}
+
+// write runs fn in a write transaction on the writer goroutine and returns
+// fn's error, or the transaction's. A nil error means fn's writes are
+// committed; any error means none of them are. If ctx ends before the
+// writer starts fn, fn does not run and ctx's error is returned.
+func (s *Store) write(ctx context.Context, fn func(*wtx) error) error {
+	if s.closed.Load() {
+		return storage.ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	r := &writeReq{ctx: ctx, fn: fn, done: make(chan error, 1)}
+	select {
+	case s.reqs <- r:
+	case <-s.closing:
+		return storage.ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	// Handed over: the writer answers within the batch it is running, and
+	// the answer says whether fn's writes committed, so wait for it even if
+	// ctx ends meanwhile.
+	return <-r.done
+}
+
+// writerLoop is the single writer goroutine: it takes one request, adds the
+// requests already waiting (up to maxBatch) and runs them as one batch.
+func (s *Store) writerLoop() {
+	defer close(s.writerDone)
+	batch := make([]*writeReq, 0, s.cfg.maxBatch)
+	for {
+		select {
+		case r := <-s.reqs:
+			batch = append(batch[:0], r)
+		case <-s.closing:
+			return
+		}
+	fill:
+		for len(batch) < s.cfg.maxBatch {
+			select {
+			case r := <-s.reqs:
+				batch = append(batch, r)
+			default:
+				break fill
+			}
+		}
+		s.runBatch(batch)
+		clear(batch)
+	}
+}
+
+func (s *Store) runBatch(batch []*writeReq) {
+	live := batch[:0]
+	for _, r := range batch {
+		if err := r.ctx.Err(); err != nil {
+			r.done <- err
+			continue
+		}
+		live = append(live, r)
+	}
+	switch len(live) {
+	case 0:
+		return
+	case 1:
+		s.runAlone(live[0])
+		return
+	}
+	if s.runGroup(live) {
+		return
+	}
+	// The shared transaction failed as a whole (begin, a savepoint or the
+	// commit): nothing of it was written. Re-run each unanswered request in
+	// a transaction of its own, so one bad request cannot fail the others.
+	for _, r := range live {
+		if !r.finished {
+			s.runAlone(r)
+		}
+	}
+}
+
+// runAlone runs one request in its own transaction and answers it.
+func (s *Store) runAlone(r *writeReq) {
+	r.notify = nil
+	err := s.runTx(func(tx *sql.Tx) error {
+		w := &wtx{tx: tx, ctx: context.Background()}
+		if err := r.fn(w); err != nil {
+			return err
+		}
+		r.notify = w.notify
+		return nil
+	})
+	if err == nil {
+		s.commits.Add(1)
+		s.writes.Add(1)
+		s.signal(r.notify)
+	}
+	r.finished = true
+	r.done <- err
+}
+
+func (s *Store) runTx(fn func(*sql.Tx) error) error {
+	tx, err := s.wdb.BeginTx(context.Background(), nil)
+	if err != nil {
+		return s.txErr("begin", err)
+	}
+	if err := fn(tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return s.txErr("commit", err)
+	}
+	return nil
+}
+
+// runGroup runs the requests in one transaction, each in a savepoint. A
+// request whose fn fails is rolled back to its savepoint and answered at
+// once; the others are answered after the commit. It returns false if the
+// transaction itself failed, leaving the unanswered requests unanswered.
+func (s *Store) runGroup(reqs []*writeReq) bool {
+	bg := context.Background()
+	tx, err := s.wdb.BeginTx(bg, nil)
+	if err != nil {
+		return false
+	}
+	ok := 0
+	for _, r := range reqs {
+		r.notify = nil
+		if _, err := tx.ExecContext(bg, "SAVEPOINT herald_req"); err != nil {
+			tx.Rollback()
+			return false
+		}
+		w := &wtx{tx: tx, ctx: bg}
+		if err := r.fn(w); err != nil {
+			// Answer now: whatever happens to the batch, this request wrote
+			// nothing. If SQLite already rolled the whole transaction back
+			// (I/O error, full disk), ROLLBACK TO fails and the batch is lost.
+			r.finished = true
+			r.done <- err
+			if _, rerr := tx.ExecContext(bg, "ROLLBACK TO herald_req"); rerr != nil {
+				tx.Rollback()
+				return false
+			}
+			if _, rerr := tx.ExecContext(bg, "RELEASE herald_req"); rerr != nil {
+				tx.Rollback()
+				return false
+			}
+			continue
+		}
+		if _, err := tx.ExecContext(bg, "RELEASE herald_req"); err != nil {
+			tx.Rollback()
+			return false
+		}
+		r.notify = w.notify
+		ok++
+	}
+	if err := tx.Commit(); err != nil {
+		return false
+	}
+	if ok > 0 {
+		s.commits.Add(1)
+		s.writes.Add(int64(ok))
+	}
+	for _, r := range reqs {
+		if !r.finished {
+			s.signal(r.notify)
+			r.finished = true
+			r.done <- nil
+		}
+	}
+	return true
+}
+
+func (s *Store) signal(tenants []string) {
+	for _, t := range tenants {
+		s.hub.notify(t)
+	}
+}
+
+func (s *Store) txErr(op string, err error) error {
+	if s.closed.Load() {
+		return fmt.Errorf("%s: %w", op, storage.ErrClosed)
+	}
+	return fmt.Errorf("%s transaction: %w", op, err)
+}
