@@ -127,6 +127,18 @@ type EventReceipt struct {
 // MaxPayloadBytes; nothing stored), ErrInstanceNotRunning (the instance has
 // ended; nothing stored), ErrEventIDConflict.
 func (c *Client) RaiseEvent(ctx context.Context, instanceID, name string, payload any, opts ...RaiseOption) (*EventReceipt, error) {
+	return c.send(ctx, history.LanePositional, instanceID, name, payload, opts)
+}
+
+// Enqueue puts a message into the named queue of instance on the queue lane
+// (SPEC §3.2): a durable FIFO mailbox whose messages wait for the next
+// Dequeue, whatever happens to earlier receives. Options and errors are
+// RaiseEvent's.
+func (c *Client) Enqueue(ctx context.Context, instanceID, queue string, payload any, opts ...RaiseOption) (*EventReceipt, error) {
+	return c.send(ctx, history.LaneQueue, instanceID, queue, payload, opts)
+}
+
+func (c *Client) send(ctx context.Context, lane history.Lane, instanceID, name string, payload any, opts []RaiseOption) (*EventReceipt, error) {
 	var o raiseOptions
 	for _, opt := range opts {
 		opt(&o)
@@ -141,7 +153,7 @@ func (c *Client) RaiseEvent(ctx context.Context, instanceID, name string, payloa
 	}
 	now := c.cfg.Now()
 	p := &storage.EventRaiseParams{
-		Tenant: c.cfg.Tenant, InstanceID: instanceID, EventID: id, Lane: history.LanePositional,
+		Tenant: c.cfg.Tenant, InstanceID: instanceID, EventID: id, Lane: lane,
 		Name: name, Payload: raw, Now: now,
 	}
 	if o.start {
@@ -154,7 +166,7 @@ func (c *Client) RaiseEvent(ctx context.Context, instanceID, name string, payloa
 	}
 	res, err := c.store.EventRaise(ctx, p)
 	if err != nil {
-		return nil, fmt.Errorf("raise %s to %s: %w", name, instanceID, err)
+		return nil, fmt.Errorf("send %s %q to %s: %w", lane, name, instanceID, err)
 	}
 	return &EventReceipt{EventID: res.EventID, ReceivedAt: res.ReceivedAt, Duplicate: res.Duplicate, Started: res.Started}, nil
 }

@@ -102,6 +102,34 @@ func (c *Context) WaitEvent(name string, opts ...WaitOption) Future {
 	return Future{c.s.WaitEvent(name, o.timeout)}
 }
 
+// Dequeue receives the oldest message of the named queue on the queue lane
+// (SPEC §3.2), waiting for one if the queue is empty. Messages are kept until
+// a receive takes them: a Dequeue that loses a Select or times out
+// (WithTimeout → ErrEventTimeout) consumes nothing, and unconsumed messages
+// are carried across ContinueAsNew.
+func (c *Context) Dequeue(queue string, opts ...WaitOption) Future {
+	var o waitOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return Future{c.s.Dequeue(queue, o.timeout)}
+}
+
+// TryDequeue takes the oldest message of the queue into out without
+// waiting. It reports false (and leaves out alone) if the queue is empty.
+func (c *Context) TryDequeue(queue string, out any) (bool, error) {
+	v, ok := c.s.TryDequeue(queue)
+	if !ok {
+		return false, nil
+	}
+	if out != nil && len(v) > 0 {
+		if err := json.Unmarshal(v, out); err != nil {
+			return true, fmt.Errorf("herald: decode message into %T: %w", out, err)
+		}
+	}
+	return true, nil
+}
+
 // Select blocks until one of the futures resolves and returns its index.
 // Every other future that has not resolved is cancelled: a timer is
 // dropped, an activity is asked to cancel, a wait is withdrawn (its late

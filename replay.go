@@ -31,6 +31,7 @@ func (r *Runtime) ReplayHistory(events []history.Event) error {
 		Limits: replay.Limits{
 			MaxUnconsumedEvents:       r.cfg.MaxUnconsumedEvents,
 			MaxCarryForwardExecutions: r.cfg.MaxCarryForwardExecutions,
+			MaxQueuedEvents:           r.cfg.MaxQueuedEvents,
 		},
 	})
 	if err != nil {

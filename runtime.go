@@ -34,6 +34,11 @@ type Config struct {
 	// this many continue-as-new boundaries, then dropped (fate
 	// dropped/carry_forward_limit). Default 5.
 	MaxCarryForwardExecutions int
+	// MaxQueuedEvents caps unconsumed queue-lane messages per instance
+	// across queues; past it a message is dropped (fate dropped/limit), and
+	// continue-as-new carries at most this many (the oldest), dropping the
+	// rest (carry_forward_limit). Default 20.
+	MaxQueuedEvents int
 	// MaxPayloadBytes caps an event payload; a larger one is refused with
 	// ErrEventInvalid. Default 1 MiB.
 	MaxPayloadBytes int
@@ -74,6 +79,9 @@ func (c *Config) WithDefaults() *Config {
 	}
 	if out.MaxCarryForwardExecutions <= 0 {
 		out.MaxCarryForwardExecutions = 5
+	}
+	if out.MaxQueuedEvents <= 0 {
+		out.MaxQueuedEvents = 20
 	}
 	if out.MaxPayloadBytes <= 0 {
 		out.MaxPayloadBytes = 1 << 20

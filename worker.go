@@ -118,6 +118,7 @@ func (r *Runtime) runTurn(ctx context.Context, t *storage.Turn) {
 		Limits: replay.Limits{
 			MaxUnconsumedEvents:       r.cfg.MaxUnconsumedEvents,
 			MaxCarryForwardExecutions: r.cfg.MaxCarryForwardExecutions,
+			MaxQueuedEvents:           r.cfg.MaxQueuedEvents,
 		},
 	})
 	if err != nil {

@@ -60,6 +60,9 @@ type Lane string
 // active wait of that name (SPEC §3.1).
 const (
 	LanePositional Lane = "positional"
+	// LaneQueue is the durable mailbox: FIFO per queue name, a cancelled
+	// receive consumes nothing (SPEC §3.2).
+	LaneQueue Lane = "queue"
 )
 
 // Event is one entry of an execution's history. Fields that do not apply to
@@ -106,6 +109,9 @@ type Event struct {
 	// WaitNumber is the per-name ordinal of the wait an event was delivered
 	// to (1 = the execution's first WaitEvent of that name).
 	WaitNumber int `json:"wait_number,omitempty"`
+	// NoWait marks a non-blocking receive (TryDequeue) on an
+	// EventSubscribed decision.
+	NoWait bool `json:"no_wait,omitempty"`
 	// Reason is why an event was dropped.
 	Reason DropReason `json:"reason,omitempty"`
 	// ReceivedAt is when Herald accepted an external event.

@@ -89,6 +89,9 @@ type Message struct {
 	EventID string
 	Name    string
 	Payload json.RawMessage
+	// Latest: the queue's event definition says `buffer: latest` (at most
+	// one unconsumed message; a newer one supersedes it).
+	Latest bool
 	// Activity results.
 	Result  json.RawMessage
 	Failure *history.Failure

@@ -38,9 +38,15 @@ type Limits struct {
 	// MaxCarryForwardExecutions: an event is carried across at most this
 	// many continue-as-new boundaries. Default 5.
 	MaxCarryForwardExecutions int
+	// MaxQueuedEvents caps unconsumed queue-lane messages per instance
+	// across queues. Default 20.
+	MaxQueuedEvents int
 }
 
 func (l Limits) withDefaults() Limits {
+	if l.MaxQueuedEvents <= 0 {
+		l.MaxQueuedEvents = 20
+	}
 	if l.MaxUnconsumedEvents <= 0 {
 		l.MaxUnconsumedEvents = 100
 	}
@@ -158,7 +164,9 @@ type State struct {
 	out     *Output
 
 	lane        *Positional
+	queue       *Queue
 	waitNumbers map[int]int // subscription seq → wait number
+	receives    map[string]int
 	futures     map[int]*Future
 	uuids       int
 
@@ -220,6 +228,7 @@ func Run(in *Input) (*Output, error) {
 		nextSeq:     in.History[len(in.History)-1].Seq + 1,
 		out:         &Output{Status: storage.StatusRunning},
 		waitNumbers: map[int]int{},
+		receives:    map[string]int{},
 		futures:     map[int]*Future{},
 		resume:      make(chan bool),
 		yield:       make(chan struct{}),
@@ -228,6 +237,7 @@ func Run(in *Input) (*Output, error) {
 		s.execution = 1
 	}
 	s.lane = NewPositional(s.limits.MaxUnconsumedEvents)
+	s.queue = NewQueue(s.limits.MaxQueuedEvents)
 	defer s.stop()
 
 	if err := s.protect(s.run); err != nil {
@@ -338,19 +348,26 @@ func (s *State) applyStored(ev history.Event) {
 	case history.EventRaised:
 		b := &Buffered{Event: ev}
 		o := Outcome{Delivered: ev.TaskSeq > 0, WaitSeq: ev.TaskSeq}
-		if !s.lane.Apply(b, o) {
+		if !s.applyLane(b, o) {
 			panic(nondeterminism{s.nondeterminism(ev, "no matching wait state for this event")})
 		}
 		if o.Delivered {
 			s.futures[ev.TaskSeq].resolve(ev.Payload, nil)
 		}
 	case history.EventDropped:
-		if !s.lane.Apply(&Buffered{Event: ev}, Outcome{Dropped: true, Reason: ev.Reason}) {
-			panic(nondeterminism{s.nondeterminism(ev, "no withdrawn wait for this drop")})
+		if !s.applyLane(&Buffered{Event: ev}, Outcome{Dropped: true, Reason: ev.Reason}) {
+			panic(nondeterminism{s.nondeterminism(ev, "no lane state for this drop")})
 		}
 	case history.ExecutionTerminated:
 		s.finished = true
 	}
+}
+
+func (s *State) applyLane(b *Buffered, o Outcome) bool {
+	if b.Event.Lane == history.LaneQueue {
+		return s.queue.Apply(b, o)
+	}
+	return s.lane.Apply(b, o)
 }
 
 func (s *State) resolveTask(f *Future, ev history.Event) {
@@ -391,15 +408,28 @@ func (s *State) applyNew(m storage.Message) {
 	}
 }
 
-// arrive applies the positional lane rules to a new event and records the
-// outcome in history and in the fate ledger.
+// arrive applies the lane rules to a new event and records the outcome in
+// history and in the fate ledger.
 func (s *State) arrive(m storage.Message, atStart bool) {
+	lane := m.Lane
+	if lane == "" {
+		lane = history.LanePositional
+	}
 	ev := history.Event{
-		Kind: history.EventRaised, Lane: history.LanePositional, EventID: m.EventID, Name: m.Name,
+		Kind: history.EventRaised, Lane: lane, EventID: m.EventID, Name: m.Name,
 		Payload: m.Payload, OriginExecution: s.execution, AtStart: atStart, ReceivedAt: m.CreatedAt,
 	}
 	b := &Buffered{Event: ev}
-	o := s.lane.Arrive(b)
+	var o Outcome
+	if lane == history.LaneQueue {
+		var superseded []*Buffered
+		o, superseded = s.queue.Arrive(b, m.Latest)
+		for _, old := range superseded {
+			s.drop(old.Event, history.DropSuperseded)
+		}
+	} else {
+		o = s.lane.Arrive(b)
+	}
 	fate := storage.FateUpdate{EventID: m.EventID, Execution: s.execution, OriginExecution: s.execution}
 	switch {
 	case o.Delivered:
@@ -421,6 +451,17 @@ func (s *State) arrive(m storage.Message, atStart bool) {
 	if o.Delivered {
 		s.futures[o.WaitSeq].resolve(ev.Payload, nil)
 	}
+}
+
+// drop records the drop of an event that was buffered (a superseded
+// latest-value message): a breadcrumb and its fate.
+func (s *State) drop(buffered history.Event, reason history.DropReason) {
+	ev := history.Event{Kind: history.EventDropped, Lane: buffered.Lane, EventID: buffered.EventID, Name: buffered.Name,
+		Payload: buffered.Payload, OriginExecution: buffered.OriginExecution, Reason: reason, ReceivedAt: buffered.ReceivedAt}
+	ev = s.record(ev)
+	s.out.Drops = append(s.out.Drops, ev)
+	s.out.Fates = append(s.out.Fates, storage.FateUpdate{EventID: ev.EventID, Fate: history.FateDropped, Reason: reason,
+		Execution: s.execution, OriginExecution: ev.OriginExecution})
 }
 
 // record appends a new input event to the turn's history delta.
@@ -451,11 +492,18 @@ func (s *State) decide(ev history.Event) (int, bool) {
 }
 
 func sameDecision(h, ev history.Event) bool {
-	return h.Kind == ev.Kind && h.Name == ev.Name && h.TaskSeq == ev.TaskSeq
+	return h.Kind == ev.Kind && h.Name == ev.Name && h.TaskSeq == ev.TaskSeq &&
+		h.Lane == ev.Lane && h.NoWait == ev.NoWait
 }
 
 func describe(ev history.Event) string {
 	s := string(ev.Kind)
+	if ev.Lane == history.LaneQueue {
+		s += " [queue]"
+	}
+	if ev.NoWait {
+		s += " (no wait)"
+	}
 	if ev.Name != "" {
 		s += fmt.Sprintf(" %q", ev.Name)
 	}
@@ -608,14 +656,17 @@ func ToFailure(err error) *history.Failure {
 }
 
 // continueAsNew builds the next execution's start: ExecutionStarted, then
-// every unconsumed event carried (rule 5) or dropped with its reason.
+// every unconsumed event of both lanes carried (SPEC §3.1 rule 5, §3.2) or
+// dropped with its reason. Carried events keep their lane, order and origin
+// execution and are placed before anything newer.
 func (s *State) continueAsNew() {
 	next := s.execution + 1
 	now := s.now
 	start := []history.Event{{Seq: 1, Time: now, Kind: history.ExecutionStarted, Workflow: s.workflow,
 		Input: s.can.Input, Execution: next}}
 	lane := NewPositional(s.limits.MaxUnconsumedEvents)
-	for _, b := range s.lane.Unconsumed() {
+	queue := NewQueue(s.limits.MaxQueuedEvents)
+	carry := func(b *Buffered) {
 		ev := b.Event
 		ev.Seq, ev.Time, ev.AtStart, ev.TaskSeq, ev.WaitNumber = len(start)+1, now, true, 0, 0
 		if ev.OriginExecution == 0 {
@@ -628,9 +679,13 @@ func (s *State) continueAsNew() {
 			reason = history.DropNotCarriedForward
 		case next-ev.OriginExecution > s.limits.MaxCarryForwardExecutions:
 			reason = history.DropCarryForwardLimit
+		case ev.Lane == history.LaneQueue:
+			if o, _ := queue.Arrive(&Buffered{Event: ev}, false); o.Dropped {
+				reason = history.DropCarryForwardLimit // the oldest are kept; the overflow is dropped
+			}
 		default:
 			if o := lane.Arrive(&Buffered{Event: ev}); o.Dropped {
-				reason = o.Reason
+				reason = history.DropCarryForwardLimit
 			}
 		}
 		if reason != "" {
@@ -642,6 +697,12 @@ func (s *State) continueAsNew() {
 		}
 		start = append(start, ev)
 		s.out.Fates = append(s.out.Fates, fate)
+	}
+	for _, b := range s.lane.Unconsumed() {
+		carry(b)
+	}
+	for _, b := range s.queue.Unconsumed() {
+		carry(b)
 	}
 	s.out.ContinueAsNew = &storage.ContinueAsNewParams{Input: s.can.Input, StartEvents: start}
 	s.out.Status = storage.StatusRunning
@@ -699,27 +760,77 @@ func (s *State) NewTimer(d time.Duration) *Future {
 // the wait fails with ErrEventTimeout when the timeout elapses first, and is
 // withdrawn like a select loser.
 func (s *State) WaitEvent(name string, timeout time.Duration) *Future {
-	seq, isNew := s.decide(history.Event{Kind: history.EventSubscribed, Lane: history.LanePositional, Name: name})
+	return s.wait(history.LanePositional, name, timeout)
+}
+
+// Dequeue receives the oldest message of a queue, waiting for one if the
+// queue is empty. A cancelled Dequeue (select loser, timeout) consumes
+// nothing.
+func (s *State) Dequeue(name string, timeout time.Duration) *Future {
+	return s.wait(history.LaneQueue, name, timeout)
+}
+
+// TryDequeue takes the oldest message of a queue without waiting; ok is
+// false if the queue is empty.
+func (s *State) TryDequeue(name string) (payload []byte, ok bool) {
+	_, isNew := s.decide(history.Event{Kind: history.EventSubscribed, Lane: history.LaneQueue, Name: name, NoWait: true})
+	n := s.receiveNumber(history.LaneQueue, name)
+	got := s.queue.Take(name)
+	if got == nil {
+		return nil, false
+	}
+	if isNew {
+		s.delivered(got, n)
+	}
+	return got.Event.Payload, true
+}
+
+// delivered records, on the decision just appended, that it took a buffered
+// event at once, and updates the event's fate.
+func (s *State) delivered(got *Buffered, waitNumber int) {
+	last := &s.out.NewEvents[len(s.out.NewEvents)-1]
+	last.EventID, last.WaitNumber = got.Event.EventID, waitNumber
+	origin := got.Event.OriginExecution
+	if origin == 0 {
+		origin = s.execution
+	}
+	s.out.Fates = append(s.out.Fates, storage.FateUpdate{EventID: got.Event.EventID, Fate: history.FateDelivered,
+		Execution: s.execution, OriginExecution: origin, WaitNumber: waitNumber})
+}
+
+// receiveNumber numbers the queue lane's receives per queue (1, 2, …), as
+// the positional lane numbers its waits.
+func (s *State) receiveNumber(lane history.Lane, name string) int {
+	s.receives[name]++
+	return s.receives[name]
+}
+
+func (s *State) wait(lane history.Lane, name string, timeout time.Duration) *Future {
+	seq, isNew := s.decide(history.Event{Kind: history.EventSubscribed, Lane: lane, Name: name})
 	f := s.newFuture(kindWait, seq, name)
-	n, got := s.lane.Wait(name, seq)
+	var n int
+	var got *Buffered
+	if lane == history.LaneQueue {
+		n = s.receiveNumber(lane, name)
+		got = s.queue.Wait(name, seq)
+	} else {
+		n, got = s.lane.Wait(name, seq)
+	}
 	s.waitNumbers[seq] = n
 	if got != nil {
 		if isNew {
-			s.out.NewEvents[len(s.out.NewEvents)-1].EventID = got.Event.EventID
-			s.out.NewEvents[len(s.out.NewEvents)-1].WaitNumber = n
-			origin := got.Event.OriginExecution
-			if origin == 0 {
-				origin = s.execution
-			}
-			s.out.Fates = append(s.out.Fates, storage.FateUpdate{EventID: got.Event.EventID, Fate: history.FateDelivered,
-				Execution: s.execution, OriginExecution: origin, WaitNumber: n})
+			s.delivered(got, n)
 		}
 		f.resolve(got.Event.Payload, nil)
 		return f
 	}
 	withdraw := func(err error) {
-		s.decide(history.Event{Kind: history.EventSubscribedCancelled, Lane: history.LanePositional, Name: name, TaskSeq: seq})
-		s.lane.Cancel(name, seq)
+		s.decide(history.Event{Kind: history.EventSubscribedCancelled, Lane: lane, Name: name, TaskSeq: seq})
+		if lane == history.LaneQueue {
+			s.queue.Cancel(name, seq)
+		} else {
+			s.lane.Cancel(name, seq)
+		}
 		f.resolve(nil, err)
 	}
 	f.cancel = func() { withdraw(ErrCanceled) }
