@@ -136,7 +136,7 @@ func (s *Store) runAlone(r *writeReq) {
 	r.notify = nil
 	err := s.runTx(func(tx *sql.Tx) error {
 		w := &wtx{tx: tx, ctx: context.Background()}
-		if err := r.fn(w); err != nil {
+		if err := call(r, w); err != nil {
 			return err
 		}
 		r.notify = w.notify
@@ -184,7 +184,7 @@ func (s *Store) runGroup(reqs []*writeReq) bool {
 			return false
 		}
 		w := &wtx{tx: tx, ctx: bg}
-		if err := r.fn(w); err != nil {
+		if err := call(r, w); err != nil {
 			// Answer now: whatever happens to the batch, this request wrote
 			// nothing. If SQLite already rolled the whole transaction back
 			// (I/O error, full disk), ROLLBACK TO fails and the batch is lost.
@@ -222,6 +222,17 @@ func (s *Store) runGroup(reqs []*writeReq) bool {
 		}
 	}
 	return true
+}
+
+// call runs r.fn, turning a panic into an error so that a bug in one
+// request cannot kill the writer goroutine (and with it every later write).
+func call(r *writeReq, w *wtx) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("internal error: panic in write: %v", p)
+		}
+	}()
+	return r.fn(w)
 }
 
 func (s *Store) signal(tenants []string) {
