@@ -57,13 +57,21 @@ func (s *Store) ActivityClaim(ctx context.Context, p *storage.ActivityClaimParam
 	err := s.write(ctx, func(w *wtx) error {
 		tasks = nil
 		nowN := now.UnixNano()
-		if _, err := w.exec(`DELETE FROM activities WHERE tenant = ? AND cancel_requested = 1
-			AND (lock_token IS NULL OR lease_until < ?)`, p.Tenant, nowN); err != nil {
+		// A task is cancel_requested only while leased (an unleased one is
+		// deleted instead).
+		if _, err := w.exec(`DELETE FROM activities WHERE tenant = ? AND lock_token IS NOT NULL AND lease_until < ?
+			AND cancel_requested = 1`, p.Tenant, nowN); err != nil {
 			return fmt.Errorf("delete cancelled tasks: %w", err)
 		}
-		rows, err := w.query(`SELECT instance_id, execution, task_seq FROM activities
-			WHERE tenant = ? AND visible_at <= ? AND (lock_token IS NULL OR lease_until < ?)
-			ORDER BY visible_at, created_at, rowid LIMIT ?`, p.Tenant, nowN, nowN, max)
+		rows, err := w.query(`SELECT instance_id, execution, task_seq, visible_at, r FROM (
+			SELECT * FROM (SELECT instance_id, execution, task_seq, visible_at, rowid AS r FROM activities
+				WHERE tenant = ?1 AND lock_token IS NULL AND visible_at <= ?2
+				ORDER BY visible_at, rowid LIMIT ?3)
+			UNION ALL
+			SELECT * FROM (SELECT instance_id, execution, task_seq, visible_at, rowid AS r FROM activities
+				WHERE tenant = ?1 AND lock_token IS NOT NULL AND lease_until < ?2 AND visible_at <= ?2
+				ORDER BY visible_at, rowid LIMIT ?3)
+		) ORDER BY visible_at, r LIMIT ?3`, p.Tenant, nowN, max)
 		if err != nil {
 			return fmt.Errorf("find tasks: %w", err)
 		}
@@ -73,8 +81,11 @@ func (s *Store) ActivityClaim(ctx context.Context, p *storage.ActivityClaimParam
 		}
 		var keys []key
 		for rows.Next() {
-			var k key
-			if err := rows.Scan(&k.id, &k.exec, &k.seq); err != nil {
+			var (
+				k          key
+				visible, r int64
+			)
+			if err := rows.Scan(&k.id, &k.exec, &k.seq, &visible, &r); err != nil {
 				rows.Close()
 				return fmt.Errorf("find tasks: %w", err)
 			}
@@ -176,6 +187,9 @@ func (s *Store) ActivityComplete(ctx context.Context, p *storage.ActivityComplet
 			m.Failure = p.Failure
 		}
 		if err := insertMessage(w, p.Tenant, p.InstanceID, m, now.UnixNano()); err != nil {
+			return err
+		}
+		if err := lowerReady(w, p.Tenant, p.InstanceID, now.UnixNano()); err != nil {
 			return err
 		}
 		w.signal(p.Tenant)

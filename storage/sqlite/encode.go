@@ -120,6 +120,57 @@ func isConstraint(err error) bool {
 	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_CONSTRAINT
 }
 
+// reader runs read queries through prepared statements cached on the read
+// pool, inside tx when it is set.
+type reader struct {
+	s  *Store
+	tx *sql.Tx
+}
+
+func (s *Store) reader(tx *sql.Tx) reader { return reader{s: s, tx: tx} }
+
+func (r reader) stmt(ctx context.Context, q string) *sql.Stmt {
+	var st *sql.Stmt
+	if v, ok := r.s.rstmts.Load(q); ok {
+		st = v.(*sql.Stmt)
+	} else {
+		prepared, err := r.s.rdb.PrepareContext(ctx, q)
+		if err != nil {
+			return nil // the unprepared query reports the error
+		}
+		if v, loaded := r.s.rstmts.LoadOrStore(q, prepared); loaded {
+			prepared.Close()
+			st = v.(*sql.Stmt)
+		} else {
+			st = prepared
+		}
+	}
+	if r.tx != nil {
+		st = r.tx.StmtContext(ctx, st)
+	}
+	return st
+}
+
+func (r reader) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	if st := r.stmt(ctx, q); st != nil {
+		return st.QueryContext(ctx, args...)
+	}
+	if r.tx != nil {
+		return r.tx.QueryContext(ctx, q, args...)
+	}
+	return r.s.rdb.QueryContext(ctx, q, args...)
+}
+
+func (r reader) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
+	if st := r.stmt(ctx, q); st != nil {
+		return st.QueryRowContext(ctx, args...)
+	}
+	if r.tx != nil {
+		return r.tx.QueryRowContext(ctx, q, args...)
+	}
+	return r.s.rdb.QueryRowContext(ctx, q, args...)
+}
+
 // readErr wraps the error of a read, mapping a closed store to ErrClosed.
 func (s *Store) readErr(err error) error {
 	if s.closed.Load() && !errors.Is(err, storage.ErrClosed) {
@@ -294,6 +345,20 @@ func insertMessage(w *wtx, tenant, id string, m *storage.Message, now int64) err
 		tenant, id, string(m.Kind), m.Execution, m.TaskSeq, string(m.Lane), m.EventID, m.Name,
 		rawArg(m.Payload), rawArg(m.Result), f, nanos(m.VisibleAt), now); err != nil {
 		return fmt.Errorf("insert %s message: %w", m.Kind, err)
+	}
+	return nil
+}
+
+// readyAt is the SQL expression of an instance's ready_at (the earliest
+// visible_at of its inbox) for ?1 = tenant, ?2 = instance id.
+const readyAt = `(SELECT MIN(visible_at) FROM inbox WHERE tenant = ?1 AND instance_id = ?2)`
+
+// lowerReady updates an instance's ready_at after a message visible at
+// visibleAt was added to its inbox. A missing instance is left alone.
+func lowerReady(w *wtx, tenant, id string, visibleAt int64) error {
+	if _, err := w.exec(`UPDATE instances SET ready_at = MIN(COALESCE(ready_at, ?3), ?3)
+		WHERE tenant = ?1 AND id = ?2`, tenant, id, visibleAt); err != nil {
+		return fmt.Errorf("update ready time: %w", err)
 	}
 	return nil
 }

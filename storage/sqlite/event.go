@@ -104,6 +104,11 @@ func (s *Store) EventRaise(ctx context.Context, p *storage.EventRaiseParams) (*s
 		}, now.UnixNano()); err != nil {
 			return err
 		}
+		if status != "" || started {
+			if err := lowerReady(w, p.Tenant, p.InstanceID, now.UnixNano()); err != nil {
+				return err
+			}
+		}
 		w.signal(p.Tenant)
 		res = &storage.EventRaiseResult{EventID: p.EventID, ReceivedAt: now, Started: started}
 		return nil
@@ -122,7 +127,7 @@ func (s *Store) EventGet(ctx context.Context, p *storage.EventGetParams) (*stora
 	if s.closed.Load() {
 		return nil, storage.ErrClosed
 	}
-	e, err := scanEvent(s.rdb.QueryRowContext(ctx, `SELECT `+eventCols+` FROM events WHERE tenant = ? AND event_id = ?`,
+	e, err := scanEvent(s.reader(nil).QueryRowContext(ctx, `SELECT `+eventCols+` FROM events WHERE tenant = ? AND event_id = ?`,
 		p.Tenant, p.EventID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("sqlite: get event %q: %w", p.EventID, storage.ErrNotFound)
@@ -168,7 +173,7 @@ func (s *Store) EventList(ctx context.Context, p *storage.EventListParams) ([]*s
 		limit = defaultEventLimit
 	}
 	args = append(args, limit)
-	rows, err := s.rdb.QueryContext(ctx, `SELECT `+eventCols+` FROM events
+	rows, err := s.reader(nil).QueryContext(ctx, `SELECT `+eventCols+` FROM events
 		WHERE `+strings.Join(where, " AND ")+` ORDER BY rid LIMIT ?`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: list events: %w", s.readErr(err))

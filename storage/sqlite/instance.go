@@ -47,20 +47,19 @@ func validateCreate(p *storage.InstanceCreateParams) error {
 // createInstance is InstanceCreate inside a write transaction.
 func createInstance(w *wtx, p *storage.InstanceCreateParams) (*storage.Instance, error) {
 	now := nowOr(p.Now)
-	var n int
-	if err := w.queryRow(`SELECT COUNT(*) FROM instances WHERE tenant = ? AND id = ?`, p.Tenant, p.ID).Scan(&n); err != nil {
-		return nil, fmt.Errorf("check instance: %w", err)
-	}
-	if n > 0 {
-		return nil, storage.ErrInstanceExists
-	}
-	if _, err := w.exec(`INSERT INTO instances (tenant, id, workflow, status, execution, input, created_at, updated_at)
-		VALUES (?, ?, ?, ?, 1, ?, ?, ?)`,
-		p.Tenant, p.ID, p.Workflow, string(storage.StatusPending), rawArg(p.Input), now.UnixNano(), now.UnixNano()); err != nil {
-		if isConstraint(err) {
-			return nil, storage.ErrInstanceExists
-		}
+	// ready_at: the kick added below, or an event kept for the id earlier.
+	res, err := w.exec(`INSERT INTO instances (tenant, id, workflow, status, execution, input, created_at, updated_at, ready_at)
+		VALUES (?1, ?2, ?3, ?4, 1, ?5, ?6, ?6,
+			MIN(?6, COALESCE((SELECT MIN(visible_at) FROM inbox WHERE tenant = ?1 AND instance_id = ?2), ?6)))
+		ON CONFLICT (tenant, id) DO NOTHING`,
+		p.Tenant, p.ID, p.Workflow, string(storage.StatusPending), rawArg(p.Input), now.UnixNano())
+	if err != nil {
 		return nil, fmt.Errorf("insert instance: %w", err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return nil, fmt.Errorf("insert instance: %w", err)
+	} else if n == 0 {
+		return nil, storage.ErrInstanceExists
 	}
 	started := history.Event{
 		Seq:       1,
@@ -97,7 +96,7 @@ func (s *Store) InstanceGet(ctx context.Context, p *storage.InstanceGetParams) (
 	if s.closed.Load() {
 		return nil, storage.ErrClosed
 	}
-	r, err := getInstance(ctx, s.rdb, p.Tenant, p.ID)
+	r, err := getInstance(ctx, s.reader(nil), p.Tenant, p.ID)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: get instance: %w", s.readErr(err))
 	}
@@ -130,7 +129,7 @@ func (s *Store) InstanceList(ctx context.Context, p *storage.InstanceListParams)
 		limit = defaultListLimit
 	}
 	args = append(args, limit)
-	rows, err := s.rdb.QueryContext(ctx, `SELECT `+instanceCols+` FROM instances
+	rows, err := s.reader(nil).QueryContext(ctx, `SELECT `+instanceCols+` FROM instances
 		WHERE `+strings.Join(where, " AND ")+`
 		ORDER BY created_at DESC, rid DESC LIMIT ?`, args...)
 	if err != nil {
@@ -164,7 +163,7 @@ func (s *Store) InstanceTerminate(ctx context.Context, p *storage.InstanceTermin
 	}
 	now := nowOr(p.Now)
 	err := s.write(ctx, func(w *wtx) error {
-		inst, err := getInstance(w.ctx, w.tx, p.Tenant, p.ID)
+		inst, err := getInstance(w.ctx, w, p.Tenant, p.ID)
 		if err != nil {
 			return err
 		}
@@ -176,12 +175,6 @@ func (s *Store) InstanceTerminate(ctx context.Context, p *storage.InstanceTermin
 		if err != nil {
 			return err
 		}
-		if _, err := w.exec(`UPDATE instances SET status = ?, failure = ?, updated_at = ?,
-			lock_token = NULL, lease_until = 0, not_before = 0
-			WHERE tenant = ? AND id = ?`,
-			string(storage.StatusTerminated), f, now.UnixNano(), p.Tenant, p.ID); err != nil {
-			return fmt.Errorf("update instance: %w", err)
-		}
 		seq, err := lastSeq(w, p.Tenant, p.ID, inst.Execution)
 		if err != nil {
 			return err
@@ -192,6 +185,12 @@ func (s *Store) InstanceTerminate(ctx context.Context, p *storage.InstanceTermin
 		}
 		if err := endInstance(w, p.Tenant, p.ID, inst.Execution, now.UnixNano()); err != nil {
 			return err
+		}
+		if _, err := w.exec(`UPDATE instances SET status = ?, failure = ?, updated_at = ?,
+			lock_token = NULL, lease_until = 0, not_before = 0, ready_at = NULL
+			WHERE tenant = ? AND id = ?`,
+			string(storage.StatusTerminated), f, now.UnixNano(), p.Tenant, p.ID); err != nil {
+			return fmt.Errorf("update instance: %w", err)
 		}
 		w.signal(p.Tenant)
 		return nil
@@ -206,6 +205,7 @@ func (s *Store) InstanceTerminate(ctx context.Context, p *storage.InstanceTermin
 // history event: every event still pending or buffered for the instance is
 // dropped (instance_terminal) with an EventDropped breadcrumb appended to
 // the execution's history, and the inbox and activity tasks are deleted.
+// The caller updates the instance row (its ready_at becomes NULL).
 func endInstance(w *wtx, tenant, id string, execution int, now int64) error {
 	rows, err := w.query(`SELECT rid, event_id, lane, name FROM events
 		WHERE tenant = ? AND instance_id = ? AND fate IN (?, ?)
@@ -283,7 +283,7 @@ func (s *Store) HistoryList(ctx context.Context, p *storage.HistoryListParams) (
 		return nil, fmt.Errorf("sqlite: list history: %w", s.readErr(err))
 	}
 	defer tx.Rollback()
-	inst, err := getInstance(ctx, tx, p.Tenant, p.InstanceID)
+	inst, err := getInstance(ctx, s.reader(tx), p.Tenant, p.InstanceID)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: list history: %w", s.readErr(err))
 	}
@@ -291,7 +291,7 @@ func (s *Store) HistoryList(ctx context.Context, p *storage.HistoryListParams) (
 	if execution == 0 {
 		execution = inst.Execution
 	}
-	evs, err := loadHistory(ctx, tx, p.Tenant, p.InstanceID, execution, p.AfterSeq, p.Limit)
+	evs, err := loadHistory(ctx, s.reader(tx), p.Tenant, p.InstanceID, execution, p.AfterSeq, p.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: list history of %q: %w", p.InstanceID, s.readErr(err))
 	}

@@ -131,8 +131,10 @@ type Store struct {
 	path string
 	cfg  config
 
-	wdb *sql.DB // the single writer connection
-	rdb *sql.DB // read-only pool
+	wdb    *sql.DB // the single writer connection
+	rdb    *sql.DB // read-only pool
+	wstmts *writerStmts
+	rstmts sync.Map // query -> *sql.Stmt on rdb
 
 	reqs       chan *writeReq // unbuffered: a request is either taken by the writer or not sent
 	closing    chan struct{}
@@ -217,6 +219,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		cfg:        cfg,
 		wdb:        wdb,
 		rdb:        rdb,
+		wstmts:     newWriterStmts(wdb),
 		reqs:       make(chan *writeReq),
 		closing:    make(chan struct{}),
 		writerDone: make(chan struct{}),
@@ -233,6 +236,10 @@ func (s *Store) Close() error {
 		s.closed.Store(true)
 		close(s.closing)
 		<-s.writerDone
+		s.rstmts.Range(func(_, st any) bool {
+			st.(*sql.Stmt).Close()
+			return true
+		})
 		s.closeErr = errors.Join(s.wdb.Close(), s.rdb.Close())
 		if s.closeErr != nil {
 			s.closeErr = fmt.Errorf("sqlite: close %s: %w", s.path, s.closeErr)

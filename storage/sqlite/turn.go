@@ -40,24 +40,27 @@ func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*s
 	var turns []*storage.Turn
 	err := s.write(ctx, func(w *wtx) error {
 		turns = nil
-		rows, err := w.query(`SELECT m.instance_id, MIN(m.id) AS first_id
-			FROM inbox m
-			JOIN instances i ON i.tenant = m.tenant AND i.id = m.instance_id
-			WHERE m.tenant = ?1 AND m.visible_at <= ?2
-			  AND i.status IN `+nonTerminal+`
-			  AND (i.lock_token IS NULL OR i.lease_until < ?2)
-			  AND i.not_before <= ?2
-			GROUP BY m.instance_id
-			ORDER BY first_id
-			LIMIT ?3`, p.Tenant, now.UnixNano(), max)
+		// Unleased instances come from the instances_ready index in ready
+		// order; those whose lease ran out from instances_leased.
+		rows, err := w.query(`SELECT id, ready_at, rid FROM (
+			SELECT * FROM (SELECT id, ready_at, rid FROM instances
+				WHERE tenant = ?1 AND lock_token IS NULL AND ready_at <= ?2
+				  AND not_before <= ?2 AND status IN `+nonTerminal+`
+				ORDER BY ready_at, rid LIMIT ?3)
+			UNION ALL
+			SELECT * FROM (SELECT id, ready_at, rid FROM instances
+				WHERE tenant = ?1 AND lock_token IS NOT NULL AND lease_until < ?2 AND ready_at <= ?2
+				  AND not_before <= ?2 AND status IN `+nonTerminal+`
+				ORDER BY ready_at, rid LIMIT ?3)
+		) ORDER BY ready_at, rid LIMIT ?3`, p.Tenant, now.UnixNano(), max)
 		if err != nil {
 			return fmt.Errorf("find claimable instances: %w", err)
 		}
 		var ids []string
 		for rows.Next() {
 			var id string
-			var first int64
-			if err := rows.Scan(&id, &first); err != nil {
+			var readyAt, rid int64
+			if err := rows.Scan(&id, &readyAt, &rid); err != nil {
 				rows.Close()
 				return fmt.Errorf("find claimable instances: %w", err)
 			}
@@ -69,19 +72,16 @@ func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*s
 		}
 		for _, id := range ids {
 			token := newToken()
-			if _, err := w.exec(`UPDATE instances SET lock_token = ?, lease_until = ?, not_before = 0
-				WHERE tenant = ? AND id = ?`, token, leaseUntil.UnixNano(), p.Tenant, id); err != nil {
+			inst, err := scanInstance(w.queryRow(`UPDATE instances SET lock_token = ?, lease_until = ?, not_before = 0
+				WHERE tenant = ? AND id = ? RETURNING `+instanceCols, token, leaseUntil.UnixNano(), p.Tenant, id))
+			if err != nil {
 				return fmt.Errorf("lease instance %q: %w", id, err)
 			}
-			inst, err := getInstance(w.ctx, w.tx, p.Tenant, id)
-			if err != nil {
-				return err
-			}
-			hist, err := loadHistory(w.ctx, w.tx, p.Tenant, id, inst.Execution, 0, 0)
+			hist, err := loadHistory(w.ctx, w, p.Tenant, id, inst.Execution, 0, 0)
 			if err != nil {
 				return fmt.Errorf("instance %q: %w", id, err)
 			}
-			msgs, err := loadMessages(w.ctx, w.tx, p.Tenant, id, now.UnixNano(), maxMessages)
+			msgs, err := loadMessages(w.ctx, w, p.Tenant, id, now.UnixNano(), maxMessages)
 			if err != nil {
 				return fmt.Errorf("instance %q: %w", id, err)
 			}
@@ -180,9 +180,14 @@ func commitTurn(w *wtx, p *storage.TurnCommitParams, status storage.Status, now 
 	if err := appendHistory(w, tenant, id, execution, p.NewEvents); err != nil {
 		return err
 	}
-	for _, mid := range p.ConsumedMessages {
-		if _, err := w.exec(`DELETE FROM inbox WHERE id = ? AND tenant = ? AND instance_id = ?`, mid, tenant, id); err != nil {
-			return fmt.Errorf("delete message %d: %w", mid, err)
+	if len(p.ConsumedMessages) > 0 {
+		ids, err := jsonArg(p.ConsumedMessages)
+		if err != nil {
+			return err
+		}
+		if _, err := w.exec(`DELETE FROM inbox WHERE tenant = ? AND instance_id = ?
+			AND id IN (SELECT value FROM json_each(?))`, tenant, id, ids); err != nil {
+			return fmt.Errorf("delete consumed messages: %w", err)
 		}
 	}
 	for i := range p.Activities {
@@ -237,14 +242,6 @@ func commitTurn(w *wtx, p *storage.TurnCommitParams, status storage.Status, now 
 			return fmt.Errorf("update fate of event %q: %w", f.EventID, err)
 		}
 	}
-	failure, err := failureArg(p.Failure)
-	if err != nil {
-		return err
-	}
-	if _, err := w.exec(`UPDATE instances SET status = ?, output = ?, failure = ?, updated_at = ?
-		WHERE tenant = ? AND id = ?`, string(status), rawArg(p.Output), failure, nowN, tenant, id); err != nil {
-		return fmt.Errorf("update instance: %w", err)
-	}
 
 	if status.Terminal() {
 		if err := endInstance(w, tenant, id, execution, nowN); err != nil {
@@ -252,12 +249,9 @@ func commitTurn(w *wtx, p *storage.TurnCommitParams, status storage.Status, now 
 		}
 	}
 
+	next, input := execution, any(nil)
 	if can := p.ContinueAsNew; can != nil {
-		next := execution + 1
-		if _, err := w.exec(`UPDATE instances SET execution = ?, input = ?, status = ? WHERE tenant = ? AND id = ?`,
-			next, rawArg(can.Input), string(storage.StatusRunning), tenant, id); err != nil {
-			return fmt.Errorf("continue as new: %w", err)
-		}
+		next, input = execution+1, rawArg(can.Input)
 		if err := appendHistory(w, tenant, id, next, can.StartEvents); err != nil {
 			return fmt.Errorf("continue as new: %w", err)
 		}
@@ -279,24 +273,27 @@ func commitTurn(w *wtx, p *storage.TurnCommitParams, status storage.Status, now 
 		}
 	}
 
-	if _, err := w.exec(`UPDATE instances SET lock_token = NULL, lease_until = 0, not_before = 0 WHERE tenant = ? AND id = ?`,
-		tenant, id); err != nil {
-		return fmt.Errorf("release lease: %w", err)
+	// Status, output, failure, the next execution, the lease released and
+	// ready_at recomputed, in one statement.
+	failure, err := failureArg(p.Failure)
+	if err != nil {
+		return err
+	}
+	var ready sql.NullInt64
+	if err := w.queryRow(`UPDATE instances SET status = ?3, output = ?4, failure = ?5, updated_at = ?6,
+		execution = ?7, input = CASE WHEN ?8 THEN ?9 ELSE input END,
+		lock_token = NULL, lease_until = 0, not_before = 0, ready_at = `+readyAt+`
+		WHERE tenant = ?1 AND id = ?2
+		RETURNING ready_at`,
+		tenant, id, string(status), rawArg(p.Output), failure, nowN,
+		next, p.ContinueAsNew != nil, input).Scan(&ready); err != nil {
+		return fmt.Errorf("update instance: %w", err)
 	}
 
 	// Wake idle workers if the instance has work left (messages that arrived
 	// during the turn, a kick) or the turn added work (activities, timers:
 	// a new timer can be earlier than the NextWake a worker sleeps on).
-	work := len(p.Activities) > 0 || len(p.Timers) > 0 || p.ContinueAsNew != nil
-	if !work && !status.Terminal() {
-		var n int
-		if err := w.queryRow(`SELECT COUNT(*) FROM inbox WHERE tenant = ? AND instance_id = ? AND visible_at <= ?`,
-			tenant, id, nowN).Scan(&n); err != nil {
-			return fmt.Errorf("check inbox: %w", err)
-		}
-		work = n > 0
-	}
-	if work {
+	if len(p.Activities) > 0 || len(p.Timers) > 0 || (ready.Valid && ready.Int64 <= nowN) {
 		w.signal(tenant)
 	}
 	return nil
@@ -347,16 +344,16 @@ func (s *Store) NextWake(ctx context.Context, p *storage.NextWakeParams) (time.T
 	}
 	now := nowOr(p.Now).UnixNano()
 	var at sql.NullInt64
-	err := s.rdb.QueryRowContext(ctx, `SELECT MIN(t) FROM (
+	err := s.reader(nil).QueryRowContext(ctx, `SELECT MIN(t) FROM (
 		SELECT MIN(m.visible_at) AS t FROM inbox m
 		  JOIN instances i ON i.tenant = m.tenant AND i.id = m.instance_id
 		  WHERE m.tenant = ?1 AND m.visible_at > ?2 AND i.status IN `+nonTerminal+`
 		UNION ALL
 		SELECT MIN(visible_at) FROM activities
-		  WHERE tenant = ?1 AND visible_at > ?2 AND cancel_requested = 0
+		  WHERE tenant = ?1 AND lock_token IS NULL AND visible_at > ?2
 		UNION ALL
 		SELECT MIN(i.not_before) FROM instances i
-		  WHERE i.tenant = ?1 AND i.not_before > ?2 AND i.status IN `+nonTerminal+`
+		  WHERE i.tenant = ?1 AND i.not_before > 0 AND i.not_before > ?2 AND i.status IN `+nonTerminal+`
 		  AND EXISTS (SELECT 1 FROM inbox m WHERE m.tenant = i.tenant AND m.instance_id = i.id)
 		UNION ALL
 		SELECT MIN(i.lease_until) FROM instances i

@@ -26,18 +26,79 @@ type writeReq struct {
 type wtx struct {
 	tx     *sql.Tx
 	ctx    context.Context
+	stmts  *writerStmts
 	notify []string // tenants to signal once the transaction commits
 }
 
+// writerStmts caches the writer connection's prepared statements. It is
+// used by the writer goroutine only. A query seen for the first time runs
+// unprepared and is prepared after the batch, when the connection is free.
+type writerStmts struct {
+	db      *sql.DB
+	stmts   map[string]*sql.Stmt
+	pending map[string]struct{}
+}
+
+func newWriterStmts(db *sql.DB) *writerStmts {
+	return &writerStmts{db: db, stmts: make(map[string]*sql.Stmt), pending: make(map[string]struct{})}
+}
+
+// get returns q's statement bound to tx, or nil if q is not prepared yet.
+func (c *writerStmts) get(ctx context.Context, tx *sql.Tx, q string) *sql.Stmt {
+	if st, ok := c.stmts[q]; ok {
+		return tx.StmtContext(ctx, st)
+	}
+	c.pending[q] = struct{}{}
+	return nil
+}
+
+// prepare prepares the queries seen since the last call. Failures are
+// ignored: the query keeps running unprepared and reports its own errors.
+func (c *writerStmts) prepare() {
+	for q := range c.pending {
+		if st, err := c.db.PrepareContext(context.Background(), q); err == nil {
+			c.stmts[q] = st
+		}
+		delete(c.pending, q)
+	}
+}
+
+func (c *writerStmts) close() {
+	for q, st := range c.stmts {
+		st.Close()
+		delete(c.stmts, q)
+	}
+}
+
 func (w *wtx) exec(q string, args ...any) (sql.Result, error) {
+	if st := w.stmts.get(w.ctx, w.tx, q); st != nil {
+		return st.ExecContext(w.ctx, args...)
+	}
 	return w.tx.ExecContext(w.ctx, q, args...)
 }
 
 func (w *wtx) query(q string, args ...any) (*sql.Rows, error) {
-	return w.tx.QueryContext(w.ctx, q, args...)
+	return w.QueryContext(w.ctx, q, args...)
 }
 
 func (w *wtx) queryRow(q string, args ...any) *sql.Row {
+	return w.QueryRowContext(w.ctx, q, args...)
+}
+
+// QueryContext makes wtx a querier. ctx is ignored: statements of a write
+// run under the writer's context (the caller's was checked before fn ran).
+func (w *wtx) QueryContext(_ context.Context, q string, args ...any) (*sql.Rows, error) {
+	if st := w.stmts.get(w.ctx, w.tx, q); st != nil {
+		return st.QueryContext(w.ctx, args...)
+	}
+	return w.tx.QueryContext(w.ctx, q, args...)
+}
+
+// QueryRowContext makes wtx a querier; see QueryContext.
+func (w *wtx) QueryRowContext(_ context.Context, q string, args ...any) *sql.Row {
+	if st := w.stmts.get(w.ctx, w.tx, q); st != nil {
+		return st.QueryRowContext(w.ctx, args...)
+	}
 	return w.tx.QueryRowContext(w.ctx, q, args...)
 }
 
@@ -80,6 +141,7 @@ func (s *Store) write(ctx context.Context, fn func(*wtx) error) error {
 // requests already waiting (up to maxBatch) and runs them as one batch.
 func (s *Store) writerLoop() {
 	defer close(s.writerDone)
+	defer s.wstmts.close()
 	batch := make([]*writeReq, 0, s.cfg.maxBatch)
 	for {
 		select {
@@ -99,6 +161,7 @@ func (s *Store) writerLoop() {
 		}
 		s.runBatch(batch)
 		clear(batch)
+		s.wstmts.prepare()
 	}
 }
 
@@ -135,7 +198,7 @@ func (s *Store) runBatch(batch []*writeReq) {
 func (s *Store) runAlone(r *writeReq) {
 	r.notify = nil
 	err := s.runTx(func(tx *sql.Tx) error {
-		w := &wtx{tx: tx, ctx: context.Background()}
+		w := &wtx{tx: tx, ctx: context.Background(), stmts: s.wstmts}
 		if err := call(r, w); err != nil {
 			return err
 		}
@@ -183,7 +246,7 @@ func (s *Store) runGroup(reqs []*writeReq) bool {
 			tx.Rollback()
 			return false
 		}
-		w := &wtx{tx: tx, ctx: bg}
+		w := &wtx{tx: tx, ctx: bg, stmts: s.wstmts}
 		if err := call(r, w); err != nil {
 			// Answer now: whatever happens to the batch, this request wrote
 			// nothing. If SQLite already rolled the whole transaction back

@@ -6,7 +6,10 @@
 -- AUTOINCREMENT rowid (never reused, unchanged by VACUUM).
 
 -- One row per workflow instance. lock_token/lease_until is the turn lease;
--- not_before delays the next claim (TurnAbandon with RetryAt).
+-- not_before delays the next claim (TurnAbandon with RetryAt). ready_at is
+-- the earliest visible_at of the instance's inbox messages (NULL: empty
+-- inbox), kept up to date by every write that changes the inbox, so that a
+-- claim reads instances in ready order instead of scanning the inbox.
 CREATE TABLE instances (
     rid         INTEGER PRIMARY KEY AUTOINCREMENT,
     tenant      TEXT    NOT NULL,
@@ -22,9 +25,11 @@ CREATE TABLE instances (
     lock_token  TEXT,
     lease_until INTEGER NOT NULL DEFAULT 0,
     not_before  INTEGER NOT NULL DEFAULT 0,
+    ready_at    INTEGER,
     UNIQUE (tenant, id)
 );
 CREATE INDEX instances_created ON instances (tenant, created_at);
+CREATE INDEX instances_ready ON instances (tenant, ready_at) WHERE lock_token IS NULL AND ready_at IS NOT NULL;
 CREATE INDEX instances_leased ON instances (tenant, lease_until) WHERE lock_token IS NOT NULL;
 CREATE INDEX instances_not_before ON instances (tenant, not_before) WHERE not_before > 0;
 
@@ -76,7 +81,7 @@ CREATE TABLE inbox (
     visible_at  INTEGER NOT NULL,
     created_at  INTEGER NOT NULL
 );
-CREATE INDEX inbox_instance ON inbox (tenant, instance_id, kind, execution);
+CREATE INDEX inbox_instance ON inbox (tenant, instance_id, visible_at);
 CREATE INDEX inbox_visible ON inbox (tenant, visible_at);
 
 -- Activity tasks.
@@ -96,5 +101,5 @@ CREATE TABLE activities (
     created_at       INTEGER NOT NULL,
     PRIMARY KEY (tenant, instance_id, execution, task_seq)
 );
-CREATE INDEX activities_visible ON activities (tenant, visible_at);
+CREATE INDEX activities_ready ON activities (tenant, visible_at) WHERE lock_token IS NULL;
 CREATE INDEX activities_leased ON activities (tenant, lease_until) WHERE lock_token IS NOT NULL;
