@@ -294,7 +294,7 @@ func lastSeq(w *wtx, tenant, id string, execution int) (int, error) {
 
 // ---- inbox ----
 
-const messageCols = `id, kind, execution, task_seq, lane, event_id, name, payload, result, failure, visible_at, created_at`
+const messageCols = `id, kind, execution, task_seq, lane, event_id, name, payload, latest, result, failure, visible_at, created_at`
 
 func loadMessages(ctx context.Context, q querier, tenant, id string, now int64, limit int) ([]storage.Message, error) {
 	rows, err := q.QueryContext(ctx, `SELECT `+messageCols+` FROM inbox
@@ -313,7 +313,7 @@ func loadMessages(ctx context.Context, q querier, tenant, id string, now int64, 
 			visibleAt, createdAt     int64
 		)
 		if err := rows.Scan(&m.ID, &kind, &m.Execution, &m.TaskSeq, &lane, &m.EventID, &m.Name,
-			&payload, &result, &failure, &visibleAt, &createdAt); err != nil {
+			&payload, &m.Latest, &result, &failure, &visibleAt, &createdAt); err != nil {
 			return nil, fmt.Errorf("load messages: %w", err)
 		}
 		m.Kind = storage.MessageKind(kind)
@@ -340,10 +340,10 @@ func insertMessage(w *wtx, tenant, id string, m *storage.Message, now int64) err
 		return err
 	}
 	if _, err := w.exec(`INSERT INTO inbox
-		(tenant, instance_id, kind, execution, task_seq, lane, event_id, name, payload, result, failure, visible_at, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		(tenant, instance_id, kind, execution, task_seq, lane, event_id, name, payload, latest, result, failure, visible_at, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		tenant, id, string(m.Kind), m.Execution, m.TaskSeq, string(m.Lane), m.EventID, m.Name,
-		rawArg(m.Payload), rawArg(m.Result), f, nanos(m.VisibleAt), now); err != nil {
+		rawArg(m.Payload), m.Latest, rawArg(m.Result), f, nanos(m.VisibleAt), now); err != nil {
 		return fmt.Errorf("insert %s message: %w", m.Kind, err)
 	}
 	return nil

@@ -38,6 +38,7 @@ func Run(t *testing.T, newStore func(t *testing.T) storage.Store) {
 		{"TurnCommitAtomic", testTurnCommitAtomic},
 		{"TurnCommitTerminalDropsEvents", testTurnCommitTerminalDropsEvents},
 		{"TurnCommitFates", testTurnCommitFates},
+		{"TurnCommitScopedToInstance", testTurnCommitScopedToInstance},
 		{"LeaseFencing", testLeaseFencing},
 		{"LeaseExpiredNotTakenOver", testLeaseExpiredNotTakenOver},
 		{"TurnAbandon", testTurnAbandon},

@@ -221,6 +221,44 @@ func testTurnCommitFates(b *bundle) {
 	wantErr(t, "EventGet(missing)", err, storage.ErrNotFound)
 }
 
+func testTurnCommitScopedToInstance(b *bundle) {
+	t := b.t
+	b.create("a", t0)
+	b.create("b", t0)
+	b.raise("b", "eb", "approve", t0)
+	turns := b.claimN(t0, 1)
+	if len(turns) != 1 || turns[0].Instance.ID != "a" {
+		t.Fatalf("TurnClaim: %v, want [a]", turnIDs(turns))
+	}
+	ta := turns[0]
+	turns = b.claimN(t0, 1)
+	if len(turns) != 1 || turns[0].Instance.ID != "b" {
+		t.Fatalf("TurnClaim: %v, want [b]", turnIDs(turns))
+	}
+	tb := turns[0]
+
+	// a's commit names b's messages, b's event and b's timers: none of it
+	// touches b.
+	p := b.commitParams(ta, at(time.Second))
+	for _, m := range tb.Messages {
+		p.ConsumedMessages = append(p.ConsumedMessages, m.ID)
+	}
+	p.Fates = []storage.FateUpdate{{EventID: "eb", Fate: history.FateDelivered, Execution: 1, OriginExecution: 1, WaitNumber: 1}}
+	b.commit(p)
+	wantEqual(t, "fate of b's event after a's commit", b.event("eb").Fate, history.FatePending)
+
+	// b's token does not commit a.
+	wrong := b.commitParams(tb, at(time.Second))
+	wrong.InstanceID = "a"
+	wantErr(t, "commit of a with b's token", b.s.TurnCommit(b.ctx, wrong), storage.ErrLeaseLost)
+
+	if err := b.s.TurnAbandon(b.ctx, &storage.TurnAbandonParams{Tenant: b.tenant, InstanceID: "b", LockToken: tb.LockToken}); err != nil {
+		t.Fatal(err)
+	}
+	turn := b.claimOne("b", at(time.Second))
+	wantMessages(t, "b's messages", turn.Messages, "kick", "event:eb")
+}
+
 func testLeaseFencing(b *bundle) {
 	t := b.t
 	b.create("i", t0)

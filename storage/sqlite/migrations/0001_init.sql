@@ -76,6 +76,7 @@ CREATE TABLE inbox (
     event_id    TEXT    NOT NULL DEFAULT '',
     name        TEXT    NOT NULL DEFAULT '',
     payload     TEXT,
+    latest      INTEGER NOT NULL DEFAULT 0,
     result      TEXT,
     failure     TEXT,
     visible_at  INTEGER NOT NULL,
