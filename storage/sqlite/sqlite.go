@@ -31,6 +31,23 @@
 //
 // Times are stored as integer unix nanoseconds (UTC) and returned in UTC. A
 // zero Now in a params struct means time.Now().
+//
+// # Choices the storage contract leaves open
+//
+//   - TurnClaim and ActivityClaim: Max <= 0 means 1, Lease <= 0 means 30 s.
+//   - Fencing is by lock token only: a commit, completion or heartbeat whose
+//     lease ran out still succeeds as long as nobody claimed the work since.
+//   - NextWake also reports when a lease on an instance with messages, or on
+//     an activity task, runs out (so that crashed work is taken over without
+//     polling).
+//   - Continue-as-new also deletes the old executions' unconsumed activity
+//     results (they could never be used).
+//   - A task whose cancellation was requested is never handed out again: it
+//     is deleted when its lease runs out, by ActivityRetry, or by
+//     ActivityComplete (whose result is discarded).
+//   - TurnCommit ignores Fates for event ids that are not in the instance's
+//     ledger, and its ConsumedMessages, CancelTimers and CancelActivities
+//     only ever touch the instance's own rows.
 package sqlite
 
 import (

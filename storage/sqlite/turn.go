@@ -13,8 +13,10 @@ import (
 // TurnClaim claims up to p.Max (default 1) instances of the tenant that are
 // not terminal, have at least one inbox message visible at p.Now, have no
 // live lease (none, or one that ended before p.Now) and are not delayed by
-// TurnAbandon's RetryAt. The instances whose oldest visible message is
-// oldest come first. Each gets a new random lock token and a lease until
+// TurnAbandon's RetryAt. The instance that has waited longest comes first:
+// instances are ordered by the visible_at of their earliest message (for
+// messages visible at once, their insertion time; ties in creation order).
+// Each gets a new random lock token and a lease until
 // p.Now+p.Lease (default 30 s); its turn holds the current execution's whole
 // history and its visible messages in id order, at most p.MaxMessages
 // (default 1000). Messages for instance ids that do not exist are never
