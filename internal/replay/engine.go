@@ -275,14 +275,13 @@ func (s *State) run() {
 		s.cursor++
 	}
 	codeRan := s.cursor < len(s.hist)
-	var consumed map[int64]bool
+	consumed := map[int64]bool{}
 	if !codeRan {
 		// First turn of this execution: every event already waiting arrived
 		// before the code ran, so it is buffered before the code starts.
 		s.replaying = false
 		startTime := s.now
 		s.now = s.in.Now
-		consumed = map[int64]bool{}
 		for _, m := range s.in.Messages {
 			if m.Kind == storage.MsgEvent {
 				s.arrive(m, true)
@@ -290,7 +289,7 @@ func (s *State) run() {
 				consumed[m.ID] = true
 			}
 		}
-		if len(consumed) == 0 {
+		if len(s.out.NewEvents) == 0 {
 			s.now = startTime
 		}
 	} else {
@@ -317,9 +316,16 @@ func (s *State) run() {
 		}
 	}
 
-	// Phase 2: new messages.
+	// Phase 2: new messages. Kicks carry nothing but the request for a
+	// turn, so they are consumed even if the code finishes first.
 	s.replaying = false
 	s.now = s.in.Now
+	for _, m := range s.in.Messages {
+		if m.Kind == storage.MsgKick && !consumed[m.ID] {
+			s.out.Consumed = append(s.out.Consumed, m.ID)
+			consumed[m.ID] = true
+		}
+	}
 	for _, m := range s.in.Messages {
 		if s.finished {
 			break
@@ -487,6 +493,13 @@ func (s *State) decide(ev history.Event) (int, bool) {
 		}
 		s.cursor++
 		return h.Seq, false
+	}
+	if s.replaying {
+		// A turn commits every decision its code made until it blocked, so a
+		// decision past the end of a stored history is one the original code
+		// did not make.
+		panic(nondeterminism{&NondeterminismError{InstanceID: s.in.InstanceID, Execution: s.execution, Seq: s.nextSeq,
+			Expected: "end of history (the code was waiting here)", Actual: describe(ev)}})
 	}
 	return s.record(ev).Seq, true
 }

@@ -33,11 +33,9 @@ type Buffered struct {
 
 // Outcome is what happened to an arriving event.
 type Outcome struct {
-	// Delivered: the event went to the wait with subscription seq WaitSeq,
-	// which is wait number WaitNumber of its name.
-	Delivered  bool
-	WaitSeq    int
-	WaitNumber int
+	// Delivered: the event went to the wait with subscription seq WaitSeq.
+	Delivered bool
+	WaitSeq   int
 	// Dropped with Reason; otherwise (neither Delivered nor Dropped) the
 	// event is buffered.
 	Dropped bool
@@ -145,7 +143,7 @@ func (p *Positional) Apply(b *Buffered, o Outcome) bool {
 	case o.Dropped:
 		// limit and other drops change nothing
 	default:
-		if len(p.waits[b.Event.Name]) > 0 {
+		if len(p.waits[b.Event.Name]) > 0 || p.withdrawn[b.Event.Name] > 0 {
 			return false
 		}
 		p.buffer(b)
