@@ -1,0 +1,564 @@
+package replay_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/heraldwf/herald/history"
+	"github.com/heraldwf/herald/internal/replay"
+	"github.com/heraldwf/herald/storage"
+)
+
+// harness simulates the store around replay.Run: it keeps every
+// execution's history, an inbox of messages, the fate ledger, scheduled
+// timers and activities, and commits each turn's output the way a backend
+// does. After every turn it checks the invariants of SPEC §2 and §3.1 (see
+// check) and that replaying the committed history reproduces the turn.
+type harness struct {
+	t      testing.TB
+	wf     replay.WorkflowFunc
+	limits replay.Limits
+	id     string
+	now    time.Time
+
+	execs   [][]history.Event // execs[i] is the history of execution i+1
+	inbox   []storage.Message
+	nextMsg int64
+	fates   map[string]storage.FateUpdate
+	raised  []raisedEvent // in raise order
+	status  storage.Status
+	result  json.RawMessage
+	failure *history.Failure
+	timers  []task // scheduled and not fired or cancelled, any execution
+	acts    []task // scheduled and not completed, any execution
+	turns   int
+
+	// notes is what the workflow observed during the Run in progress (the
+	// workflow appends to it with note); execNotes keeps the notes of the
+	// last live turn of each execution.
+	notes     []string
+	execNotes map[int][]string
+}
+
+type raisedEvent struct {
+	id, name string
+	msg      int64
+}
+
+type task struct {
+	exec, seq int
+	name      string
+	input     json.RawMessage
+	fireAt    time.Time
+	cancelled bool
+}
+
+var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// newHarness creates an instance of wf with input (ExecutionStarted and a
+// kick message, as InstanceCreate does). Events raised before the first
+// turn reach the instance before its code runs.
+func newHarness(t testing.TB, input string, wf replay.WorkflowFunc) *harness {
+	h := &harness{t: t, wf: wf, id: "inst-1", now: t0, fates: map[string]storage.FateUpdate{},
+		status: storage.StatusPending, execNotes: map[int][]string{}}
+	var in json.RawMessage
+	if input != "" {
+		in = json.RawMessage(input)
+	}
+	h.execs = [][]history.Event{{{Seq: 1, Time: t0, Kind: history.ExecutionStarted, Workflow: "wf", Input: in, Execution: 1}}}
+	h.push(storage.Message{Kind: storage.MsgKick})
+	return h
+}
+
+// note records an observation of the workflow code; replays must observe
+// the same.
+func (h *harness) note(format string, args ...any) {
+	h.notes = append(h.notes, fmt.Sprintf(format, args...))
+}
+
+func (h *harness) exec() int                       { return len(h.execs) }
+func (h *harness) cur() []history.Event            { return h.execs[len(h.execs)-1] }
+func (h *harness) execution(e int) []history.Event { return h.execs[e-1] }
+
+func (h *harness) push(m storage.Message) int64 {
+	h.nextMsg++
+	m.ID = h.nextMsg
+	m.CreatedAt, m.VisibleAt = h.now, h.now
+	h.inbox = append(h.inbox, m)
+	return m.ID
+}
+
+// raise sends a positional event with a JSON payload (the event id as a
+// JSON string when payload is empty).
+func (h *harness) raise(name, id, payload string) {
+	h.t.Helper()
+	if h.status.Terminal() {
+		h.t.Fatalf("raise %s to a %s instance", id, h.status)
+	}
+	if _, dup := h.fates[id]; dup {
+		h.t.Fatalf("event id %s raised twice", id)
+	}
+	if payload == "" {
+		payload = `"` + id + `"`
+	}
+	m := h.push(storage.Message{Kind: storage.MsgEvent, Lane: history.LanePositional, EventID: id, Name: name,
+		Payload: json.RawMessage(payload)})
+	h.fates[id] = storage.FateUpdate{EventID: id, Fate: history.FatePending}
+	h.raised = append(h.raised, raisedEvent{id: id, name: name, msg: m})
+}
+
+// fire makes timer seq of execution exec fire (whether or not it is still
+// scheduled: a stale firing is allowed).
+func (h *harness) fire(exec, seq int) {
+	h.timers = slices.DeleteFunc(h.timers, func(k task) bool { return k.exec == exec && k.seq == seq })
+	h.push(storage.Message{Kind: storage.MsgTimerFired, Execution: exec, TaskSeq: seq})
+}
+
+// fireNext fires the oldest scheduled timer of the current execution.
+func (h *harness) fireNext() int {
+	h.t.Helper()
+	for _, k := range h.timers {
+		if k.exec == h.exec() {
+			h.fire(k.exec, k.seq)
+			return k.seq
+		}
+	}
+	h.t.Fatalf("no timer scheduled in execution %d", h.exec())
+	return 0
+}
+
+func (h *harness) completeActivity(exec, seq int, result string) {
+	h.acts = slices.DeleteFunc(h.acts, func(k task) bool { return k.exec == exec && k.seq == seq })
+	h.push(storage.Message{Kind: storage.MsgActivityCompleted, Execution: exec, TaskSeq: seq, Result: json.RawMessage(result)})
+}
+
+func (h *harness) failActivity(exec, seq int, msg string) {
+	h.acts = slices.DeleteFunc(h.acts, func(k task) bool { return k.exec == exec && k.seq == seq })
+	h.push(storage.Message{Kind: storage.MsgActivityFailed, Execution: exec, TaskSeq: seq,
+		Failure: &history.Failure{Kind: replay.FailureActivity, Message: msg}})
+}
+
+func (h *harness) activity(exec, seq int) (task, bool) {
+	for _, k := range h.acts {
+		if k.exec == exec && k.seq == seq {
+			return k, true
+		}
+	}
+	return task{}, false
+}
+
+func (h *harness) run(hist []history.Event, msgs []storage.Message, now time.Time) *replay.Output {
+	h.t.Helper()
+	h.notes = nil
+	out, err := replay.Run(&replay.Input{InstanceID: h.id, Workflow: h.wf, History: hist, Messages: msgs, Now: now, Limits: h.limits})
+	if err != nil {
+		h.t.Fatalf("turn %d: Run: %v", h.turns, err)
+	}
+	return out
+}
+
+// turn runs one turn over the whole inbox and commits its output.
+func (h *harness) turn() *replay.Output {
+	h.t.Helper()
+	if h.status.Terminal() {
+		h.t.Fatalf("turn on a %s instance", h.status)
+	}
+	h.turns++
+	h.now = h.now.Add(time.Second)
+	exec := h.exec()
+	msgs := slices.Clone(h.inbox)
+	out := h.run(slices.Clone(h.cur()), msgs, h.now)
+	notes := h.notes
+	h.commit(exec, out)
+	if out.Failure == nil || out.Failure.Kind != replay.FailureNondeterminism {
+		h.execNotes[exec] = notes
+		h.checkReplay(exec, out, notes)
+	}
+	h.check()
+	return out
+}
+
+func (h *harness) commit(exec int, out *replay.Output) {
+	h.t.Helper()
+	hist := h.cur()
+	for i, ev := range out.NewEvents {
+		if want := len(hist) + 1 + i; ev.Seq != want {
+			h.t.Fatalf("turn %d: new event %d (%s) has seq %d, want %d", h.turns, i, ev.Kind, ev.Seq, want)
+		}
+	}
+	h.execs[exec-1] = append(hist, out.NewEvents...)
+	for _, id := range out.Consumed {
+		i := slices.IndexFunc(h.inbox, func(m storage.Message) bool { return m.ID == id })
+		if i < 0 {
+			h.t.Fatalf("turn %d: consumed message %d is not in the inbox", h.turns, id)
+		}
+		h.inbox = slices.Delete(h.inbox, i, i+1)
+	}
+	for _, a := range out.Activities {
+		if a.Execution != exec || a.InstanceID != h.id {
+			h.t.Fatalf("turn %d: activity %+v scheduled for execution %d of %s", h.turns, a, a.Execution, a.InstanceID)
+		}
+		h.acts = append(h.acts, task{exec: exec, seq: a.TaskSeq, name: a.Name, input: a.Input})
+	}
+	for _, k := range out.Timers {
+		h.timers = append(h.timers, task{exec: exec, seq: k.TaskSeq, fireAt: k.FireAt})
+	}
+	for _, seq := range out.CancelTimers {
+		h.timers = slices.DeleteFunc(h.timers, func(k task) bool { return k.exec == exec && k.seq == seq })
+	}
+	for _, seq := range out.CancelActivities {
+		for i := range h.acts {
+			if h.acts[i].exec == exec && h.acts[i].seq == seq {
+				h.acts[i].cancelled = true
+			}
+		}
+	}
+	for _, f := range out.Fates {
+		if _, ok := h.fates[f.EventID]; !ok {
+			h.t.Fatalf("turn %d: fate for unknown event %q", h.turns, f.EventID)
+		}
+		h.fates[f.EventID] = f
+	}
+	h.status, h.result, h.failure = out.Status, out.Result, out.Failure
+	if can := out.ContinueAsNew; can != nil {
+		if out.Status != storage.StatusRunning {
+			h.t.Fatalf("turn %d: continue-as-new with status %s", h.turns, out.Status)
+		}
+		if len(can.StartEvents) == 0 || can.StartEvents[0].Kind != history.ExecutionStarted || can.StartEvents[0].Execution != exec+1 {
+			h.t.Fatalf("turn %d: continue-as-new start events %+v", h.turns, can.StartEvents)
+		}
+		h.execs = append(h.execs, slices.Clone(can.StartEvents))
+		h.push(storage.Message{Kind: storage.MsgKick})
+	}
+	if h.status.Terminal() {
+		// As the store does when an instance ends: every pending or buffered
+		// event is dropped with a breadcrumb, the inbox is cleared.
+		hist := h.cur()
+		for _, r := range h.raised {
+			f := h.fates[r.id]
+			if f.Fate != history.FatePending && f.Fate != history.FateBuffered {
+				continue
+			}
+			if f.Execution == 0 {
+				f.Execution = exec
+			}
+			f.Fate, f.Reason = history.FateDropped, history.DropInstanceTerminal
+			h.fates[r.id] = f
+			hist = append(hist, history.Event{Seq: len(hist) + 1, Time: h.now, Kind: history.EventDropped,
+				Lane: history.LanePositional, EventID: r.id, Name: r.name, Reason: history.DropInstanceTerminal})
+		}
+		h.execs[exec-1] = hist
+		h.inbox = nil
+		h.timers, h.acts = nil, nil
+	}
+}
+
+// checkReplay re-runs the committed history of execution exec with no
+// messages: the code must make exactly the decisions already recorded and
+// observe exactly what it observed on the live turn.
+func (h *harness) checkReplay(exec int, live *replay.Output, liveNotes []string) {
+	h.t.Helper()
+	hist := h.execution(exec)
+	out := h.run(slices.Clone(hist), nil, h.now.Add(time.Hour))
+	where := fmt.Sprintf("turn %d: replay of execution %d (%d events)", h.turns, exec, len(hist))
+	if len(out.NewEvents) != 0 {
+		h.t.Fatalf("%s: new events %s\nhistory:\n%s", where, dumpEvents(out.NewEvents), dumpEvents(hist))
+	}
+	if out.Status != live.Status {
+		h.t.Fatalf("%s: status %s (%v), live %s", where, out.Status, out.Failure, live.Status)
+	}
+	if len(out.Activities) != 0 || len(out.Timers) != 0 || len(out.CancelTimers) != 0 || len(out.CancelActivities) != 0 || len(out.Consumed) != 0 {
+		h.t.Fatalf("%s: outgoing work %+v", where, out)
+	}
+	if (out.ContinueAsNew == nil) != (live.ContinueAsNew == nil) {
+		h.t.Fatalf("%s: continue-as-new %v, live %v", where, out.ContinueAsNew != nil, live.ContinueAsNew != nil)
+	}
+	if out.ContinueAsNew != nil && !reflect.DeepEqual(out.ContinueAsNew.StartEvents, live.ContinueAsNew.StartEvents) {
+		h.t.Fatalf("%s: start events\n%s\nlive\n%s", where, dumpEvents(out.ContinueAsNew.StartEvents), dumpEvents(live.ContinueAsNew.StartEvents))
+	}
+	if out.ContinueAsNew == nil && len(out.Fates) != 0 {
+		h.t.Fatalf("%s: fates %+v", where, out.Fates)
+	}
+	if live.Status.Terminal() && !reflect.DeepEqual(out.Result, live.Result) {
+		h.t.Fatalf("%s: result %s, live %s", where, out.Result, live.Result)
+	}
+	if !slices.Equal(h.notes, liveNotes) {
+		h.t.Fatalf("%s: the code observed\n%s\nlive it observed\n%s", where, strings.Join(h.notes, "\n"), strings.Join(liveNotes, "\n"))
+	}
+}
+
+// lifecycle is an event's state as derived from history alone.
+type lifecycle struct {
+	fate       history.Fate
+	reason     history.DropReason
+	exec       int // buffered in / delivered in / dropped in
+	waitNumber int
+	origin     int // the execution the event first reached
+	deliveries int
+	name       string
+	at         [2]int // where it was delivered: execution, seq
+}
+
+// derive replays every execution's history for the external events it
+// mentions.
+func (h *harness) derive() map[string]*lifecycle {
+	h.t.Helper()
+	got := map[string]*lifecycle{}
+	for i, hist := range h.execs {
+		e := i + 1
+		for _, ev := range hist {
+			id := ev.EventID
+			if id == "" || ev.Lane == history.LaneQueue {
+				continue // the harness raises positional events only
+			}
+			l := got[id]
+			if l == nil {
+				l = &lifecycle{origin: e, name: ev.Name}
+				got[id] = l
+			}
+			if ev.Name != l.name {
+				h.t.Fatalf("event %s has name %q at seq %d of execution %d, %q before", id, ev.Name, ev.Seq, e, l.name)
+			}
+			if ev.OriginExecution != 0 && ev.OriginExecution != l.origin {
+				h.t.Fatalf("event %s: origin execution %d at seq %d of execution %d, first seen in %d", id, ev.OriginExecution, ev.Seq, e, l.origin)
+			}
+			switch {
+			case ev.Kind == history.EventRaised && ev.TaskSeq == 0:
+				l.fate, l.exec = history.FateBuffered, e
+			case ev.Kind == history.EventRaised, ev.Kind == history.EventSubscribed:
+				l.fate, l.exec, l.waitNumber, l.at = history.FateDelivered, e, ev.WaitNumber, [2]int{e, ev.Seq}
+				l.deliveries++
+			case ev.Kind == history.EventDropped:
+				l.fate, l.reason, l.exec = history.FateDropped, ev.Reason, e
+			default:
+				h.t.Fatalf("event id %s on a %s event", id, ev.Kind)
+			}
+		}
+	}
+	return got
+}
+
+// check asserts the lane invariants over the whole instance:
+//   - every history is numbered 1..n;
+//   - no event is delivered twice, across executions;
+//   - the fate ledger says what history says: an event whose message is
+//     still in the inbox is pending; every other raised event has the fate
+//     its last history record gives it (buffered in the current execution,
+//     delivered to wait N of execution E, dropped with the same reason);
+//   - a buffered event is never left behind by continue-as-new;
+//   - buffered events never exceed the limit;
+//   - per name, events are delivered in the order they were raised.
+func (h *harness) check() {
+	h.t.Helper()
+	for i, hist := range h.execs {
+		for j, ev := range hist {
+			if ev.Seq != j+1 {
+				h.t.Fatalf("execution %d: event %d has seq %d", i+1, j, ev.Seq)
+			}
+		}
+	}
+	life := h.derive()
+	inInbox := map[int64]bool{}
+	for _, m := range h.inbox {
+		inInbox[m.ID] = true
+	}
+	bufferedNow := 0
+	lastDelivered := map[string]*lifecycle{} // name → the last delivered, in raise order
+	for _, r := range h.raised {
+		f, l := h.fates[r.id], life[r.id]
+		if inInbox[r.msg] {
+			if f.Fate != history.FatePending || l != nil {
+				h.t.Fatalf("event %s is still in the inbox but has fate %+v and history %+v", r.id, f, l)
+			}
+			continue
+		}
+		if l == nil {
+			h.t.Fatalf("event %s was consumed but history never mentions it (fate %+v)", r.id, f)
+		}
+		if l.deliveries > 1 {
+			h.t.Fatalf("event %s delivered %d times", r.id, l.deliveries)
+		}
+		if f.Fate != l.fate || f.Reason != l.reason {
+			h.t.Fatalf("event %s: ledger %s/%s, history %s/%s", r.id, f.Fate, f.Reason, l.fate, l.reason)
+		}
+		switch l.fate {
+		case history.FateBuffered:
+			if l.exec != h.exec() {
+				h.t.Fatalf("event %s left buffered in execution %d by continue-as-new (now %d)", r.id, l.exec, h.exec())
+			}
+			if f.Execution != l.exec || f.OriginExecution != l.origin {
+				h.t.Fatalf("event %s: ledger %+v, history: buffered in %d, origin %d", r.id, f, l.exec, l.origin)
+			}
+			bufferedNow++
+		case history.FateDelivered:
+			if f.Execution != l.exec || f.WaitNumber != l.waitNumber || f.WaitNumber < 1 || f.OriginExecution != l.origin {
+				h.t.Fatalf("event %s: ledger %+v, history: delivered to wait %d of execution %d, origin %d", r.id, f, l.waitNumber, l.exec, l.origin)
+			}
+			if prev := lastDelivered[r.name]; prev != nil && (prev.at[0] > l.at[0] || prev.at[0] == l.at[0] && prev.at[1] > l.at[1]) {
+				h.t.Fatalf("event %s delivered at %v, before an event of the same name raised earlier (at %v)", r.id, l.at, prev.at)
+			}
+			lastDelivered[r.name] = l
+		case history.FateDropped:
+			if l.reason == "" {
+				h.t.Fatalf("event %s dropped without a reason", r.id)
+			}
+			if f.Execution != l.exec {
+				h.t.Fatalf("event %s: ledger %+v, history: dropped in execution %d", r.id, f, l.exec)
+			}
+		}
+	}
+	if limit := h.maxUnconsumed(); bufferedNow > limit {
+		h.t.Fatalf("%d events buffered, limit %d", bufferedNow, limit)
+	}
+	h.checkRules()
+}
+
+// checkRules re-derives every recorded lane decision with the naive model
+// of rules 1–4 (laneModel), in history order, and checks rule 5 at every
+// continue-as-new: the events the model still holds are exactly the ones
+// placed at the start of the next execution, in order, carried or dropped
+// for their age (or all dropped, for DropUnconsumed).
+func (h *harness) checkRules() {
+	h.t.Helper()
+	maxCarry := h.limits.MaxCarryForwardExecutions
+	if maxCarry <= 0 {
+		maxCarry = 5
+	}
+	var carried []string // what the previous execution left buffered, in order
+	for i, hist := range h.execs {
+		e := i + 1
+		m := newLaneModel(h.maxUnconsumed())
+		numbers := map[int]int{} // subscription seq → wait number
+		next := 0                // index into carried
+		notCarried := 0
+		fail := func(ev history.Event, format string, args ...any) {
+			h.t.Helper()
+			h.t.Fatalf("execution %d, seq %d (%s %s): %s\n%s", e, ev.Seq, ev.Kind, ev.EventID, fmt.Sprintf(format, args...), dumpEvents(hist))
+		}
+		for _, ev := range hist {
+			if ev.Lane == history.LaneQueue {
+				continue
+			}
+			switch ev.Kind {
+			case history.EventSubscribed:
+				n, got := m.wait(ev.Name, ev.Seq)
+				numbers[ev.Seq] = n
+				gotID := ""
+				if got != nil {
+					gotID = got.Event.EventID
+				}
+				if gotID != ev.EventID || (gotID != "" && ev.WaitNumber != n) {
+					fail(ev, "the model's wait %d received %q at once", n, gotID)
+				}
+			case history.EventSubscribedCancelled:
+				if !m.cancel(ev.Name, ev.TaskSeq) {
+					fail(ev, "withdraws a wait that is not active")
+				}
+			case history.EventRaised, history.EventDropped:
+				if ev.Reason == history.DropInstanceTerminal {
+					continue // the store's breadcrumb when the instance ended
+				}
+				if ev.AtStart && ev.OriginExecution < e {
+					if next >= len(carried) || carried[next] != ev.EventID {
+						fail(ev, "carried event out of order: want %v[%d]", carried, next)
+					}
+					next++
+					age := e - ev.OriginExecution
+					switch ev.Reason {
+					case history.DropNotCarriedForward:
+						notCarried++
+						continue
+					case history.DropCarryForwardLimit:
+						if age <= maxCarry {
+							fail(ev, "dropped for its age %d, limit %d", age, maxCarry)
+						}
+						continue
+					case "":
+						if age > maxCarry {
+							fail(ev, "carried at age %d, limit %d", age, maxCarry)
+						}
+					default:
+						fail(ev, "carried event dropped for %s", ev.Reason)
+					}
+				}
+				want := buffered
+				switch {
+				case ev.Kind == history.EventDropped:
+					want = dropped(ev.Reason)
+				case ev.TaskSeq > 0:
+					want = deliveredTo(ev.TaskSeq)
+					if ev.WaitNumber != numbers[ev.TaskSeq] {
+						fail(ev, "wait number %d, the model's %d", ev.WaitNumber, numbers[ev.TaskSeq])
+					}
+				}
+				if got := m.arrive(laneEvent(ev.Name, ev.EventID)); !sameOutcome(got, want) {
+					fail(ev, "recorded %+v, the model decides %+v", want, got)
+				}
+			}
+		}
+		if e > 1 && next != len(carried) {
+			h.t.Fatalf("execution %d starts with %d of the %d events execution %d left buffered (%v)\n%s", e, next, len(carried), e-1, carried, dumpEvents(hist))
+		}
+		if notCarried != 0 && notCarried != len(carried) {
+			h.t.Fatalf("execution %d: %d of %d carried events dropped as not_carried_forward", e, notCarried, len(carried))
+		}
+		carried = carried[:0]
+		for _, b := range m.buffered {
+			carried = append(carried, b.Event.EventID)
+		}
+	}
+}
+
+func (h *harness) maxUnconsumed() int {
+	if h.limits.MaxUnconsumedEvents > 0 {
+		return h.limits.MaxUnconsumedEvents
+	}
+	return 100
+}
+
+// find returns the events of the current execution of kind k.
+func (h *harness) find(k history.Kind) []history.Event {
+	return kindOf(h.cur(), k)
+}
+
+func kindOf(hist []history.Event, k history.Kind) []history.Event {
+	var out []history.Event
+	for _, ev := range hist {
+		if ev.Kind == k {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+func dumpEvents(evs []history.Event) string {
+	var b strings.Builder
+	for _, ev := range evs {
+		fmt.Fprintf(&b, "  %3d %-24s", ev.Seq, ev.Kind)
+		if ev.Name != "" {
+			fmt.Fprintf(&b, " name=%s", ev.Name)
+		}
+		if ev.EventID != "" {
+			fmt.Fprintf(&b, " id=%s", ev.EventID)
+		}
+		if ev.TaskSeq != 0 {
+			fmt.Fprintf(&b, " task=%d", ev.TaskSeq)
+		}
+		if ev.WaitNumber != 0 {
+			fmt.Fprintf(&b, " wait#%d", ev.WaitNumber)
+		}
+		if ev.Reason != "" {
+			fmt.Fprintf(&b, " reason=%s", ev.Reason)
+		}
+		if ev.AtStart {
+			fmt.Fprintf(&b, " at_start origin=%d", ev.OriginExecution)
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
