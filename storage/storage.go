@@ -221,6 +221,14 @@ type EventRaiseParams struct {
 	Name       string
 	Payload    json.RawMessage
 	Now        time.Time
+	// Latest: the event's definition says `buffer: latest` (stored on the
+	// inbox message as Message.Latest).
+	Latest bool
+	// ExpiresAt is when the event expires if its instance still does not
+	// exist by then (its retention): EventExpire then drops it with fate
+	// dropped/expired. Once the instance exists (pending counts) the event
+	// no longer expires this way. Zero: never.
+	ExpiresAt time.Time
 	// StartIfAbsent, when set, atomically creates the instance (as
 	// InstanceCreate does) if it does not exist.
 	StartIfAbsent *InstanceCreateParams
@@ -367,6 +375,78 @@ type NextWakeParams struct {
 	Now    time.Time
 }
 
+// Buffer policies of an event definition.
+const (
+	BufferFIFO   = "fifo"
+	BufferLatest = "latest"
+)
+
+// EventDefinition is a stored, per-tenant declaration of an event name:
+// JSON Schema for its payload, buffering policy, retention, payload cap and
+// correlation config (SPEC §1, seed 003's ExternalEventDef).
+type EventDefinition struct {
+	Tenant string
+	Name   string
+	// Schema is a JSON Schema for the payload; empty accepts any JSON.
+	Schema json.RawMessage
+	// Buffer is BufferFIFO (default) or BufferLatest.
+	Buffer string
+	// Retention is how long an event for an instance that has not started
+	// is kept; 0 means the runtime default (24 h).
+	Retention time.Duration
+	// MaxPayloadBytes caps the payload; 0 means the runtime default.
+	MaxPayloadBytes int
+	// Correlation enables the correlated lane for this name; nil refuses
+	// correlated puts.
+	Correlation *CorrelationConfig
+	// Version increases on every put (1 on the first), also across a
+	// delete and a new put of the name, so caches of compiled schemas know
+	// when to recompile.
+	Version   int64
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// CorrelationConfig is an event definition's correlated-lane settings.
+type CorrelationConfig struct {
+	// TTL deletes correlated events older than this; 0 keeps them.
+	TTL time.Duration `json:"ttl,omitempty"`
+	// DeleteAfterFirstCorrelation: exactly one waiter receives a
+	// correlated event, which is then deleted.
+	DeleteAfterFirstCorrelation bool `json:"delete_after_first_correlation,omitempty"`
+}
+
+// EventDefinitionPutParams creates or replaces a definition (Version+1;
+// CreatedAt kept, UpdatedAt = Now; an empty Buffer is stored as BufferFIFO).
+// Events already stored are not rewritten.
+type EventDefinitionPutParams struct {
+	Definition EventDefinition // Tenant and Name identify it; Version, CreatedAt, UpdatedAt are set by the store
+	Now        time.Time
+}
+
+// EventDefinitionGetParams names a definition.
+type EventDefinitionGetParams struct {
+	Tenant string
+	Name   string
+}
+
+// EventDefinitionListParams lists all of a tenant's definitions, ordered by
+// name.
+type EventDefinitionListParams struct {
+	Tenant string
+}
+
+// EventExpireParams drops events whose retention has passed while their
+// instance never started: each inbox event message with ExpiresAt <= Now
+// whose instance does not exist is deleted and its ledger fate becomes
+// dropped/expired (the ledger entry stays, so the id is still deduplicated).
+// At most Limit (default 1000) per call, earliest ExpiresAt first.
+type EventExpireParams struct {
+	Tenant string
+	Now    time.Time
+	Limit  int
+}
+
 // Store is the storage seam. All methods are safe for concurrent use. Every
 // method is scoped to params.Tenant.
 type Store interface {
@@ -391,6 +471,17 @@ type Store interface {
 	// EventGet returns ErrNotFound.
 	EventGet(ctx context.Context, p *EventGetParams) (*EventRecord, error)
 	EventList(ctx context.Context, p *EventListParams) ([]*EventRecord, error)
+
+	// EventDefinitionPut returns the definition as stored. It validates
+	// nothing about the schema (the engine compiles it before calling).
+	EventDefinitionPut(ctx context.Context, p *EventDefinitionPutParams) (*EventDefinition, error)
+	// EventDefinitionGet returns ErrNotFound.
+	EventDefinitionGet(ctx context.Context, p *EventDefinitionGetParams) (*EventDefinition, error)
+	EventDefinitionList(ctx context.Context, p *EventDefinitionListParams) ([]*EventDefinition, error)
+	// EventDefinitionDelete returns ErrNotFound.
+	EventDefinitionDelete(ctx context.Context, p *EventDefinitionGetParams) error
+	// EventExpire returns the ids of the events it dropped.
+	EventExpire(ctx context.Context, p *EventExpireParams) ([]string, error)
 
 	TurnClaim(ctx context.Context, p *TurnClaimParams) ([]*Turn, error)
 	TurnCommit(ctx context.Context, p *TurnCommitParams) error

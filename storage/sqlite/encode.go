@@ -335,15 +335,22 @@ func loadMessages(ctx context.Context, q querier, tenant, id string, now int64, 
 
 // insertMessage adds a message to an instance's inbox.
 func insertMessage(w *wtx, tenant, id string, m *storage.Message, now int64) error {
+	return insertExpiringMessage(w, tenant, id, m, 0, now)
+}
+
+// insertExpiringMessage adds a message to an instance's inbox with an
+// expiry time (unix nanoseconds, 0: never; see EventExpire). Only event
+// messages kept for an instance that does not exist yet get one.
+func insertExpiringMessage(w *wtx, tenant, id string, m *storage.Message, expiresAt, now int64) error {
 	f, err := failureArg(m.Failure)
 	if err != nil {
 		return err
 	}
 	if _, err := w.exec(`INSERT INTO inbox
-		(tenant, instance_id, kind, execution, task_seq, lane, event_id, name, payload, latest, result, failure, visible_at, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		(tenant, instance_id, kind, execution, task_seq, lane, event_id, name, payload, latest, result, failure, visible_at, created_at, expires_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		tenant, id, string(m.Kind), m.Execution, m.TaskSeq, string(m.Lane), m.EventID, m.Name,
-		rawArg(m.Payload), m.Latest, rawArg(m.Result), f, nanos(m.VisibleAt), now); err != nil {
+		rawArg(m.Payload), m.Latest, rawArg(m.Result), f, nanos(m.VisibleAt), now, expiresAt); err != nil {
 		return fmt.Errorf("insert %s message: %w", m.Kind, err)
 	}
 	return nil

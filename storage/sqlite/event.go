@@ -23,8 +23,10 @@ import (
 //     it as InstanceCreate does (Started set; the StartIfAbsent tenant and id
 //     are those of p);
 //   - it adds the ledger row (fate pending, received at p.Now) and an event
-//     message to the instance's inbox, visible at once. An instance that does
-//     not exist yet keeps the message until it is created.
+//     message to the instance's inbox, visible at once, with Latest set from
+//     p.Latest. An instance that does not exist yet keeps the message until
+//     it is created, or until p.ExpiresAt (when set) has passed and
+//     EventExpire drops it. p.ExpiresAt is ignored when the instance exists.
 func (s *Store) EventRaise(ctx context.Context, p *storage.EventRaiseParams) (*storage.EventRaiseResult, error) {
 	if p == nil {
 		return nil, errors.New("sqlite: raise event: nil params")
@@ -94,17 +96,25 @@ func (s *Store) EventRaise(ctx context.Context, p *storage.EventRaiseParams) (*s
 			now.UnixNano(), now.UnixNano()); err != nil {
 			return fmt.Errorf("insert event: %w", err)
 		}
-		if err := insertMessage(w, p.Tenant, p.InstanceID, &storage.Message{
+		// Only an event kept for an instance that does not exist can expire:
+		// once the instance exists its events are the engine's business.
+		exists := status != "" || started
+		var expiresAt int64
+		if !exists {
+			expiresAt = nanos(p.ExpiresAt)
+		}
+		if err := insertExpiringMessage(w, p.Tenant, p.InstanceID, &storage.Message{
 			Kind:      storage.MsgEvent,
 			Lane:      p.Lane,
 			EventID:   p.EventID,
 			Name:      p.Name,
 			Payload:   p.Payload,
+			Latest:    p.Latest,
 			VisibleAt: now,
-		}, now.UnixNano()); err != nil {
+		}, expiresAt, now.UnixNano()); err != nil {
 			return err
 		}
-		if status != "" || started {
+		if exists {
 			if err := lowerReady(w, p.Tenant, p.InstanceID, now.UnixNano()); err != nil {
 				return err
 			}

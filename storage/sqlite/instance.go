@@ -13,7 +13,8 @@ import (
 
 // InstanceCreate creates an instance (status pending, execution 1) with its
 // ExecutionStarted event (seq 1) and a kick message visible at p.Now. Events
-// raised for the id before it existed stay in its inbox. It returns
+// raised for the id before it existed stay in its inbox (and no longer
+// expire: see EventExpire). It returns
 // storage.ErrInstanceExists if (tenant, id) is taken.
 func (s *Store) InstanceCreate(ctx context.Context, p *storage.InstanceCreateParams) (*storage.Instance, error) {
 	if p == nil {
@@ -74,6 +75,11 @@ func createInstance(w *wtx, p *storage.InstanceCreateParams) (*storage.Instance,
 	}
 	if err := insertMessage(w, p.Tenant, p.ID, &storage.Message{Kind: storage.MsgKick, Execution: 1, VisibleAt: now}, now.UnixNano()); err != nil {
 		return nil, err
+	}
+	// The events kept for the id no longer expire: the instance exists.
+	if _, err := w.exec(`UPDATE inbox SET expires_at = 0 WHERE tenant = ? AND instance_id = ? AND expires_at > 0`,
+		p.Tenant, p.ID); err != nil {
+		return nil, fmt.Errorf("keep waiting events: %w", err)
 	}
 	w.signal(p.Tenant)
 	return &storage.Instance{

@@ -18,7 +18,7 @@
 // # Reads
 //
 // Reads (InstanceGet, InstanceList, HistoryList, EventGet, EventList,
-// NextWake) use a separate pool of read-only connections and see every write
+// EventDefinitionGet, EventDefinitionList, NextWake) use a separate pool of read-only connections and see every write
 // whose call has returned.
 //
 // # Schema
@@ -48,6 +48,14 @@
 //   - TurnCommit ignores Fates for event ids that are not in the instance's
 //     ledger, and its ConsumedMessages, CancelTimers and CancelActivities
 //     only ever touch the instance's own rows.
+//   - EventRaise keeps ExpiresAt only for an instance that does not exist,
+//     and creating the instance clears it from the events kept for it.
+//   - EventExpire drops the most overdue events first (by ExpiresAt, then in
+//     raise order).
+//   - EventDefinitionPut refuses an unknown buffer policy and a negative
+//     retention, payload cap or correlation TTL. A definition put again
+//     after EventDefinitionDelete continues the deleted one's Version (with
+//     a new CreatedAt).
 package sqlite
 
 import (

@@ -1,0 +1,264 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/heraldwf/herald/history"
+	"github.com/heraldwf/herald/storage"
+)
+
+// defaultExpireLimit is EventExpire's batch size when p.Limit is not set.
+const defaultExpireLimit = 1000
+
+const definitionCols = `tenant, name, schema, buffer, retention_ns, max_payload_bytes, correlation, version, created_at, updated_at`
+
+func scanDefinition(sc scanner) (*storage.EventDefinition, error) {
+	var (
+		d                    storage.EventDefinition
+		schema, correlation  []byte
+		retention            int64
+		createdAt, updatedAt int64
+	)
+	if err := sc.Scan(&d.Tenant, &d.Name, &schema, &d.Buffer, &retention, &d.MaxPayloadBytes,
+		&correlation, &d.Version, &createdAt, &updatedAt); err != nil {
+		return nil, err
+	}
+	d.Schema = rawOf(schema)
+	d.Retention = time.Duration(retention)
+	if len(correlation) > 0 {
+		var c storage.CorrelationConfig
+		if err := json.Unmarshal(correlation, &c); err != nil {
+			return nil, fmt.Errorf("decode correlation config: %w", err)
+		}
+		d.Correlation = &c
+	}
+	d.CreatedAt = fromNanos(createdAt)
+	d.UpdatedAt = fromNanos(updatedAt)
+	return &d, nil
+}
+
+// validateDefinition checks the fields the store keeps and returns the
+// buffer policy to store (an empty one is storage.BufferFIFO). The schema is
+// not looked at: the engine compiles it before calling.
+func validateDefinition(d *storage.EventDefinition) (string, error) {
+	if d.Name == "" {
+		return "", errors.New("empty event name")
+	}
+	buffer := d.Buffer
+	switch buffer {
+	case "":
+		buffer = storage.BufferFIFO
+	case storage.BufferFIFO, storage.BufferLatest:
+	default:
+		return "", fmt.Errorf("unknown buffer policy %q (want %q or %q)", d.Buffer, storage.BufferFIFO, storage.BufferLatest)
+	}
+	if d.Retention < 0 {
+		return "", fmt.Errorf("negative retention %v", d.Retention)
+	}
+	if d.MaxPayloadBytes < 0 {
+		return "", fmt.Errorf("negative payload cap %d", d.MaxPayloadBytes)
+	}
+	if c := d.Correlation; c != nil && c.TTL < 0 {
+		return "", fmt.Errorf("negative correlation TTL %v", c.TTL)
+	}
+	return buffer, nil
+}
+
+// EventDefinitionPut creates the definition of (Definition.Tenant,
+// Definition.Name) with Version 1, or replaces every field of an existing
+// one, keeping its CreatedAt and incrementing its Version. A definition
+// created again after EventDefinitionDelete continues the deleted one's
+// Version (so a name and version never denote two different definitions)
+// but gets a new CreatedAt. UpdatedAt (and CreatedAt on creation) is p.Now. An empty Buffer is stored as
+// storage.BufferFIFO. It returns the definition as stored. The schema is
+// stored as given, unchecked; an unknown buffer policy or a negative
+// retention, payload cap or correlation TTL is refused.
+func (s *Store) EventDefinitionPut(ctx context.Context, p *storage.EventDefinitionPutParams) (*storage.EventDefinition, error) {
+	if p == nil {
+		return nil, errors.New("sqlite: put event definition: nil params")
+	}
+	d := &p.Definition
+	buffer, err := validateDefinition(d)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: put event definition %q: %w", d.Name, err)
+	}
+	var correlation any
+	if d.Correlation != nil {
+		if correlation, err = jsonArg(d.Correlation); err != nil {
+			return nil, fmt.Errorf("sqlite: put event definition %q: %w", d.Name, err)
+		}
+	}
+	now := nowOr(p.Now).UnixNano()
+	var out *storage.EventDefinition
+	err = s.write(ctx, func(w *wtx) error {
+		var err error
+		out, err = scanDefinition(w.queryRow(`INSERT INTO event_definitions
+			(tenant, name, schema, buffer, retention_ns, max_payload_bytes, correlation, version, created_at, updated_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?8, ?8)
+			ON CONFLICT (tenant, name) DO UPDATE SET
+				schema = excluded.schema, buffer = excluded.buffer, retention_ns = excluded.retention_ns,
+				max_payload_bytes = excluded.max_payload_bytes, correlation = excluded.correlation,
+				version = version + 1, updated_at = excluded.updated_at,
+				created_at = CASE WHEN deleted THEN excluded.created_at ELSE created_at END,
+				deleted = 0
+			RETURNING `+definitionCols,
+			d.Tenant, d.Name, rawArg(d.Schema), buffer, int64(d.Retention), d.MaxPayloadBytes, correlation, now))
+		if err != nil {
+			return fmt.Errorf("upsert: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: put event definition %q: %w", d.Name, err)
+	}
+	return out, nil
+}
+
+// EventDefinitionGet returns a definition, or storage.ErrNotFound.
+func (s *Store) EventDefinitionGet(ctx context.Context, p *storage.EventDefinitionGetParams) (*storage.EventDefinition, error) {
+	if p == nil {
+		return nil, errors.New("sqlite: get event definition: nil params")
+	}
+	if s.closed.Load() {
+		return nil, storage.ErrClosed
+	}
+	d, err := scanDefinition(s.reader(nil).QueryRowContext(ctx,
+		`SELECT `+definitionCols+` FROM event_definitions WHERE tenant = ? AND name = ? AND deleted = 0`, p.Tenant, p.Name))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("sqlite: get event definition %q: %w", p.Name, storage.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: get event definition %q: %w", p.Name, s.readErr(err))
+	}
+	return d, nil
+}
+
+// EventDefinitionList returns all the tenant's definitions ordered by name
+// (bytewise).
+func (s *Store) EventDefinitionList(ctx context.Context, p *storage.EventDefinitionListParams) ([]*storage.EventDefinition, error) {
+	if p == nil {
+		return nil, errors.New("sqlite: list event definitions: nil params")
+	}
+	if s.closed.Load() {
+		return nil, storage.ErrClosed
+	}
+	rows, err := s.reader(nil).QueryContext(ctx,
+		`SELECT `+definitionCols+` FROM event_definitions WHERE tenant = ? AND deleted = 0 ORDER BY name`, p.Tenant)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list event definitions: %w", s.readErr(err))
+	}
+	defer rows.Close()
+	var out []*storage.EventDefinition
+	for rows.Next() {
+		d, err := scanDefinition(rows)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: list event definitions: %w", err)
+		}
+		out = append(out, d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: list event definitions: %w", s.readErr(err))
+	}
+	return out, nil
+}
+
+// EventDefinitionDelete deletes a definition, or returns storage.ErrNotFound.
+// Events already stored are not touched. The row is kept as a tombstone, so
+// that a later put of the same name continues its Version.
+func (s *Store) EventDefinitionDelete(ctx context.Context, p *storage.EventDefinitionGetParams) error {
+	if p == nil {
+		return errors.New("sqlite: delete event definition: nil params")
+	}
+	err := s.write(ctx, func(w *wtx) error {
+		res, err := w.exec(`UPDATE event_definitions SET deleted = 1 WHERE tenant = ? AND name = ? AND deleted = 0`,
+			p.Tenant, p.Name)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return storage.ErrNotFound
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("sqlite: delete event definition %q: %w", p.Name, err)
+	}
+	return nil
+}
+
+// expiredEventsQuery selects EventExpire's inbox messages for ?1 = tenant,
+// ?2 = now, ?3 = limit. The literal kind and expires_at terms let SQLite use
+// the partial index inbox_expiring.
+const expiredEventsQuery = `SELECT m.id, m.instance_id, m.event_id FROM inbox m
+	WHERE m.tenant = ?1 AND m.kind = 'event' AND m.expires_at > 0 AND m.expires_at <= ?2
+	  AND NOT EXISTS (SELECT 1 FROM instances i WHERE i.tenant = ?1 AND i.id = m.instance_id)
+	ORDER BY m.expires_at, m.id LIMIT ?3`
+
+// EventExpire drops, in one transaction, up to p.Limit (default 1000) event
+// messages of the tenant kept for instance ids that do not exist, whose
+// ExpiresAt (from EventRaise) is set and not after p.Now: most overdue first
+// (by ExpiresAt, then in raise order). Each message is deleted from the
+// inbox and its ledger entry gets fate dropped, reason expired, updated at
+// p.Now; the ledger entry stays, so a later raise of the same id is still a
+// duplicate. No history breadcrumb is written (there is no instance). It
+// returns the dropped event ids in that order (nil if none). Events of an
+// instance that exists never expire this way.
+func (s *Store) EventExpire(ctx context.Context, p *storage.EventExpireParams) ([]string, error) {
+	if p == nil {
+		return nil, errors.New("sqlite: expire events: nil params")
+	}
+	now := nowOr(p.Now).UnixNano()
+	limit := p.Limit
+	if limit <= 0 {
+		limit = defaultExpireLimit
+	}
+	var dropped []string
+	err := s.write(ctx, func(w *wtx) error {
+		dropped = nil
+		rows, err := w.query(expiredEventsQuery, p.Tenant, now, limit)
+		if err != nil {
+			return fmt.Errorf("find expired events: %w", err)
+		}
+		type msg struct {
+			id                  int64
+			instanceID, eventID string
+		}
+		var msgs []msg
+		for rows.Next() {
+			var m msg
+			if err := rows.Scan(&m.id, &m.instanceID, &m.eventID); err != nil {
+				rows.Close()
+				return fmt.Errorf("find expired events: %w", err)
+			}
+			msgs = append(msgs, m)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("find expired events: %w", err)
+		}
+		for _, m := range msgs {
+			if _, err := w.exec(`DELETE FROM inbox WHERE id = ?`, m.id); err != nil {
+				return fmt.Errorf("delete event %q: %w", m.eventID, err)
+			}
+			if _, err := w.exec(`UPDATE events SET fate = ?, reason = ?, updated_at = ?
+				WHERE tenant = ? AND event_id = ? AND instance_id = ?`,
+				string(history.FateDropped), string(history.DropExpired), now,
+				p.Tenant, m.eventID, m.instanceID); err != nil {
+				return fmt.Errorf("drop event %q: %w", m.eventID, err)
+			}
+			dropped = append(dropped, m.eventID)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: expire events: %w", err)
+	}
+	return dropped, nil
+}

@@ -1,0 +1,140 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/heraldwf/herald/history"
+	"github.com/heraldwf/herald/storage"
+)
+
+// A database written by a version-1 Herald is upgraded in place: its events
+// kept for an instance that does not exist yet never expire, and the new
+// tables and columns work.
+func TestMigrateFromVersion1(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "v1.db")
+	ms, err := loadMigrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ms[0].version != 1 {
+		t.Fatalf("first migration is %s", ms[0].name)
+	}
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_txlock=immediate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `CREATE TABLE schema_migrations (
+		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	if err := applyMigration(ctx, db, ms[0]); err != nil {
+		t.Fatal(err)
+	}
+	// What a version-1 EventRaise wrote for an instance that does not exist.
+	for _, q := range []string{
+		`INSERT INTO events (tenant, event_id, instance_id, lane, name, fate, received_at, updated_at)
+			VALUES ('t', 'old', 'later', 'positional', 'go', 'pending', 1, 1)`,
+		`INSERT INTO inbox (tenant, instance_id, kind, lane, event_id, name, payload, visible_at, created_at)
+			VALUES ('t', 'later', 'event', 'positional', 'old', 'go', '1', 1, 1)`,
+	} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s, err := Open(ctx, path)
+	if err != nil {
+		t.Fatalf("Open of a version-1 database: %v", err)
+	}
+	defer s.Close()
+	var versions int
+	if err := s.rdb.QueryRowContext(ctx, `SELECT COUNT(*) FROM schema_migrations`).Scan(&versions); err != nil {
+		t.Fatal(err)
+	}
+	if versions != len(ms) {
+		t.Fatalf("%d migrations recorded, want %d", versions, len(ms))
+	}
+	now := time.Date(2040, 1, 1, 0, 0, 0, 0, time.UTC)
+	if ids, err := s.EventExpire(ctx, &storage.EventExpireParams{Tenant: "t", Now: now}); err != nil || len(ids) != 0 {
+		t.Fatalf("EventExpire: %v, %v; want nothing expired", ids, err)
+	}
+	if _, err := s.EventDefinitionPut(ctx, &storage.EventDefinitionPutParams{
+		Definition: storage.EventDefinition{Tenant: "t", Name: "go"}, Now: now,
+	}); err != nil {
+		t.Fatalf("EventDefinitionPut: %v", err)
+	}
+	if _, err := s.InstanceCreate(ctx, &storage.InstanceCreateParams{Tenant: "t", ID: "later", Workflow: "wf", Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	turns, err := s.TurnClaim(ctx, &storage.TurnClaimParams{Tenant: "t", Now: now})
+	if err != nil || len(turns) != 1 {
+		t.Fatalf("TurnClaim: %v, %v", turns, err)
+	}
+	if ms := turns[0].Messages; len(ms) != 2 || ms[0].EventID != "old" || ms[0].Latest || ms[0].Lane != history.LanePositional {
+		t.Fatalf("messages after the upgrade: %+v", ms)
+	}
+}
+
+// EventExpire finds its rows through the partial index, not by scanning the
+// inbox, and creating an instance clears expires_at (keeping that index to
+// the events that may expire).
+func TestEventExpireUsesIndex(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t)
+	rows, err := s.rdb.QueryContext(ctx, `EXPLAIN QUERY PLAN `+expiredEventsQuery, "t", 1, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plan []string
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, detail)
+	}
+	rows.Close()
+	t.Logf("plan: %q", plan)
+	if len(plan) == 0 || !strings.Contains(plan[0], "inbox_expiring") {
+		t.Fatalf("query plan %q does not start with the inbox_expiring index", plan)
+	}
+
+	now := time.Unix(100, 0)
+	if _, err := s.EventRaise(ctx, &storage.EventRaiseParams{
+		Tenant: "t", InstanceID: "i", EventID: "e", Name: "go", Now: now, ExpiresAt: now.Add(time.Hour),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	expiring := func() int {
+		t.Helper()
+		var n int
+		if err := s.rdb.QueryRowContext(ctx, `SELECT COUNT(*) FROM inbox WHERE expires_at > 0`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := expiring(); n != 1 {
+		t.Fatalf("%d expiring messages before create, want 1", n)
+	}
+	if _, err := s.InstanceCreate(ctx, &storage.InstanceCreateParams{Tenant: "t", ID: "i", Workflow: "wf", Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.EventRaise(ctx, &storage.EventRaiseParams{
+		Tenant: "t", InstanceID: "i", EventID: "e2", Name: "go", Now: now, ExpiresAt: now.Add(time.Hour),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if n := expiring(); n != 0 {
+		t.Fatalf("%d expiring messages after create, want 0", n)
+	}
+}
