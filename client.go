@@ -17,8 +17,9 @@ import (
 // bound to one tenant. A Client does not run workflows: a Runtime on the
 // same store does.
 type Client struct {
-	store storage.Store
-	cfg   *Config
+	store   storage.Store
+	cfg     *Config
+	schemas schemaCache
 }
 
 // NewClient returns a client over store (cfg may be nil for the defaults).
@@ -156,6 +157,9 @@ func (c *Client) send(ctx context.Context, lane history.Lane, instanceID, name s
 		Tenant: c.cfg.Tenant, InstanceID: instanceID, EventID: id, Lane: lane,
 		Name: name, Payload: raw, Now: now,
 	}
+	if err := c.applyDefinition(ctx, p); err != nil {
+		return nil, err
+	}
 	if o.start {
 		in, err := marshal(o.startInput)
 		if err != nil {
@@ -185,8 +189,6 @@ func (c *Client) validateEvent(instanceID, name string, payload any) (json.RawMe
 		reasons = append(reasons, "payload is not JSON-encodable: "+err.Error())
 	case !json.Valid(raw):
 		reasons = append(reasons, "payload is not valid JSON")
-	case len(raw) > c.cfg.MaxPayloadBytes:
-		reasons = append(reasons, fmt.Sprintf("payload is %d bytes, over the %d-byte cap", len(raw), c.cfg.MaxPayloadBytes))
 	}
 	if len(reasons) > 0 {
 		return nil, &EventInvalidError{Name: name, Reasons: reasons}
@@ -260,9 +262,24 @@ func (c *Client) EventFate(ctx context.Context, eventID string) (*EventRecord, e
 	return rec, nil
 }
 
-// Events lists the events sent to an instance with their fates, oldest first.
-func (c *Client) Events(ctx context.Context, instanceID string) ([]*EventRecord, error) {
-	recs, err := c.store.EventList(ctx, &storage.EventListParams{Tenant: c.cfg.Tenant, InstanceID: instanceID})
+// EventFilter narrows Client.Events. Zero fields do not filter.
+type EventFilter struct {
+	Lane  history.Lane
+	Name  string
+	Fate  history.Fate
+	Limit int // default 1000
+}
+
+// Events lists the events sent to an instance, oldest first, with their lane,
+// name, fate, wait number and timestamps, so "where did my event go" always
+// has an answer. An optional filter narrows the list.
+func (c *Client) Events(ctx context.Context, instanceID string, filter ...EventFilter) ([]*EventRecord, error) {
+	p := &storage.EventListParams{Tenant: c.cfg.Tenant, InstanceID: instanceID}
+	if len(filter) > 0 {
+		f := filter[0]
+		p.Lane, p.Name, p.Fate, p.Limit = f.Lane, f.Name, f.Fate, f.Limit
+	}
+	recs, err := c.store.EventList(ctx, p)
 	if err != nil {
 		return nil, fmt.Errorf("events of %s: %w", instanceID, err)
 	}

@@ -42,6 +42,13 @@ type Config struct {
 	// MaxPayloadBytes caps an event payload; a larger one is refused with
 	// ErrEventInvalid. Default 1 MiB.
 	MaxPayloadBytes int
+	// EventRetention is how long an event sent to an instance that has not
+	// started is kept before it is dropped (fate dropped/expired), unless
+	// its event definition says otherwise. Default 24 h.
+	EventRetention time.Duration
+	// ExpiryInterval is how often the runtime looks for expired events.
+	// Default 1 min.
+	ExpiryInterval time.Duration
 	// TurnWorkers is how many instance turns run at once. Default 4.
 	TurnWorkers int
 	// ActivityWorkers is how many activities run at once. Default 16.
@@ -85,6 +92,12 @@ func (c *Config) WithDefaults() *Config {
 	}
 	if out.MaxPayloadBytes <= 0 {
 		out.MaxPayloadBytes = 1 << 20
+	}
+	if out.EventRetention <= 0 {
+		out.EventRetention = 24 * time.Hour
+	}
+	if out.ExpiryInterval <= 0 {
+		out.ExpiryInterval = time.Minute
 	}
 	if out.TurnWorkers <= 0 {
 		out.TurnWorkers = 4
@@ -259,9 +272,10 @@ func (r *Runtime) Start(ctx context.Context) error {
 		started = true
 		ctx, r.cancel = context.WithCancel(ctx)
 		r.running.Store(true)
-		r.wg.Add(2)
+		r.wg.Add(3)
 		go func() { defer r.wg.Done(); r.turnLoop(ctx) }()
 		go func() { defer r.wg.Done(); r.activityLoop(ctx) }()
+		go func() { defer r.wg.Done(); r.expiryLoop(ctx) }()
 	})
 	if !started {
 		return errors.New("herald: runtime already started")

@@ -1,0 +1,251 @@
+package herald
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/heraldwf/herald/history"
+	"github.com/heraldwf/herald/storage"
+)
+
+// EventDefinition declares an event name for a tenant (SPEC §1): a JSON
+// Schema every payload of that name must satisfy, its buffering policy
+// (storage.BufferFIFO or storage.BufferLatest: a latest-value queue keeps at
+// most one unconsumed message, a newer one supersedes it), how long events
+// for an instance that has not started are kept (Retention), a payload cap
+// and the correlated-lane config. The name applies to positional events and
+// queue names alike; Buffer applies to the queue lane.
+type EventDefinition = storage.EventDefinition
+
+// CorrelationConfig is an event definition's correlated-lane settings.
+type CorrelationConfig = storage.CorrelationConfig
+
+// ErrDefinitionInvalid: PutEventDefinition was given a definition that
+// cannot be used (empty name, unknown buffer policy, a schema that does not
+// compile, negative retention or cap). Nothing was stored.
+var ErrDefinitionInvalid = errors.New("herald: event definition invalid")
+
+// PutEventDefinition creates or replaces the definition of def.Name. The
+// schema is compiled first; a definition that does not compile is refused
+// with ErrDefinitionInvalid. Events already stored are not rewritten: the
+// new definition applies to events sent from now on.
+func (c *Client) PutEventDefinition(ctx context.Context, def EventDefinition) (*EventDefinition, error) {
+	def.Tenant = c.cfg.Tenant
+	if def.Buffer == "" {
+		def.Buffer = storage.BufferFIFO
+	}
+	var problems []string
+	if def.Name == "" {
+		problems = append(problems, "empty name")
+	}
+	if def.Buffer != storage.BufferFIFO && def.Buffer != storage.BufferLatest {
+		problems = append(problems, fmt.Sprintf("buffer %q is neither %q nor %q", def.Buffer, storage.BufferFIFO, storage.BufferLatest))
+	}
+	if def.Retention < 0 {
+		problems = append(problems, "negative retention")
+	}
+	if def.MaxPayloadBytes < 0 {
+		problems = append(problems, "negative max payload bytes")
+	}
+	if def.Correlation != nil && def.Correlation.TTL < 0 {
+		problems = append(problems, "negative correlation ttl")
+	}
+	if len(def.Schema) > 0 {
+		if _, err := compileSchema(def.Name, def.Schema); err != nil {
+			problems = append(problems, "schema: "+err.Error())
+		}
+	}
+	if len(problems) > 0 {
+		return nil, fmt.Errorf("%w: %s: %s", ErrDefinitionInvalid, def.Name, strings.Join(problems, "; "))
+	}
+	out, err := c.store.EventDefinitionPut(ctx, &storage.EventDefinitionPutParams{Definition: def, Now: c.cfg.Now()})
+	if err != nil {
+		return nil, fmt.Errorf("put event definition %s: %w", def.Name, err)
+	}
+	return out, nil
+}
+
+// GetEventDefinition returns the definition of name, or ErrNotFound.
+func (c *Client) GetEventDefinition(ctx context.Context, name string) (*EventDefinition, error) {
+	d, err := c.store.EventDefinitionGet(ctx, &storage.EventDefinitionGetParams{Tenant: c.cfg.Tenant, Name: name})
+	if err != nil {
+		return nil, fmt.Errorf("event definition %s: %w", name, err)
+	}
+	return d, nil
+}
+
+// ListEventDefinitions returns the tenant's definitions by name.
+func (c *Client) ListEventDefinitions(ctx context.Context) ([]*EventDefinition, error) {
+	ds, err := c.store.EventDefinitionList(ctx, &storage.EventDefinitionListParams{Tenant: c.cfg.Tenant})
+	if err != nil {
+		return nil, fmt.Errorf("list event definitions: %w", err)
+	}
+	return ds, nil
+}
+
+// DeleteEventDefinition deletes the definition of name (ErrNotFound if
+// none). Events already stored keep their fates.
+func (c *Client) DeleteEventDefinition(ctx context.Context, name string) error {
+	if err := c.store.EventDefinitionDelete(ctx, &storage.EventDefinitionGetParams{Tenant: c.cfg.Tenant, Name: name}); err != nil {
+		return fmt.Errorf("delete event definition %s: %w", name, err)
+	}
+	return nil
+}
+
+func compileSchema(name string, schema []byte) (*jsonschema.Schema, error) {
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schema))
+	if err != nil {
+		return nil, fmt.Errorf("not JSON: %w", err)
+	}
+	comp := jsonschema.NewCompiler()
+	comp.UseLoader(jsonschema.SchemeURLLoader{}) // no file or network $refs
+	url := "herald:///definitions/" + name + ".json"
+	if err := comp.AddResource(url, doc); err != nil {
+		return nil, err
+	}
+	return comp.Compile(url)
+}
+
+// schemaCache keeps compiled schemas by (name, version), so a schema is
+// compiled once per definition version.
+type schemaCache struct {
+	mu sync.Mutex
+	m  map[string]cachedSchema
+}
+
+type cachedSchema struct {
+	version int64
+	schema  *jsonschema.Schema
+}
+
+func (sc *schemaCache) get(def *EventDefinition) (*jsonschema.Schema, error) {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if e, ok := sc.m[def.Name]; ok && e.version == def.Version {
+		return e.schema, nil
+	}
+	s, err := compileSchema(def.Name, def.Schema)
+	if err != nil {
+		return nil, err
+	}
+	if sc.m == nil {
+		sc.m = map[string]cachedSchema{}
+	}
+	sc.m[def.Name] = cachedSchema{version: def.Version, schema: s}
+	return s, nil
+}
+
+// applyDefinition validates an event against its definition, if one exists,
+// and fills in what the definition decides (latest-value buffering,
+// retention). It returns an *EventInvalidError for a payload the definition
+// refuses.
+func (c *Client) applyDefinition(ctx context.Context, p *storage.EventRaiseParams) error {
+	retention := c.cfg.EventRetention
+	def, err := c.store.EventDefinitionGet(ctx, &storage.EventDefinitionGetParams{Tenant: c.cfg.Tenant, Name: p.Name})
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
+		if len(p.Payload) > c.cfg.MaxPayloadBytes {
+			return &EventInvalidError{Name: p.Name, Reasons: []string{
+				fmt.Sprintf("payload is %d bytes, over the %d-byte cap", len(p.Payload), c.cfg.MaxPayloadBytes)}}
+		}
+	case err != nil:
+		return fmt.Errorf("event definition %s: %w", p.Name, err)
+	default:
+		var reasons []string
+		limit := c.cfg.MaxPayloadBytes
+		if def.MaxPayloadBytes > 0 {
+			limit = def.MaxPayloadBytes
+		}
+		if len(p.Payload) > limit {
+			reasons = append(reasons, fmt.Sprintf("payload is %d bytes, over the %d-byte cap", len(p.Payload), limit))
+		}
+		if len(def.Schema) > 0 && len(reasons) == 0 {
+			sch, err := c.schemas.get(def)
+			if err != nil {
+				return fmt.Errorf("event definition %s: schema: %w", p.Name, err)
+			}
+			inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(p.Payload))
+			if err != nil {
+				reasons = append(reasons, "payload is not valid JSON")
+			} else if err := sch.Validate(inst); err != nil {
+				reasons = append(reasons, schemaReasons(err)...)
+			}
+		}
+		if len(reasons) > 0 {
+			return &EventInvalidError{Name: p.Name, Reasons: reasons}
+		}
+		p.Latest = p.Lane == history.LaneQueue && def.Buffer == storage.BufferLatest
+		if def.Retention > 0 {
+			retention = def.Retention
+		}
+	}
+	p.ExpiresAt = p.Now.Add(retention)
+	return nil
+}
+
+// schemaReasons flattens a validation error into "where: what" lines.
+func schemaReasons(err error) []string {
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &ve) {
+		return []string{err.Error()}
+	}
+	var out []string
+	var walk func(u jsonschema.OutputUnit)
+	walk = func(u jsonschema.OutputUnit) {
+		if u.Error != nil && len(u.Errors) == 0 {
+			loc := u.InstanceLocation
+			if loc == "" {
+				loc = "/"
+			}
+			out = append(out, loc+": "+u.Error.String())
+		}
+		for _, e := range u.Errors {
+			walk(e)
+		}
+	}
+	walk(*ve.BasicOutput())
+	if len(out) == 0 {
+		out = append(out, ve.Error())
+	}
+	sort.Strings(out)
+	return out
+}
+
+// expiryLoop drops events kept for instances that never started once their
+// retention has passed (fate dropped/expired). It runs beside the workers
+// and never blocks them: each pass is one short write.
+func (r *Runtime) expiryLoop(ctx context.Context) {
+	t := time.NewTicker(r.cfg.ExpiryInterval)
+	defer t.Stop()
+	for {
+		for {
+			ids, err := r.store.EventExpire(ctx, &storage.EventExpireParams{Tenant: r.cfg.Tenant, Now: r.cfg.Now(), Limit: 1000})
+			if err != nil {
+				if ctx.Err() == nil {
+					r.logger.Error("herald: expire events", "err", err)
+				}
+				break
+			}
+			for _, id := range ids {
+				r.stats.countDrop(string(history.DropExpired))
+				r.logger.Warn("herald: event dropped", "event_id", id, "reason", history.DropExpired)
+			}
+			if len(ids) < 1000 {
+				break
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
