@@ -11,6 +11,7 @@ import (
 
 	"github.com/heraldwf/herald"
 	"github.com/heraldwf/herald/examples/approval"
+	"github.com/heraldwf/herald/examples/mailbox"
 	"github.com/heraldwf/herald/history"
 	"github.com/heraldwf/herald/storage/sqlite"
 )
@@ -42,6 +43,7 @@ func runDemo(ctx context.Context, args []string, w io.Writer) error {
 		return err
 	}
 	approval.Register(rt)
+	mailbox.Register(rt)
 	if err := rt.Start(ctx); err != nil {
 		return err
 	}
@@ -116,7 +118,53 @@ func runDemo(ctx context.Context, args []string, w io.Writer) error {
 		return err
 	}
 
-	ids := []string{"order-1", "order-2", "order-3", "meter-1"}
+	// 5. The queue lane. "settings" is a latest-value queue: of two
+	//    settings sent before the worker starts, only the newer is kept.
+	//    Five orders wait in the mailbox before it starts; it handles two per
+	//    execution, racing each receive against an idle timer (a receive
+	//    that loses consumes nothing) and carries the rest across
+	//    continue-as-new. The sixth order arrives while it idles.
+	if _, err := c.PutEventDefinition(ctx, herald.EventDefinition{Name: "settings", Buffer: "latest",
+		Schema: []byte(`{"type":"object","properties":{"currency":{"type":"string"}},"required":["currency"]}`)}); err != nil {
+		return err
+	}
+	if _, err := c.Enqueue(ctx, "mailbox-1", "settings", map[string]any{"currency": 42}); err != nil {
+		fmt.Fprintf(w, "mailbox-1: settings with a number for currency refused: %v\n", err)
+	}
+	for i, cur := range []string{"USD", "EUR"} {
+		if _, err := c.Enqueue(ctx, "mailbox-1", "settings", map[string]any{"currency": cur},
+			herald.WithEventID(fmt.Sprintf("mailbox-1/settings-%d", i+1))); err != nil {
+			return err
+		}
+	}
+	for i := 1; i <= 5; i++ {
+		if _, err := c.Enqueue(ctx, "mailbox-1", "orders", fmt.Sprintf("order #%d", i),
+			herald.WithEventID(fmt.Sprintf("mailbox-1/order-%d", i))); err != nil {
+			return err
+		}
+	}
+	if _, err := c.StartWorkflow(ctx, "mailbox", mailbox.State{PerRun: 2, MaxRuns: 3},
+		herald.WithInstanceID("mailbox-1")); err != nil {
+		return err
+	}
+	for {
+		info, err := c.Status(ctx, "mailbox-1")
+		if err != nil {
+			return err
+		}
+		if info.Execution == 3 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := waitHistory(ctx, c, "mailbox-1", history.TimerFired); err != nil {
+		return err
+	}
+	if _, err := c.Enqueue(ctx, "mailbox-1", "orders", "order #6", herald.WithEventID("mailbox-1/order-6")); err != nil {
+		return err
+	}
+
+	ids := []string{"order-1", "order-2", "order-3", "meter-1", "mailbox-1"}
 	for _, id := range ids {
 		if _, err := c.WaitForCompletion(ctx, id); err != nil {
 			return fmt.Errorf("wait for %s: %w", id, err)
@@ -127,7 +175,7 @@ func runDemo(ctx context.Context, args []string, w io.Writer) error {
 			return err
 		}
 	}
-	// 5. An event for an instance that has ended is refused, and nothing is stored.
+	// 6. An event for an instance that has ended is refused, and nothing is stored.
 	_, err = c.RaiseEvent(ctx, "order-1", "decision", approval.Decision{Approved: false, By: "eve"})
 	fmt.Fprintf(w, "\nraise to completed order-1 → %v\n", err)
 	return nil

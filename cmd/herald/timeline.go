@@ -47,7 +47,7 @@ func printTimeline(ctx context.Context, w io.Writer, c *herald.Client, id string
 	if len(recs) > 0 {
 		fmt.Fprintf(w, "  events\n")
 		for _, r := range recs {
-			fmt.Fprintf(w, "    %-22s %-10s %s\n", r.EventID, r.Name, fate(r))
+			fmt.Fprintf(w, "    %-24s %-10s %-10s %s\n", r.EventID, r.Lane, r.Name, fate(r))
 		}
 	}
 	return nil
@@ -73,17 +73,33 @@ func describe(ev history.Event, execution int) string {
 		parts = append(parts, fmt.Sprintf("(of #%d)", ev.TaskSeq))
 	case history.EventSubscribed:
 		s := fmt.Sprintf("wait for %q", ev.Name)
-		if ev.EventID != "" {
-			s += fmt.Sprintf(" → took buffered event %s at once (wait #%d)", ev.EventID, ev.WaitNumber)
+		switch {
+		case ev.NoWait:
+			s = fmt.Sprintf("try to receive from queue %q", ev.Name)
+		case ev.Lane == history.LaneQueue:
+			s = fmt.Sprintf("receive from queue %q", ev.Name)
+		}
+		switch {
+		case ev.EventID != "":
+			s += fmt.Sprintf(" → took %s at once (#%d)", ev.EventID, ev.WaitNumber)
+		case ev.NoWait:
+			s += " → empty"
 		}
 		parts = append(parts, s)
 	case history.EventSubscribedCancelled:
-		parts = append(parts, fmt.Sprintf("wait for %q (#%d) withdrawn", ev.Name, ev.TaskSeq))
+		if ev.Lane == history.LaneQueue {
+			parts = append(parts, fmt.Sprintf("receive from queue %q (#%d) cancelled, nothing consumed", ev.Name, ev.TaskSeq))
+		} else {
+			parts = append(parts, fmt.Sprintf("wait for %q (#%d) withdrawn", ev.Name, ev.TaskSeq))
+		}
 	case history.EventRaised:
 		s := fmt.Sprintf("%q id=%s payload=%s", ev.Name, ev.EventID, ev.Payload)
+		if ev.Lane == history.LaneQueue {
+			s = "[queue] " + s
+		}
 		switch {
 		case ev.TaskSeq > 0:
-			s += fmt.Sprintf(" → delivered to wait #%d (of #%d)", ev.WaitNumber, ev.TaskSeq)
+			s += fmt.Sprintf(" → delivered to #%d (of #%d)", ev.WaitNumber, ev.TaskSeq)
 		case ev.AtStart && ev.OriginExecution > 0 && ev.OriginExecution != execution:
 			s += fmt.Sprintf(" → carried over, buffered (arrived in execution %d)", ev.OriginExecution)
 		case ev.AtStart:
@@ -93,7 +109,11 @@ func describe(ev history.Event, execution int) string {
 		}
 		parts = append(parts, s)
 	case history.EventDropped:
-		parts = append(parts, fmt.Sprintf("%q id=%s ✗ dropped: %s", ev.Name, ev.EventID, ev.Reason))
+		s := fmt.Sprintf("%q id=%s ✗ dropped: %s", ev.Name, ev.EventID, ev.Reason)
+		if ev.Lane == history.LaneQueue {
+			s = "[queue] " + s
+		}
+		parts = append(parts, s)
 	case history.ExecutionCompleted:
 		parts = append(parts, "result="+string(ev.Result))
 	case history.ExecutionFailed, history.ExecutionTerminated:
@@ -107,7 +127,11 @@ func describe(ev history.Event, execution int) string {
 func fate(r *herald.EventRecord) string {
 	switch r.Fate {
 	case history.FateDelivered:
-		s := fmt.Sprintf("delivered to wait #%d of execution %d", r.WaitNumber, r.Execution)
+		what := "wait"
+		if r.Lane == history.LaneQueue {
+			what = "receive"
+		}
+		s := fmt.Sprintf("delivered to %s #%d of execution %d", what, r.WaitNumber, r.Execution)
 		if r.OriginExecution != 0 && r.OriginExecution != r.Execution {
 			s += fmt.Sprintf(" (arrived in execution %d)", r.OriginExecution)
 		}

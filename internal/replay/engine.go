@@ -431,7 +431,7 @@ func (s *State) arrive(m storage.Message, atStart bool) {
 		var superseded []*Buffered
 		o, superseded = s.queue.Arrive(b, m.Latest)
 		for _, old := range superseded {
-			s.drop(old.Event, history.DropSuperseded)
+			s.drop(old.Event, history.DropSuperseded, atStart)
 		}
 	} else {
 		o = s.lane.Arrive(b)
@@ -461,9 +461,10 @@ func (s *State) arrive(m storage.Message, atStart bool) {
 
 // drop records the drop of an event that was buffered (a superseded
 // latest-value message): a breadcrumb and its fate.
-func (s *State) drop(buffered history.Event, reason history.DropReason) {
+func (s *State) drop(buffered history.Event, reason history.DropReason, atStart bool) {
 	ev := history.Event{Kind: history.EventDropped, Lane: buffered.Lane, EventID: buffered.EventID, Name: buffered.Name,
-		Payload: buffered.Payload, OriginExecution: buffered.OriginExecution, Reason: reason, ReceivedAt: buffered.ReceivedAt}
+		Payload: buffered.Payload, OriginExecution: buffered.OriginExecution, Reason: reason, ReceivedAt: buffered.ReceivedAt,
+		AtStart: atStart}
 	ev = s.record(ev)
 	s.out.Drops = append(s.out.Drops, ev)
 	s.out.Fates = append(s.out.Fates, storage.FateUpdate{EventID: ev.EventID, Fate: history.FateDropped, Reason: reason,
