@@ -20,6 +20,7 @@ type Client struct {
 	store   storage.Store
 	cfg     *Config
 	schemas schemaCache
+	stats   *Stats // the runtime's, when the client came from Runtime.Client
 }
 
 // NewClient returns a client over store (cfg may be nil for the defaults).
@@ -243,11 +244,12 @@ func (c *Client) History(ctx context.Context, instanceID string, execution int) 
 // still pending or buffered for it dropped (instance_terminal), its
 // activities and timers cancelled. ErrInstanceNotRunning if it had ended.
 func (c *Client) Terminate(ctx context.Context, instanceID, reason string) error {
-	err := c.store.InstanceTerminate(ctx, &storage.InstanceTerminateParams{Tenant: c.cfg.Tenant, ID: instanceID,
+	dropped, err := c.store.InstanceTerminate(ctx, &storage.InstanceTerminateParams{Tenant: c.cfg.Tenant, ID: instanceID,
 		Reason: reason, Now: c.cfg.Now()})
 	if err != nil {
 		return fmt.Errorf("terminate %s: %w", instanceID, err)
 	}
+	reportDrops(c.cfg.Logger, c.stats, instanceID, dropped)
 	return nil
 }
 

@@ -1131,7 +1131,7 @@ func TestLeaseFencingStaleTurn(t *testing.T) {
 		Status:           storage.StatusCompleted,
 		Output:           []byte(`"stale"`),
 	}
-	if err := st.TurnCommit(ctx, staleCommit); !errors.Is(err, storage.ErrLeaseLost) {
+	if _, err := st.TurnCommit(ctx, staleCommit); !errors.Is(err, storage.ErrLeaseLost) {
 		t.Fatalf("stale commit: %v, want ErrLeaseLost", err)
 	}
 	histAfter, err := st.HistoryList(ctx, &storage.HistoryListParams{Tenant: tenant, InstanceID: id})
@@ -1153,7 +1153,7 @@ func TestLeaseFencingStaleTurn(t *testing.T) {
 	}
 
 	// The new owner commits its own turn.
-	if err := st.TurnCommit(ctx, &storage.TurnCommitParams{
+	if _, err := st.TurnCommit(ctx, &storage.TurnCommitParams{
 		Tenant: tenant, InstanceID: id, LockToken: fresh.LockToken, Execution: 1, Now: t0.Add(2200 * time.Millisecond),
 		NewEvents: []history.Event{{Seq: 2, Time: t0.Add(2200 * time.Millisecond), Kind: history.TimerCreated,
 			FireAt: t0.Add(time.Hour)}},
@@ -1176,7 +1176,7 @@ func TestLeaseFencingStaleTurn(t *testing.T) {
 		p.LockToken = tok
 		p.NewEvents = []history.Event{{Seq: 3, Time: t0, Kind: history.ExecutionCompleted}}
 		p.Activities = nil
-		if err := st.TurnCommit(ctx, &p); !errors.Is(err, storage.ErrLeaseLost) {
+		if _, err := st.TurnCommit(ctx, &p); !errors.Is(err, storage.ErrLeaseLost) {
 			t.Errorf("%s token after the fresh commit: %v, want ErrLeaseLost", name, err)
 		}
 	}

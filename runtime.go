@@ -202,7 +202,7 @@ func NewRuntime(store storage.Store, cfg *Config) (*Runtime, error) {
 		workflows:  map[string]replay.WorkflowFunc{},
 		activities: map[string]activityFunc{},
 	}
-	rt.client = &Client{store: store, cfg: c}
+	rt.client = &Client{store: store, cfg: c, stats: &rt.stats}
 	return rt, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"runtime/debug"
 	"sync"
@@ -131,7 +132,7 @@ func (r *Runtime) runTurn(ctx context.Context, t *storage.Turn) {
 		out.Activities[i].Tenant = r.cfg.Tenant
 		out.Activities[i].Retry = r.retryPolicy(out.Activities[i].Retry)
 	}
-	err = r.store.TurnCommit(ctx, &storage.TurnCommitParams{
+	storeDrops, err := r.store.TurnCommit(ctx, &storage.TurnCommitParams{
 		Tenant:           r.cfg.Tenant,
 		InstanceID:       t.Instance.ID,
 		LockToken:        t.LockToken,
@@ -162,13 +163,22 @@ func (r *Runtime) runTurn(ctx context.Context, t *storage.Turn) {
 			LockToken: t.LockToken, RetryAt: r.cfg.Now().Add(r.cfg.PollInterval)})
 		return
 	}
-	for _, d := range out.Drops {
-		r.stats.countDrop(string(d.Reason))
-		r.logger.Warn("herald: event dropped", "instance", t.Instance.ID, "event_id", d.EventID,
-			"name", d.Name, "lane", d.Lane, "reason", d.Reason, "origin_execution", d.OriginExecution)
-	}
+	reportDrops(r.logger, &r.stats, t.Instance.ID, out.Drops)
+	reportDrops(r.logger, &r.stats, t.Instance.ID, storeDrops)
 	if out.Failure != nil && out.Failure.Kind == replay.FailureNondeterminism {
 		r.logger.Error("herald: workflow failed: non-deterministic", "instance", t.Instance.ID, "err", out.Failure.Message)
+	}
+}
+
+// reportDrops logs each dropped event at WARN and counts it: no event is
+// dropped silently.
+func reportDrops(logger *slog.Logger, stats *Stats, instanceID string, drops []history.Event) {
+	for _, d := range drops {
+		if stats != nil {
+			stats.countDrop(string(d.Reason))
+		}
+		logger.Warn("herald: event dropped", "instance", instanceID, "event_id", d.EventID,
+			"name", d.Name, "lane", d.Lane, "reason", d.Reason, "origin_execution", d.OriginExecution)
 	}
 }
 
@@ -277,6 +287,18 @@ func (r *Runtime) runActivity(base context.Context, t *storage.ActivityTask) {
 		r.logger.Warn("herald: activity not registered here; releasing it", "activity", t.Name, "instance", t.InstanceID)
 		_ = r.store.ActivityRetry(base, &storage.ActivityRetryParams{Tenant: t.Tenant, InstanceID: t.InstanceID,
 			Execution: t.Execution, TaskSeq: t.TaskSeq, LockToken: t.LockToken, RetryAt: r.cfg.Now().Add(r.cfg.PollInterval)})
+		return
+	}
+	if t.Retry.MaxAttempts > 0 && t.Attempt > t.Retry.MaxAttempts {
+		// Every attempt was lost with its worker (a crash, an OOM kill):
+		// fail the activity rather than retry it forever.
+		err := r.store.ActivityComplete(base, &storage.ActivityCompleteParams{Tenant: t.Tenant, InstanceID: t.InstanceID,
+			Execution: t.Execution, TaskSeq: t.TaskSeq, LockToken: t.LockToken, Now: r.cfg.Now(),
+			Failure: &history.Failure{Kind: replay.FailureActivity, Message: fmt.Sprintf(
+				"attempt %d of %d: the previous attempt's worker was lost (lease expired)", t.Attempt-1, t.Retry.MaxAttempts)}})
+		if err != nil && !errors.Is(err, storage.ErrLeaseLost) {
+			r.logger.Error("herald: record activity result", "activity", t.Name, "instance", t.InstanceID, "err", err)
+		}
 		return
 	}
 	ctx, cancel := context.WithCancel(context.WithValue(base, activityInfoKey{}, ActivityInfo{

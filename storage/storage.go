@@ -322,7 +322,9 @@ type TurnAbandonParams struct {
 	RetryAt time.Time
 }
 
-// ActivityClaimParams claims up to Max visible activity tasks.
+// ActivityClaimParams claims up to Max visible activity tasks. Taking over a
+// task whose lease expired increments its Attempt: the attempt that held the
+// lease was lost with its worker.
 type ActivityClaimParams struct {
 	Tenant string
 	Now    time.Time
@@ -455,9 +457,10 @@ type Store interface {
 	// InstanceGet returns ErrNotFound.
 	InstanceGet(ctx context.Context, p *InstanceGetParams) (*Instance, error)
 	InstanceList(ctx context.Context, p *InstanceListParams) ([]*Instance, error)
-	// InstanceTerminate returns ErrNotFound, or ErrInstanceNotRunning if the
-	// instance already ended.
-	InstanceTerminate(ctx context.Context, p *InstanceTerminateParams) error
+	// InstanceTerminate returns the EventDropped breadcrumbs of the events it
+	// dropped (instance_terminal), so the caller can log and count them; or
+	// ErrNotFound, or ErrInstanceNotRunning if the instance already ended.
+	InstanceTerminate(ctx context.Context, p *InstanceTerminateParams) ([]history.Event, error)
 
 	// HistoryList returns ErrNotFound if the instance does not exist.
 	HistoryList(ctx context.Context, p *HistoryListParams) ([]history.Event, error)
@@ -484,7 +487,10 @@ type Store interface {
 	EventExpire(ctx context.Context, p *EventExpireParams) ([]string, error)
 
 	TurnClaim(ctx context.Context, p *TurnClaimParams) ([]*Turn, error)
-	TurnCommit(ctx context.Context, p *TurnCommitParams) error
+	// TurnCommit returns the EventDropped breadcrumbs the store added
+	// itself (instance_terminal drops when the turn ended the instance), so
+	// the caller can log and count them.
+	TurnCommit(ctx context.Context, p *TurnCommitParams) ([]history.Event, error)
 	TurnAbandon(ctx context.Context, p *TurnAbandonParams) error
 
 	ActivityClaim(ctx context.Context, p *ActivityClaimParams) ([]*ActivityTask, error)

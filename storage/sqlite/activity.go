@@ -96,7 +96,10 @@ func (s *Store) ActivityClaim(ctx context.Context, p *storage.ActivityClaimParam
 			return fmt.Errorf("find tasks: %w", err)
 		}
 		for _, k := range keys {
-			t, err := scanActivity(w.queryRow(`UPDATE activities SET lock_token = ?, lease_until = ?
+			// Taking over an expired lease means the attempt that held it was
+			// lost (its worker died): that counts as an attempt.
+			t, err := scanActivity(w.queryRow(`UPDATE activities SET lock_token = ?, lease_until = ?,
+				attempt = attempt + (CASE WHEN lock_token IS NULL THEN 0 ELSE 1 END)
 				WHERE tenant = ? AND instance_id = ? AND execution = ? AND task_seq = ?
 				RETURNING `+activityCols, newToken(), leaseUntil, p.Tenant, k.id, k.exec, k.seq))
 			if err != nil {

@@ -75,7 +75,7 @@ func BenchmarkEventRoundTrip(b *testing.B) {
 									p := &storage.TurnCommitParams{Tenant: "b", InstanceID: t.Instance.ID, LockToken: t.LockToken,
 										Execution: t.Instance.Execution, Now: now, ConsumedMessages: ids}
 									finish(t, p)
-									if err := s.TurnCommit(ctx, p); err != nil {
+									if _, err := s.TurnCommit(ctx, p); err != nil {
 										b.Error(err)
 									}
 								}()

@@ -163,12 +163,14 @@ func (s *Store) InstanceList(ctx context.Context, p *storage.InstanceListParams)
 // inbox and activity tasks deleted and its lease cleared, so an in-flight
 // turn's commit fails with ErrLeaseLost. It returns storage.ErrNotFound, or
 // storage.ErrInstanceNotRunning if the instance already ended.
-func (s *Store) InstanceTerminate(ctx context.Context, p *storage.InstanceTerminateParams) error {
+func (s *Store) InstanceTerminate(ctx context.Context, p *storage.InstanceTerminateParams) ([]history.Event, error) {
 	if p == nil {
-		return errors.New("sqlite: terminate instance: nil params")
+		return nil, errors.New("sqlite: terminate instance: nil params")
 	}
 	now := nowOr(p.Now)
+	var dropped []history.Event
 	err := s.write(ctx, func(w *wtx) error {
+		dropped = nil
 		inst, err := getInstance(w.ctx, w, p.Tenant, p.ID)
 		if err != nil {
 			return err
@@ -189,7 +191,7 @@ func (s *Store) InstanceTerminate(ctx context.Context, p *storage.InstanceTermin
 		if err := appendHistory(w, p.Tenant, p.ID, inst.Execution, []history.Event{ev}); err != nil {
 			return err
 		}
-		if err := endInstance(w, p.Tenant, p.ID, inst.Execution, now.UnixNano()); err != nil {
+		if dropped, err = endInstance(w, p.Tenant, p.ID, inst.Execution, now.UnixNano()); err != nil {
 			return err
 		}
 		if _, err := w.exec(`UPDATE instances SET status = ?, failure = ?, updated_at = ?,
@@ -202,9 +204,9 @@ func (s *Store) InstanceTerminate(ctx context.Context, p *storage.InstanceTermin
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("sqlite: terminate instance %q: %w", p.ID, err)
+		return nil, fmt.Errorf("sqlite: terminate instance %q: %w", p.ID, err)
 	}
-	return nil
+	return dropped, nil
 }
 
 // endInstance does what every terminal transition does after the final
@@ -212,34 +214,35 @@ func (s *Store) InstanceTerminate(ctx context.Context, p *storage.InstanceTermin
 // dropped (instance_terminal) with an EventDropped breadcrumb appended to
 // the execution's history, and the inbox and activity tasks are deleted.
 // The caller updates the instance row (its ready_at becomes NULL).
-func endInstance(w *wtx, tenant, id string, execution int, now int64) error {
+func endInstance(w *wtx, tenant, id string, execution int, now int64) ([]history.Event, error) {
 	rows, err := w.query(`SELECT rid, event_id, lane, name FROM events
 		WHERE tenant = ? AND instance_id = ? AND fate IN (?, ?)
 		ORDER BY rid`, tenant, id, string(history.FatePending), string(history.FateBuffered))
 	if err != nil {
-		return fmt.Errorf("load undelivered events: %w", err)
+		return nil, fmt.Errorf("load undelivered events: %w", err)
 	}
 	type ev struct {
 		rid            int64
 		id, lane, name string
 	}
 	var evs []ev
+	var dropped []history.Event
 	for rows.Next() {
 		var e ev
 		if err := rows.Scan(&e.rid, &e.id, &e.lane, &e.name); err != nil {
 			rows.Close()
-			return fmt.Errorf("load undelivered events: %w", err)
+			return nil, fmt.Errorf("load undelivered events: %w", err)
 		}
 		evs = append(evs, e)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("load undelivered events: %w", err)
+		return nil, fmt.Errorf("load undelivered events: %w", err)
 	}
 	if len(evs) > 0 {
 		seq, err := lastSeq(w, tenant, id, execution)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		crumbs := make([]history.Event, len(evs))
 		for i, e := range evs {
@@ -247,7 +250,7 @@ func endInstance(w *wtx, tenant, id string, execution int, now int64) error {
 				execution = CASE WHEN execution = 0 THEN ? ELSE execution END, updated_at = ?
 				WHERE rid = ?`,
 				string(history.FateDropped), string(history.DropInstanceTerminal), execution, now, e.rid); err != nil {
-				return fmt.Errorf("drop event %q: %w", e.id, err)
+				return nil, fmt.Errorf("drop event %q: %w", e.id, err)
 			}
 			crumbs[i] = history.Event{
 				Seq:     seq + 1 + i,
@@ -260,16 +263,17 @@ func endInstance(w *wtx, tenant, id string, execution int, now int64) error {
 			}
 		}
 		if err := appendHistory(w, tenant, id, execution, crumbs); err != nil {
-			return err
+			return nil, err
 		}
+		dropped = crumbs
 	}
 	if _, err := w.exec(`DELETE FROM inbox WHERE tenant = ? AND instance_id = ?`, tenant, id); err != nil {
-		return fmt.Errorf("clear inbox: %w", err)
+		return nil, fmt.Errorf("clear inbox: %w", err)
 	}
 	if _, err := w.exec(`DELETE FROM activities WHERE tenant = ? AND instance_id = ?`, tenant, id); err != nil {
-		return fmt.Errorf("clear activities: %w", err)
+		return nil, fmt.Errorf("clear activities: %w", err)
 	}
-	return nil
+	return dropped, nil
 }
 
 // HistoryList returns one execution's history (Execution 0: the current

@@ -122,7 +122,7 @@ func TestOpenRejectsBadInput(t *testing.T) {
 	if _, err := s.InstanceCreate(ctx, nil); err == nil {
 		t.Error("InstanceCreate(nil) succeeded")
 	}
-	if err := s.TurnCommit(ctx, nil); err == nil {
+	if _, err := s.TurnCommit(ctx, nil); err == nil {
 		t.Error("TurnCommit(nil) succeeded")
 	}
 	if _, _, err := s.NextWake(ctx, nil); err == nil {
@@ -148,7 +148,7 @@ func TestGroupCommit(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			// Always fails: nobody holds this token.
-			err := s.TurnCommit(ctx, &storage.TurnCommitParams{Tenant: "t", InstanceID: fmt.Sprintf("i%d", i), LockToken: "x", Execution: 1, Now: t0})
+			_, err := s.TurnCommit(ctx, &storage.TurnCommitParams{Tenant: "t", InstanceID: fmt.Sprintf("i%d", i), LockToken: "x", Execution: 1, Now: t0})
 			if !errors.Is(err, storage.ErrLeaseLost) {
 				errs <- fmt.Errorf("TurnCommit: %v, want ErrLeaseLost", err)
 			}

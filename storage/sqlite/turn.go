@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/heraldwf/herald/history"
 	"time"
 
 	"github.com/heraldwf/herald/storage"
@@ -125,9 +126,9 @@ func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*s
 // executions' timers and activity results, deletes their unleased activity
 // tasks and marks leased ones cancel_requested, and adds a kick message.
 // Finally the lease is cleared.
-func (s *Store) TurnCommit(ctx context.Context, p *storage.TurnCommitParams) error {
+func (s *Store) TurnCommit(ctx context.Context, p *storage.TurnCommitParams) ([]history.Event, error) {
 	if p == nil {
-		return errors.New("sqlite: commit turn: nil params")
+		return nil, errors.New("sqlite: commit turn: nil params")
 	}
 	status := p.Status
 	if status == "" {
@@ -136,25 +137,29 @@ func (s *Store) TurnCommit(ctx context.Context, p *storage.TurnCommitParams) err
 	switch status {
 	case storage.StatusRunning, storage.StatusCompleted, storage.StatusFailed, storage.StatusTerminated:
 	default:
-		return fmt.Errorf("sqlite: commit turn of %q: invalid status %q", p.InstanceID, p.Status)
+		return nil, fmt.Errorf("sqlite: commit turn of %q: invalid status %q", p.InstanceID, p.Status)
 	}
 	if p.ContinueAsNew != nil && status != storage.StatusRunning {
-		return fmt.Errorf("sqlite: commit turn of %q: continue-as-new with status %q", p.InstanceID, status)
+		return nil, fmt.Errorf("sqlite: commit turn of %q: continue-as-new with status %q", p.InstanceID, status)
 	}
 	if p.LockToken == "" {
-		return fmt.Errorf("sqlite: commit turn of %q: empty lock token: %w", p.InstanceID, storage.ErrLeaseLost)
+		return nil, fmt.Errorf("sqlite: commit turn of %q: empty lock token: %w", p.InstanceID, storage.ErrLeaseLost)
 	}
 	now := nowOr(p.Now)
+	var dropped []history.Event
 	err := s.write(ctx, func(w *wtx) error {
-		return commitTurn(w, p, status, now)
+		dropped = nil
+		return commitTurn(w, p, status, now, &dropped)
 	})
 	if err != nil {
-		return fmt.Errorf("sqlite: commit turn of %q: %w", p.InstanceID, err)
+		return nil, fmt.Errorf("sqlite: commit turn of %q: %w", p.InstanceID, err)
 	}
-	return nil
+	return dropped, nil
 }
 
-func commitTurn(w *wtx, p *storage.TurnCommitParams, status storage.Status, now time.Time) error {
+// commitTurn writes one turn; the instance_terminal drop breadcrumbs it adds
+// go to *dropped.
+func commitTurn(w *wtx, p *storage.TurnCommitParams, status storage.Status, now time.Time, dropped *[]history.Event) error {
 	tenant, id, nowN := p.Tenant, p.InstanceID, now.UnixNano()
 	var (
 		token     sql.NullString
@@ -246,9 +251,11 @@ func commitTurn(w *wtx, p *storage.TurnCommitParams, status storage.Status, now 
 	}
 
 	if status.Terminal() {
-		if err := endInstance(w, tenant, id, execution, nowN); err != nil {
+		d, err := endInstance(w, tenant, id, execution, nowN)
+		if err != nil {
 			return err
 		}
+		*dropped = d
 	}
 
 	next, input := execution, any(nil)

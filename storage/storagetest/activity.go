@@ -98,6 +98,7 @@ func testActivities(b *bundle) {
 	if a3b.LockToken == a3.LockToken {
 		t.Fatal("takeover kept the lock token")
 	}
+	wantEqual(t, "Attempt after taking over a lost attempt", a3b.Attempt, a3.Attempt+1)
 	wantErr(t, "complete with the taken-over token", b.complete(a3, `"late"`, nil, now), storage.ErrLeaseLost)
 	_, err = b.heartbeat(a3, at(10*time.Minute))
 	wantErr(t, "heartbeat with the taken-over token", err, storage.ErrLeaseLost)

@@ -157,7 +157,8 @@ func testInstanceTerminate(b *bundle) {
 	inflight := b.claimOne("i", at(3*time.Second))
 
 	end := at(4 * time.Second)
-	if err := b.s.InstanceTerminate(b.ctx, &storage.InstanceTerminateParams{Tenant: b.tenant, ID: "i", Reason: "operator", Now: end}); err != nil {
+	dropped, err := b.s.InstanceTerminate(b.ctx, &storage.InstanceTerminateParams{Tenant: b.tenant, ID: "i", Reason: "operator", Now: end})
+	if err != nil {
 		t.Fatalf("InstanceTerminate: %v", err)
 	}
 	inst := b.get("i")
@@ -175,8 +176,11 @@ func testInstanceTerminate(b *bundle) {
 		t.Fatalf("ExecutionTerminated.Failure = %+v", term.Failure)
 	}
 	wantTime(t, "ExecutionTerminated.Time", term.Time, end)
+	wantEqual(t, "dropped breadcrumbs returned", len(dropped), 2)
 	for i, id := range []string{"e1", "e3"} {
 		crumb := hist[6+i]
+		wantEqual(t, "returned breadcrumb EventID", dropped[i].EventID, id)
+		wantEqual(t, "returned breadcrumb Seq", dropped[i].Seq, crumb.Seq)
 		wantEqual(t, "breadcrumb EventID", crumb.EventID, id)
 		wantEqual(t, "breadcrumb Name", crumb.Name, "approve")
 		wantEqual(t, "breadcrumb Lane", crumb.Lane, history.LanePositional)
@@ -197,7 +201,7 @@ func testInstanceTerminate(b *bundle) {
 	fenced := b.commitParams(inflight, at(5*time.Second))
 	fenced.NewEvents = []history.Event{ev(9, history.TimerCreated, at(5*time.Second))}
 	fenced.Status = storage.StatusCompleted
-	wantErr(t, "commit of the in-flight turn", b.s.TurnCommit(b.ctx, fenced), storage.ErrLeaseLost)
+	wantErr(t, "commit of the in-flight turn", errOf(b.s.TurnCommit(b.ctx, fenced)), storage.ErrLeaseLost)
 	wantEqual(t, "history length after fenced commit", len(b.history("i", 0)), 8)
 	wantEqual(t, "Status after fenced commit", b.get("i").Status, storage.StatusTerminated)
 
@@ -208,9 +212,9 @@ func testInstanceTerminate(b *bundle) {
 	}
 	b.wantNoWake(end)
 
-	err := b.s.InstanceTerminate(b.ctx, &storage.InstanceTerminateParams{Tenant: b.tenant, ID: "i", Reason: "again", Now: end})
+	_, err = b.s.InstanceTerminate(b.ctx, &storage.InstanceTerminateParams{Tenant: b.tenant, ID: "i", Reason: "again", Now: end})
 	wantErr(t, "InstanceTerminate of a terminated instance", err, storage.ErrInstanceNotRunning)
-	err = b.s.InstanceTerminate(b.ctx, &storage.InstanceTerminateParams{Tenant: b.tenant, ID: "missing", Now: end})
+	_, err = b.s.InstanceTerminate(b.ctx, &storage.InstanceTerminateParams{Tenant: b.tenant, ID: "missing", Now: end})
 	wantErr(t, "InstanceTerminate(missing)", err, storage.ErrNotFound)
 	_, err = b.s.EventRaise(b.ctx, b.raiseParams("i", "e4", "approve", end))
 	wantErr(t, "EventRaise to a terminated instance", err, storage.ErrInstanceNotRunning)

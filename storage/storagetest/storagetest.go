@@ -166,7 +166,7 @@ func (b *bundle) commitParams(turn *storage.Turn, now time.Time) *storage.TurnCo
 
 func (b *bundle) commit(p *storage.TurnCommitParams) {
 	b.t.Helper()
-	if err := b.s.TurnCommit(b.ctx, p); err != nil {
+	if _, err := b.s.TurnCommit(b.ctx, p); err != nil {
 		b.t.Fatalf("TurnCommit(%s): %v", p.InstanceID, err)
 	}
 }
@@ -340,3 +340,6 @@ func taskSeqs(tasks []*storage.ActivityTask) []int {
 func ev(seq int, kind history.Kind, now time.Time) history.Event {
 	return history.Event{Seq: seq, Kind: kind, Time: now}
 }
+
+// errOf returns the error of a call that also returns a value.
+func errOf[T any](_ T, err error) error { return err }

@@ -46,7 +46,7 @@ func testTenantIsolation(b *bundle) {
 	cross := ta.commitParams(turnA, at(2*time.Second))
 	cross.Tenant = tb.tenant
 	cross.Status = storage.StatusCompleted
-	wantErr(t, "commit with another tenant's token", b.s.TurnCommit(b.ctx, cross), storage.ErrLeaseLost)
+	wantErr(t, "commit with another tenant's token", errOf(b.s.TurnCommit(b.ctx, cross)), storage.ErrLeaseLost)
 
 	// B schedules an activity; A sees none.
 	p := tb.commitParams(turnB, at(2*time.Second))
@@ -72,7 +72,7 @@ func testTenantIsolation(b *bundle) {
 	wantErr(t, "ActivityComplete in the wrong tenant", err, storage.ErrLeaseLost)
 
 	// Terminating A leaves B running.
-	if err := b.s.InstanceTerminate(b.ctx, &storage.InstanceTerminateParams{Tenant: ta.tenant, ID: "shared", Now: at(4 * time.Second)}); err != nil {
+	if _, err := b.s.InstanceTerminate(b.ctx, &storage.InstanceTerminateParams{Tenant: ta.tenant, ID: "shared", Now: at(4 * time.Second)}); err != nil {
 		t.Fatal(err)
 	}
 	wantEqual(t, "status in a", ta.get("shared").Status, storage.StatusTerminated)
@@ -184,7 +184,7 @@ func testConcurrentClaims(b *bundle) {
 					claimed[turn.Instance.ID]++
 					mu.Unlock()
 					p := b.commitParams(turn, at(time.Second))
-					if err := b.s.TurnCommit(b.ctx, p); err != nil {
+					if _, err := b.s.TurnCommit(b.ctx, p); err != nil {
 						t.Errorf("TurnCommit(%s): %v", turn.Instance.ID, err)
 					}
 				}

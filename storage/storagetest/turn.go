@@ -68,7 +68,7 @@ func testTurnCommitAtomic(b *bundle) {
 	bad.Timers = []storage.TimerSchedule{{TaskSeq: 4, FireAt: at(2 * time.Second)}}
 	bad.Status = storage.StatusCompleted
 	bad.Output = json.RawMessage(`"done"`)
-	if err := b.s.TurnCommit(b.ctx, bad); err == nil {
+	if _, err := b.s.TurnCommit(b.ctx, bad); err == nil {
 		t.Fatal("TurnCommit with a duplicate seq succeeded")
 	}
 
@@ -250,7 +250,7 @@ func testTurnCommitScopedToInstance(b *bundle) {
 	// b's token does not commit a.
 	wrong := b.commitParams(tb, at(time.Second))
 	wrong.InstanceID = "a"
-	wantErr(t, "commit of a with b's token", b.s.TurnCommit(b.ctx, wrong), storage.ErrLeaseLost)
+	wantErr(t, "commit of a with b's token", errOf(b.s.TurnCommit(b.ctx, wrong)), storage.ErrLeaseLost)
 
 	if err := b.s.TurnAbandon(b.ctx, &storage.TurnAbandonParams{Tenant: b.tenant, InstanceID: "b", LockToken: tb.LockToken}); err != nil {
 		t.Fatal(err)
@@ -278,7 +278,7 @@ func testLeaseFencing(b *bundle) {
 	stale.NewEvents = []history.Event{ev(2, history.TimerCreated, now)}
 	stale.Timers = []storage.TimerSchedule{{TaskSeq: 2, FireAt: now}}
 	stale.Status = storage.StatusCompleted
-	wantErr(t, "commit with the old token", b.s.TurnCommit(b.ctx, stale), storage.ErrLeaseLost)
+	wantErr(t, "commit with the old token", errOf(b.s.TurnCommit(b.ctx, stale)), storage.ErrLeaseLost)
 	err := b.s.TurnAbandon(b.ctx, &storage.TurnAbandonParams{Tenant: b.tenant, InstanceID: "i", LockToken: first.LockToken})
 	wantErr(t, "abandon with the old token", err, storage.ErrLeaseLost)
 	wantKinds(t, "history after stale commit", b.history("i", 0), history.ExecutionStarted)
@@ -289,13 +289,13 @@ func testLeaseFencing(b *bundle) {
 	p := b.commitParams(second, now)
 	p.NewEvents = []history.Event{ev(2, history.TimerCreated, now)}
 	b.commit(p)
-	wantErr(t, "second commit with a spent token", b.s.TurnCommit(b.ctx, b.commitParams(second, now)), storage.ErrLeaseLost)
+	wantErr(t, "second commit with a spent token", errOf(b.s.TurnCommit(b.ctx, b.commitParams(second, now))), storage.ErrLeaseLost)
 	wantKinds(t, "history", b.history("i", 0), history.ExecutionStarted, history.TimerCreated)
 	b.claimNone(at(time.Hour))
 
-	wantErr(t, "commit of a missing instance", b.s.TurnCommit(b.ctx, &storage.TurnCommitParams{
+	wantErr(t, "commit of a missing instance", errOf(b.s.TurnCommit(b.ctx, &storage.TurnCommitParams{
 		Tenant: b.tenant, InstanceID: "missing", LockToken: second.LockToken, Execution: 1, Now: now,
-	}), storage.ErrLeaseLost)
+	})), storage.ErrLeaseLost)
 }
 
 func testLeaseExpiredNotTakenOver(b *bundle) {
