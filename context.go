@@ -115,6 +115,21 @@ func (c *Context) Dequeue(queue string, opts ...WaitOption) Future {
 	return Future{c.s.Dequeue(queue, o.timeout)}
 }
 
+// WaitCorrelated waits for a correlated event of the event definition def
+// under a business key (SPEC §3.3): a correlated event put with
+// Client.PutCorrelatedEvent(def, key, payload) — before this wait or after
+// it — completes it. One put reaches every instance waiting on that key
+// (fan-out), unless the definition says DeleteAfterFirstCorrelation. With
+// WithTimeout the wait fails with ErrEventTimeout; a wait that times out or
+// loses a Select removes its marker, so a later put does not reach it.
+func (c *Context) WaitCorrelated(def, key string, opts ...WaitOption) Future {
+	var o waitOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return Future{c.s.WaitCorrelated(def, key, o.timeout)}
+}
+
 // TryDequeue takes the oldest message of the queue into out without
 // waiting. It reports false (and leaves out alone) if the queue is empty.
 func (c *Context) TryDequeue(queue string, out any) (bool, error) {

@@ -63,6 +63,10 @@ const (
 	// LaneQueue is the durable mailbox: FIFO per queue name, a cancelled
 	// receive consumes nothing (SPEC §3.2).
 	LaneQueue Lane = "queue"
+	// LaneCorrelated delivers by business key: a correlated event put under
+	// (event definition, key) reaches every instance waiting on that key
+	// (SPEC §3.3). Name is the event definition.
+	LaneCorrelated Lane = "correlated"
 )
 
 // Event is one entry of an execution's history. Fields that do not apply to
@@ -99,6 +103,8 @@ type Event struct {
 	Lane    Lane            `json:"lane,omitempty"`
 	EventID string          `json:"event_id,omitempty"`
 	Payload json.RawMessage `json:"payload,omitempty"`
+	// Key is the correlation key of a correlated-lane wait or event.
+	Key string `json:"key,omitempty"`
 	// OriginExecution is the execution the event first reached; it is kept
 	// when the event is carried across continue-as-new.
 	OriginExecution int `json:"origin_execution,omitempty"`

@@ -89,6 +89,9 @@ type Message struct {
 	EventID string
 	Name    string
 	Payload json.RawMessage
+	// Key is the correlation key of a correlated-lane event; TaskSeq then
+	// names the wait it was produced for.
+	Key string
 	// Latest: the queue's event definition says `buffer: latest` (at most
 	// one unconsumed message; a newer one supersedes it).
 	Latest bool

@@ -85,6 +85,20 @@ type Output struct {
 	// Drops lists the drop breadcrumbs this turn wrote (in NewEvents or in
 	// the next execution's start events), for logs and metrics.
 	Drops []history.Event
+	// CorrelatedWaits are correlated-lane waits made this turn: the store
+	// registers a marker for each (or delivers a correlated event that
+	// already exists).
+	CorrelatedWaits []CorrelatedWait
+	// CancelCorrelatedWaits are the seqs of correlated waits withdrawn this
+	// turn: their markers are removed.
+	CancelCorrelatedWaits []int
+}
+
+// CorrelatedWait is a wait on (event definition, key).
+type CorrelatedWait struct {
+	TaskSeq int
+	Def     string
+	Key     string
 }
 
 type futureKind int
@@ -165,7 +179,8 @@ type State struct {
 
 	lane        *Positional
 	queue       *Queue
-	waitNumbers map[int]int // subscription seq → wait number
+	correlated  []CorrelatedWait // active correlated waits, oldest first
+	waitNumbers map[int]int      // subscription seq → wait number
 	receives    map[string]int
 	futures     map[int]*Future
 	uuids       int
@@ -370,8 +385,14 @@ func (s *State) applyStored(ev history.Event) {
 }
 
 func (s *State) applyLane(b *Buffered, o Outcome) bool {
-	if b.Event.Lane == history.LaneQueue {
+	switch b.Event.Lane {
+	case history.LaneQueue:
 		return s.queue.Apply(b, o)
+	case history.LaneCorrelated:
+		if o.Delivered {
+			return s.takeCorrelated(o.WaitSeq)
+		}
+		return o.Dropped
 	}
 	return s.lane.Apply(b, o)
 }
@@ -427,7 +448,10 @@ func (s *State) arrive(m storage.Message, atStart bool) {
 	}
 	b := &Buffered{Event: ev}
 	var o Outcome
-	if lane == history.LaneQueue {
+	if lane == history.LaneCorrelated {
+		ev.Key = m.Key
+		o = s.arriveCorrelated(m)
+	} else if lane == history.LaneQueue {
 		var superseded []*Buffered
 		o, superseded = s.queue.Arrive(b, m.Latest)
 		for _, old := range superseded {
@@ -457,6 +481,46 @@ func (s *State) arrive(m storage.Message, atStart bool) {
 	if o.Delivered {
 		s.futures[o.WaitSeq].resolve(ev.Payload, nil)
 	}
+}
+
+// arriveCorrelated delivers a correlated event to the wait it was produced
+// for, or, if that wait is gone, to the oldest active wait on the same
+// (definition, key). Correlated events are never buffered in an instance
+// (they wait in the correlated store); one that finds no wait is dropped.
+func (s *State) arriveCorrelated(m storage.Message) Outcome {
+	target := -1
+	for i, w := range s.correlated {
+		if w.TaskSeq == m.TaskSeq {
+			target = i
+			break
+		}
+	}
+	if target < 0 {
+		for i, w := range s.correlated {
+			if w.Def == m.Name && w.Key == m.Key {
+				target = i
+				break
+			}
+		}
+	}
+	if target < 0 {
+		return Outcome{Dropped: true, Reason: history.DropWithdrawnWait}
+	}
+	seq := s.correlated[target].TaskSeq
+	s.takeCorrelated(seq)
+	return Outcome{Delivered: true, WaitSeq: seq}
+}
+
+// takeCorrelated removes an active correlated wait; false if it is not
+// active.
+func (s *State) takeCorrelated(seq int) bool {
+	for i, w := range s.correlated {
+		if w.TaskSeq == seq {
+			s.correlated = append(s.correlated[:i:i], s.correlated[i+1:]...)
+			return true
+		}
+	}
+	return false
 }
 
 // drop records the drop of an event that was buffered (a superseded
@@ -507,13 +571,16 @@ func (s *State) decide(ev history.Event) (int, bool) {
 
 func sameDecision(h, ev history.Event) bool {
 	return h.Kind == ev.Kind && h.Name == ev.Name && h.TaskSeq == ev.TaskSeq &&
-		h.Lane == ev.Lane && h.NoWait == ev.NoWait
+		h.Lane == ev.Lane && h.NoWait == ev.NoWait && h.Key == ev.Key
 }
 
 func describe(ev history.Event) string {
 	s := string(ev.Kind)
-	if ev.Lane == history.LaneQueue {
-		s += " [queue]"
+	if ev.Lane == history.LaneQueue || ev.Lane == history.LaneCorrelated {
+		s += " [" + string(ev.Lane) + "]"
+	}
+	if ev.Key != "" {
+		s += fmt.Sprintf(" key %q", ev.Key)
 	}
 	if ev.NoWait {
 		s += " (no wait)"
@@ -815,19 +882,40 @@ func (s *State) delivered(got *Buffered, waitNumber int) {
 // receiveNumber numbers the queue lane's receives per queue (1, 2, …), as
 // the positional lane numbers its waits.
 func (s *State) receiveNumber(lane history.Lane, name string) int {
-	s.receives[name]++
-	return s.receives[name]
+	k := string(lane) + "/" + name
+	s.receives[k]++
+	return s.receives[k]
 }
 
 func (s *State) wait(lane history.Lane, name string, timeout time.Duration) *Future {
-	seq, isNew := s.decide(history.Event{Kind: history.EventSubscribed, Lane: lane, Name: name})
+	return s.waitKey(lane, name, "", timeout)
+}
+
+// WaitCorrelated waits for a correlated event of definition def under key
+// (SPEC §3.3). The store registers the wait and delivers a correlated event
+// put under that key, now or later. With timeout > 0 the wait fails with
+// ErrEventTimeout; a timed-out or cancelled wait removes its marker.
+func (s *State) WaitCorrelated(def, key string, timeout time.Duration) *Future {
+	return s.waitKey(history.LaneCorrelated, def, key, timeout)
+}
+
+func (s *State) waitKey(lane history.Lane, name, key string, timeout time.Duration) *Future {
+	seq, isNew := s.decide(history.Event{Kind: history.EventSubscribed, Lane: lane, Name: name, Key: key})
 	f := s.newFuture(kindWait, seq, name)
 	var n int
 	var got *Buffered
-	if lane == history.LaneQueue {
+	switch lane {
+	case history.LaneQueue:
 		n = s.receiveNumber(lane, name)
 		got = s.queue.Wait(name, seq)
-	} else {
+	case history.LaneCorrelated:
+		n = s.receiveNumber(lane, name)
+		w := CorrelatedWait{TaskSeq: seq, Def: name, Key: key}
+		s.correlated = append(s.correlated, w)
+		if isNew {
+			s.out.CorrelatedWaits = append(s.out.CorrelatedWaits, w)
+		}
+	default:
 		n, got = s.lane.Wait(name, seq)
 	}
 	s.waitNumbers[seq] = n
@@ -839,10 +927,16 @@ func (s *State) wait(lane history.Lane, name string, timeout time.Duration) *Fut
 		return f
 	}
 	withdraw := func(err error) {
-		s.decide(history.Event{Kind: history.EventSubscribedCancelled, Lane: lane, Name: name, TaskSeq: seq})
-		if lane == history.LaneQueue {
+		_, isNew := s.decide(history.Event{Kind: history.EventSubscribedCancelled, Lane: lane, Name: name, TaskSeq: seq})
+		switch lane {
+		case history.LaneQueue:
 			s.queue.Cancel(name, seq)
-		} else {
+		case history.LaneCorrelated:
+			s.takeCorrelated(seq)
+			if isNew {
+				s.out.CancelCorrelatedWaits = append(s.out.CancelCorrelatedWaits, seq)
+			}
+		default:
 			s.lane.Cancel(name, seq)
 		}
 		f.resolve(nil, err)
