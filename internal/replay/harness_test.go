@@ -48,6 +48,7 @@ type harness struct {
 type raisedEvent struct {
 	id, name string
 	msg      int64
+	lane     history.Lane
 }
 
 type task struct {
@@ -109,7 +110,7 @@ func (h *harness) raise(name, id, payload string) {
 	m := h.push(storage.Message{Kind: storage.MsgEvent, Lane: history.LanePositional, EventID: id, Name: name,
 		Payload: json.RawMessage(payload)})
 	h.fates[id] = storage.FateUpdate{EventID: id, Fate: history.FatePending}
-	h.raised = append(h.raised, raisedEvent{id: id, name: name, msg: m})
+	h.raised = append(h.raised, raisedEvent{id: id, name: name, msg: m, lane: history.LanePositional})
 }
 
 // fire makes timer seq of execution exec fire (whether or not it is still
@@ -250,7 +251,7 @@ func (h *harness) commit(exec int, out *replay.Output) {
 			f.Fate, f.Reason = history.FateDropped, history.DropInstanceTerminal
 			h.fates[r.id] = f
 			hist = append(hist, history.Event{Seq: len(hist) + 1, Time: h.now, Kind: history.EventDropped,
-				Lane: history.LanePositional, EventID: r.id, Name: r.name, Reason: history.DropInstanceTerminal})
+				Lane: r.lane, EventID: r.id, Name: r.name, Reason: history.DropInstanceTerminal})
 		}
 		h.execs[exec-1] = hist
 		h.inbox = nil
@@ -301,6 +302,7 @@ type lifecycle struct {
 	origin     int // the execution the event first reached
 	deliveries int
 	name       string
+	lane       history.Lane
 	at         [2]int // where it was delivered: execution, seq
 }
 
@@ -313,16 +315,16 @@ func (h *harness) derive() map[string]*lifecycle {
 		e := i + 1
 		for _, ev := range hist {
 			id := ev.EventID
-			if id == "" || ev.Lane == history.LaneQueue {
-				continue // the harness raises positional events only
+			if id == "" {
+				continue
 			}
 			l := got[id]
 			if l == nil {
-				l = &lifecycle{origin: e, name: ev.Name}
+				l = &lifecycle{origin: e, name: ev.Name, lane: ev.Lane}
 				got[id] = l
 			}
-			if ev.Name != l.name {
-				h.t.Fatalf("event %s has name %q at seq %d of execution %d, %q before", id, ev.Name, ev.Seq, e, l.name)
+			if ev.Name != l.name || ev.Lane != l.lane {
+				h.t.Fatalf("event %s is %s %q at seq %d of execution %d, %s %q before", id, ev.Lane, ev.Name, ev.Seq, e, l.lane, l.name)
 			}
 			if ev.OriginExecution != 0 && ev.OriginExecution != l.origin {
 				h.t.Fatalf("event %s: origin execution %d at seq %d of execution %d, first seen in %d", id, ev.OriginExecution, ev.Seq, e, l.origin)
@@ -351,8 +353,9 @@ func (h *harness) derive() map[string]*lifecycle {
 //     its last history record gives it (buffered in the current execution,
 //     delivered to wait N of execution E, dropped with the same reason);
 //   - a buffered event is never left behind by continue-as-new;
-//   - buffered events never exceed the limit;
-//   - per name, events are delivered in the order they were raised.
+//   - buffered positional events never exceed the limit (the queue lane's
+//     limit is checked by fuzz_queue_test.go, which varies it);
+//   - per lane and name, events are delivered in the order they were raised.
 func (h *harness) check() {
 	h.t.Helper()
 	for i, hist := range h.execs {
@@ -368,7 +371,7 @@ func (h *harness) check() {
 		inInbox[m.ID] = true
 	}
 	bufferedNow := 0
-	lastDelivered := map[string]*lifecycle{} // name → the last delivered, in raise order
+	lastDelivered := map[string]*lifecycle{} // lane/name → the last delivered, in raise order
 	for _, r := range h.raised {
 		f, l := h.fates[r.id], life[r.id]
 		if inInbox[r.msg] {
@@ -379,6 +382,9 @@ func (h *harness) check() {
 		}
 		if l == nil {
 			h.t.Fatalf("event %s was consumed but history never mentions it (fate %+v)", r.id, f)
+		}
+		if l.lane != r.lane {
+			h.t.Fatalf("event %s sent on the %s lane reached history on the %s lane", r.id, r.lane, l.lane)
 		}
 		if l.deliveries > 1 {
 			h.t.Fatalf("event %s delivered %d times", r.id, l.deliveries)
@@ -394,15 +400,18 @@ func (h *harness) check() {
 			if f.Execution != l.exec || f.OriginExecution != l.origin {
 				h.t.Fatalf("event %s: ledger %+v, history: buffered in %d, origin %d", r.id, f, l.exec, l.origin)
 			}
-			bufferedNow++
+			if r.lane == history.LanePositional {
+				bufferedNow++
+			}
 		case history.FateDelivered:
 			if f.Execution != l.exec || f.WaitNumber != l.waitNumber || f.WaitNumber < 1 || f.OriginExecution != l.origin {
 				h.t.Fatalf("event %s: ledger %+v, history: delivered to wait %d of execution %d, origin %d", r.id, f, l.waitNumber, l.exec, l.origin)
 			}
-			if prev := lastDelivered[r.name]; prev != nil && (prev.at[0] > l.at[0] || prev.at[0] == l.at[0] && prev.at[1] > l.at[1]) {
-				h.t.Fatalf("event %s delivered at %v, before an event of the same name raised earlier (at %v)", r.id, l.at, prev.at)
+			key := string(r.lane) + "/" + r.name
+			if prev := lastDelivered[key]; prev != nil && (prev.at[0] > l.at[0] || prev.at[0] == l.at[0] && prev.at[1] > l.at[1]) {
+				h.t.Fatalf("event %s delivered at %v, before an event of the same lane and name raised earlier (at %v)", r.id, l.at, prev.at)
 			}
-			lastDelivered[r.name] = l
+			lastDelivered[key] = l
 		case history.FateDropped:
 			if l.reason == "" {
 				h.t.Fatalf("event %s dropped without a reason", r.id)

@@ -1,0 +1,1080 @@
+package herald_test
+
+// End-to-end tests of the queue lane (SPEC §3.2): the limit and its fate,
+// carry-forward across continue-as-new (order, overflow, age), messages sent
+// before the instance starts, TryDequeue, cancelled receives (select losers
+// and timeouts) that consume nothing, event-id dedup, terminal instances, and
+// the fate ledger across both lanes. The helpers (qu*) are shared with
+// seed002_queue_test.go.
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/heraldwf/herald"
+	"github.com/heraldwf/herald/history"
+)
+
+// ---- helpers ----
+
+// quEnqueue puts a message into a queue with an explicit event id and fails
+// the test on error.
+func quEnqueue(b *bundle, instance, queue string, payload any, eventID string, opts ...herald.RaiseOption) *herald.EventReceipt {
+	b.t.Helper()
+	r, err := b.client.Enqueue(b.ctx, instance, queue, payload, append([]herald.RaiseOption{herald.WithEventID(eventID)}, opts...)...)
+	if err != nil {
+		b.t.Fatalf("enqueue %s (%s) to %s: %v", queue, eventID, instance, err)
+	}
+	if r.EventID != eventID || r.Duplicate {
+		b.t.Fatalf("enqueue %s (%s): receipt %+v", queue, eventID, r)
+	}
+	return r
+}
+
+// quRaise raises a positional event with an explicit event id.
+func quRaise(b *bundle, instance, name string, payload any, eventID string) {
+	b.t.Helper()
+	r, err := b.client.RaiseEvent(b.ctx, instance, name, payload, herald.WithEventID(eventID))
+	if err != nil {
+		b.t.Fatalf("raise %s (%s) to %s: %v", name, eventID, instance, err)
+	}
+	if r.EventID != eventID || r.Duplicate {
+		b.t.Fatalf("raise %s (%s): receipt %+v", name, eventID, r)
+	}
+}
+
+// quStart starts workflow as instance id.
+func quStart(b *bundle, workflow, id string, input any) {
+	b.t.Helper()
+	got, err := b.client.StartWorkflow(b.ctx, workflow, input, herald.WithInstanceID(id))
+	if err != nil || got != id {
+		b.t.Fatalf("start %s as %s: %q, %v", workflow, id, got, err)
+	}
+}
+
+// quHistory returns one execution's history (0: the current one).
+func quHistory(b *bundle, id string, execution int) []history.Event {
+	b.t.Helper()
+	evs, err := b.client.History(b.ctx, id, execution)
+	if err != nil {
+		b.t.Fatalf("history of %s (execution %d): %v", id, execution, err)
+	}
+	return evs
+}
+
+// quFind returns the events of kind on lane with name ("" matches any lane
+// or name).
+func quFind(evs []history.Event, kind history.Kind, lane history.Lane, name string) []history.Event {
+	var out []history.Event
+	for _, ev := range evs {
+		if ev.Kind == kind && (lane == "" || ev.Lane == lane) && (name == "" || ev.Name == name) {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// quByID returns the events of evs carrying eventID.
+func quByID(evs []history.Event, eventID string) []history.Event {
+	var out []history.Event
+	for _, ev := range evs {
+		if ev.EventID == eventID {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// quOne returns the single event of evs carrying eventID, failing otherwise.
+func quOne(b *bundle, evs []history.Event, eventID string) history.Event {
+	b.t.Helper()
+	got := quByID(evs, eventID)
+	if len(got) != 1 {
+		b.t.Fatalf("%d events with id %s, want 1; history:%s", len(got), eventID, quDump(evs))
+	}
+	return got[0]
+}
+
+// quDump renders a history for failure messages.
+func quDump(evs []history.Event) string {
+	var sb strings.Builder
+	for _, ev := range evs {
+		fmt.Fprintf(&sb, "\n  %3d %-24s lane=%-10s name=%q task=%d id=%q payload=%.30s origin=%d at_start=%v wait=%d no_wait=%v reason=%s",
+			ev.Seq, ev.Kind, ev.Lane, ev.Name, ev.TaskSeq, ev.EventID, ev.Payload, ev.OriginExecution, ev.AtStart, ev.WaitNumber, ev.NoWait, ev.Reason)
+	}
+	return sb.String()
+}
+
+// quWaitExec waits until execution exec of the instance has at least n
+// events of kind on lane with name ("" matches any).
+func quWaitExec(b *bundle, id string, exec int, kind history.Kind, lane history.Lane, name string, n int) {
+	b.t.Helper()
+	b.waitFor(fmt.Sprintf("%d× %s %s %s in %s execution %d", n, kind, lane, name, id, exec), func() bool {
+		info, err := b.client.Status(b.ctx, id)
+		if err != nil || info.Execution < exec {
+			return false
+		}
+		evs, err := b.client.History(b.ctx, id, exec)
+		return err == nil && len(quFind(evs, kind, lane, name)) >= n
+	})
+}
+
+// quFate is the expected ledger entry of an event.
+type quFate struct {
+	Lane       history.Lane
+	Name       string
+	Fate       history.Fate
+	Reason     history.DropReason
+	Execution  int
+	Origin     int
+	WaitNumber int
+}
+
+// quCheckFate compares the event's ledger entry with want.
+func quCheckFate(b *bundle, eventID string, want quFate) {
+	b.t.Helper()
+	rec := b.fate(eventID)
+	got := quFate{Lane: rec.Lane, Name: rec.Name, Fate: rec.Fate, Reason: rec.Reason, Execution: rec.Execution,
+		Origin: rec.OriginExecution, WaitNumber: rec.WaitNumber}
+	if got != want || rec.EventID != eventID {
+		b.t.Errorf("fate of %s = %+v, want %+v", eventID, got, want)
+	}
+}
+
+// quWaitFate waits until the event's fate is fate and returns its record.
+func quWaitFate(b *bundle, eventID string, fate history.Fate) *herald.EventRecord {
+	b.t.Helper()
+	var rec *herald.EventRecord
+	b.waitFor("fate "+string(fate)+" of "+eventID, func() bool {
+		r, err := b.client.EventFate(b.ctx, eventID)
+		rec = r
+		return err == nil && r.Fate == fate
+	})
+	return rec
+}
+
+// quResult waits for the instance to complete and decodes its result.
+func quResult(b *bundle, id string, out any) *herald.InstanceInfo {
+	b.t.Helper()
+	info := b.waitDone(id)
+	if info.Status != herald.StatusCompleted {
+		b.t.Fatalf("%s ended %s: %v\nhistory:%s", id, info.Status, info.Err(), quDump(quHistory(b, id, 0)))
+	}
+	if err := info.Result(out); err != nil {
+		b.t.Fatalf("result of %s: %v", id, err)
+	}
+	return info
+}
+
+// quWantWarn waits for a WARN line containing every fragment: the runtime
+// logs a drop just after its turn commits, so the line may trail the
+// history the test has seen.
+func quWantWarn(b *bundle, fragments ...string) {
+	b.t.Helper()
+	b.waitFor(fmt.Sprintf("a WARN line with %q", fragments), func() bool {
+		for _, w := range b.logs.warnings() {
+			ok := true
+			for _, f := range fragments {
+				ok = ok && strings.Contains(w, f)
+			}
+			if ok {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// quReplay replays every execution of the instance with ReplayHistory.
+func quReplay(b *bundle, id string) {
+	b.t.Helper()
+	info, err := b.client.Status(b.ctx, id)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	for e := 1; e <= info.Execution; e++ {
+		evs := quHistory(b, id, e)
+		if err := b.rt.ReplayHistory(evs); err != nil {
+			b.t.Fatalf("replay of execution %d of %s: %v\nhistory:%s", e, id, err, quDump(evs))
+		}
+	}
+}
+
+// quCmd is a command for quScript, sent as a positional event "cmd".
+type quCmd struct {
+	// Op: "take" (Dequeue the first of Queues), "try" (TryDequeue it;
+	// "-" is recorded when it is empty), "drain" (TryDequeue each of
+	// Queues until it is empty), "continue", "continue-drop" (ContinueAsNew,
+	// DropUnconsumedEvents), "end" (complete).
+	Op     string
+	Queues []string
+}
+
+// quScriptState is quScript's input and result: the payloads received, in
+// order, across executions.
+type quScriptState struct {
+	Got []string
+}
+
+// quScript obeys commands sent on the positional lane, so a test can drive
+// the queue lane step by step (the cmd events themselves show that the two
+// lanes do not interfere).
+func quScript(ctx *herald.Context, st quScriptState) (quScriptState, error) {
+	for {
+		var c quCmd
+		if err := ctx.WaitEvent("cmd").Get(&c); err != nil {
+			return st, err
+		}
+		switch c.Op {
+		case "take":
+			var s string
+			if err := ctx.Dequeue(c.Queues[0]).Get(&s); err != nil {
+				return st, err
+			}
+			st.Got = append(st.Got, s)
+		case "try":
+			var s string
+			ok, err := ctx.TryDequeue(c.Queues[0], &s)
+			if err != nil {
+				return st, err
+			}
+			if !ok {
+				s = "-"
+			}
+			st.Got = append(st.Got, s)
+		case "drain":
+			for _, q := range c.Queues {
+				for {
+					var s string
+					ok, err := ctx.TryDequeue(q, &s)
+					if err != nil {
+						return st, err
+					}
+					if !ok {
+						break
+					}
+					st.Got = append(st.Got, s)
+				}
+			}
+		case "continue":
+			return st, ctx.ContinueAsNew(st)
+		case "continue-drop":
+			return st, ctx.ContinueAsNew(st, herald.DropUnconsumedEvents())
+		case "end":
+			return st, nil
+		default:
+			return st, fmt.Errorf("unknown command %q", c.Op)
+		}
+	}
+}
+
+func registerScript(rt *herald.Runtime) { herald.RegisterWorkflow(rt, "script", quScript) }
+
+// quSend sends a command to a quScript instance.
+func quSend(b *bundle, id, op string, queues ...string) {
+	b.t.Helper()
+	if _, err := b.client.RaiseEvent(b.ctx, id, "cmd", quCmd{Op: op, Queues: queues}); err != nil {
+		b.t.Fatalf("send %s to %s: %v", op, id, err)
+	}
+}
+
+// quReady waits until execution exec of a quScript instance waits for its
+// n-th command.
+func quReady(b *bundle, id string, exec, n int) {
+	b.t.Helper()
+	quWaitExec(b, id, exec, history.EventSubscribed, history.LanePositional, "cmd", n)
+}
+
+// quWantGot checks the result of a quScript instance.
+func quWantGot(b *bundle, id string, want ...string) {
+	b.t.Helper()
+	var st quScriptState
+	quResult(b, id, &st)
+	if !slices.Equal(st.Got, want) {
+		b.t.Fatalf("received %q, want %q", st.Got, want)
+	}
+}
+
+// quCheckCarried checks the events placed at the start of an execution: the
+// given ids, in order, each on the queue lane with its origin, carried
+// (EventRaised) or dropped for reason.
+type quCarried struct {
+	ID     string
+	Origin int
+	Reason history.DropReason // "" if carried
+}
+
+func quCheckStart(b *bundle, evs []history.Event, exec int, want ...quCarried) {
+	b.t.Helper()
+	if len(evs) < len(want)+1 || evs[0].Kind != history.ExecutionStarted || evs[0].Execution != exec {
+		b.t.Fatalf("execution %d history:%s", exec, quDump(evs))
+	}
+	for i, w := range want {
+		ev := evs[i+1]
+		kind := history.EventRaised
+		if w.Reason != "" {
+			kind = history.EventDropped
+		}
+		if ev.Kind != kind || ev.EventID != w.ID || ev.Lane != history.LaneQueue || !ev.AtStart ||
+			ev.OriginExecution != w.Origin || ev.Reason != w.Reason || ev.TaskSeq != 0 {
+			b.t.Fatalf("execution %d, start event %d: want %+v; history:%s", exec, i+1, w, quDump(evs))
+		}
+	}
+	if len(evs) > len(want)+1 && evs[len(want)+1].AtStart && evs[len(want)+1].OriginExecution < exec {
+		b.t.Fatalf("execution %d starts with more carried events than %+v; history:%s", exec, want, quDump(evs))
+	}
+}
+
+// ---- the limit ----
+
+func TestQueue_LimitDropsNewMessage(t *testing.T) {
+	t.Parallel()
+	type out struct{ A, B []string }
+	b := setup(t, nil, func(rt *herald.Runtime) {
+		herald.RegisterWorkflow(rt, "w", func(ctx *herald.Context, _ struct{}) (out, error) {
+			var o out
+			var p string
+			if err := ctx.WaitEvent("go").Get(nil); err != nil {
+				return o, err
+			}
+			for _, q := range []string{"A", "B"} {
+				for {
+					var s string
+					ok, err := ctx.TryDequeue(q, &s)
+					if err != nil || !ok {
+						break
+					}
+					if q == "A" {
+						o.A = append(o.A, s)
+					} else {
+						o.B = append(o.B, s)
+					}
+				}
+			}
+			// The positional event was kept: the lanes have separate limits.
+			err := ctx.WaitEvent("P").Get(&p)
+			return o, err
+		})
+	})
+	quStart(b, "w", "i", nil)
+	quWaitExec(b, "i", 1, history.EventSubscribed, history.LanePositional, "go", 1)
+	// The default limit, 20, counts messages across queues.
+	var wantA, wantB []string
+	for n := 1; n <= 20; n++ {
+		id := fmt.Sprintf("q%02d", n)
+		q := "A"
+		if n%2 == 0 {
+			q = "B"
+			wantB = append(wantB, id)
+		} else {
+			wantA = append(wantA, id)
+		}
+		quEnqueue(b, "i", q, id, id)
+	}
+	for n := 1; n <= 20; n++ {
+		quWaitFate(b, fmt.Sprintf("q%02d", n), history.FateBuffered)
+	}
+	quEnqueue(b, "i", "A", "q21", "q21")
+	quWaitFate(b, "q21", history.FateDropped)
+	quCheckFate(b, "q21", quFate{Lane: history.LaneQueue, Name: "A", Fate: history.FateDropped, Reason: history.DropLimit, Execution: 1, Origin: 1})
+	evs := quHistory(b, "i", 0)
+	crumb := quOne(b, evs, "q21")
+	if crumb.Kind != history.EventDropped || crumb.Lane != history.LaneQueue || crumb.Reason != history.DropLimit ||
+		crumb.Name != "A" || crumb.OriginExecution != 1 || string(crumb.Payload) != `"q21"` {
+		t.Fatalf("breadcrumb %+v; history:%s", crumb, quDump(evs))
+	}
+	if n := len(quFind(evs, history.EventRaised, history.LaneQueue, "")); n != 20 {
+		t.Fatalf("%d messages buffered, want 20; history:%s", n, quDump(evs))
+	}
+	quWantWarn(b, "herald: event dropped", "event_id=q21", "lane=queue", "reason=limit")
+	if n := b.rt.Stats().DroppedByReason()[string(history.DropLimit)]; n != 1 {
+		t.Errorf("limit drops counted %d, want 1", n)
+	}
+
+	// A full queue lane does not limit the positional lane.
+	quRaise(b, "i", "P", "p", "ev-p")
+	quWaitFate(b, "ev-p", history.FateBuffered)
+	quRaise(b, "i", "go", nil, "ev-go")
+	var o out
+	quResult(b, "i", &o)
+	if !slices.Equal(o.A, wantA) || !slices.Equal(o.B, wantB) {
+		t.Fatalf("received A %q B %q, want A %q B %q", o.A, o.B, wantA, wantB)
+	}
+	quCheckFate(b, "q21", quFate{Lane: history.LaneQueue, Name: "A", Fate: history.FateDropped, Reason: history.DropLimit, Execution: 1, Origin: 1})
+	quCheckFate(b, "q20", quFate{Lane: history.LaneQueue, Name: "B", Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 10})
+	quReplay(b, "i")
+}
+
+func TestQueue_ConsumingFreesRoom(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &herald.Config{MaxQueuedEvents: 3}, registerScript)
+	quStart(b, "script", "i", nil)
+	quReady(b, "i", 1, 1)
+	for _, id := range []string{"m1", "m2", "m3"} {
+		quEnqueue(b, "i", "Q", id, id)
+		quWaitFate(b, id, history.FateBuffered)
+	}
+	quEnqueue(b, "i", "Q", "m4", "m4")
+	quWaitFate(b, "m4", history.FateDropped)
+	quCheckFate(b, "m4", quFate{Lane: history.LaneQueue, Name: "Q", Fate: history.FateDropped, Reason: history.DropLimit, Execution: 1, Origin: 1})
+
+	quSend(b, "i", "take", "Q")
+	quWaitFate(b, "m1", history.FateDelivered)
+	quReady(b, "i", 1, 2)
+	// One consumed, one free slot.
+	quEnqueue(b, "i", "Q", "m5", "m5")
+	quWaitFate(b, "m5", history.FateBuffered)
+	quEnqueue(b, "i", "Q", "m6", "m6")
+	quWaitFate(b, "m6", history.FateDropped)
+	quCheckFate(b, "m6", quFate{Lane: history.LaneQueue, Name: "Q", Fate: history.FateDropped, Reason: history.DropLimit, Execution: 1, Origin: 1})
+	quWantWarn(b, "event_id=m6", "lane=queue", "reason=limit")
+
+	quSend(b, "i", "drain", "Q")
+	quSend(b, "i", "end")
+	quWantGot(b, "i", "m1", "m2", "m3", "m5")
+	evs := quHistory(b, "i", 0)
+	if d := quFind(evs, history.EventDropped, history.LaneQueue, "Q"); len(d) != 2 || d[0].EventID != "m4" || d[1].EventID != "m6" {
+		t.Fatalf("drops %+v; history:%s", d, quDump(evs))
+	}
+	quReplay(b, "i")
+}
+
+// ---- continue-as-new ----
+
+func TestQueue_CarryForwardKeepsOrderAcrossExecutions(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &herald.Config{MaxQueuedEvents: 3}, registerScript)
+	quStart(b, "script", "i", nil)
+	quReady(b, "i", 1, 1)
+	for _, m := range [][2]string{{"A", "A1"}, {"B", "B1"}, {"A", "A2"}} {
+		quEnqueue(b, "i", m[0], m[1], m[1])
+		quWaitFate(b, m[1], history.FateBuffered)
+	}
+	quSend(b, "i", "continue")
+	quReady(b, "i", 2, 1)
+	// Carried in arrival order across queues, keeping their origin.
+	quCheckStart(b, quHistory(b, "i", 2), 2, quCarried{"A1", 1, ""}, quCarried{"B1", 1, ""}, quCarried{"A2", 1, ""})
+	quCheckFate(b, "B1", quFate{Lane: history.LaneQueue, Name: "B", Fate: history.FateBuffered, Execution: 2, Origin: 1})
+
+	quSend(b, "i", "take", "A")
+	quWaitFate(b, "A1", history.FateDelivered)
+	quCheckFate(b, "A1", quFate{Lane: history.LaneQueue, Name: "A", Fate: history.FateDelivered, Execution: 2, Origin: 1, WaitNumber: 1})
+	quReady(b, "i", 2, 2)
+	quEnqueue(b, "i", "B", "B2", "B2")
+	quWaitFate(b, "B2", history.FateBuffered)
+	quSend(b, "i", "continue")
+	quReady(b, "i", 3, 1)
+	// The carried ones before the newer one.
+	quCheckStart(b, quHistory(b, "i", 3), 3, quCarried{"B1", 1, ""}, quCarried{"A2", 1, ""}, quCarried{"B2", 2, ""})
+
+	// Carried messages count toward the limit of the new execution.
+	quEnqueue(b, "i", "A", "A3", "A3")
+	quWaitFate(b, "A3", history.FateDropped)
+	quCheckFate(b, "A3", quFate{Lane: history.LaneQueue, Name: "A", Fate: history.FateDropped, Reason: history.DropLimit, Execution: 3, Origin: 3})
+
+	quSend(b, "i", "drain", "A", "B")
+	quSend(b, "i", "end")
+	quWantGot(b, "i", "A1", "A2", "B1", "B2")
+	quCheckFate(b, "A2", quFate{Lane: history.LaneQueue, Name: "A", Fate: history.FateDelivered, Execution: 3, Origin: 1, WaitNumber: 1})
+	quCheckFate(b, "B1", quFate{Lane: history.LaneQueue, Name: "B", Fate: history.FateDelivered, Execution: 3, Origin: 1, WaitNumber: 1})
+	quCheckFate(b, "B2", quFate{Lane: history.LaneQueue, Name: "B", Fate: history.FateDelivered, Execution: 3, Origin: 2, WaitNumber: 2})
+	if ex1 := quHistory(b, "i", 1); len(quFind(ex1, history.EventDropped, "", "")) != 0 {
+		t.Fatalf("execution 1 dropped something:%s", quDump(ex1))
+	}
+	quReplay(b, "i")
+}
+
+// The carry-forward overflow can only happen when the limit was lowered
+// while messages were buffered: a runtime with MaxQueuedEvents 5 buffers
+// five, a runtime with 3 continues the instance as new.
+func TestQueue_CarryForwardOverflowDropsNewest(t *testing.T) {
+	t.Parallel()
+	st := testStore(t)
+	b1 := setupOn(t, st, &herald.Config{MaxQueuedEvents: 5}, registerScript)
+	quStart(b1, "script", "i", nil)
+	quReady(b1, "i", 1, 1)
+	ids := []string{"m1", "m2", "m3", "m4", "m5"}
+	for _, id := range ids {
+		quEnqueue(b1, "i", "Q", id, id)
+	}
+	for _, id := range ids {
+		quWaitFate(b1, id, history.FateBuffered)
+	}
+	if err := b1.rt.Stop(b1.ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	b := setupOn(t, st, &herald.Config{MaxQueuedEvents: 3}, registerScript)
+	quSend(b, "i", "continue")
+	quReady(b, "i", 2, 1)
+	// The oldest are kept; the overflow is dropped and reported.
+	quCheckStart(b, quHistory(b, "i", 2), 2, quCarried{"m1", 1, ""}, quCarried{"m2", 1, ""}, quCarried{"m3", 1, ""},
+		quCarried{"m4", 1, history.DropCarryForwardLimit}, quCarried{"m5", 1, history.DropCarryForwardLimit})
+	for _, id := range []string{"m4", "m5"} {
+		quCheckFate(b, id, quFate{Lane: history.LaneQueue, Name: "Q", Fate: history.FateDropped, Reason: history.DropCarryForwardLimit, Execution: 2, Origin: 1})
+		quWantWarn(b, "event_id="+id, "lane=queue", "reason=carry_forward_limit")
+	}
+	quSend(b, "i", "drain", "Q")
+	quSend(b, "i", "end")
+	quWantGot(b, "i", "m1", "m2", "m3")
+	quReplay(b, "i")
+}
+
+func TestQueue_CarryForwardAgeLimit(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &herald.Config{MaxCarryForwardExecutions: 2}, registerScript)
+	quStart(b, "script", "i", nil)
+	quReady(b, "i", 1, 1)
+	quEnqueue(b, "i", "Q", "old", "old")
+	quWaitFate(b, "old", history.FateBuffered)
+	quSend(b, "i", "continue")
+	quReady(b, "i", 2, 1)
+	quEnqueue(b, "i", "Q", "young", "young")
+	quWaitFate(b, "young", history.FateBuffered)
+	quSend(b, "i", "continue")
+	quReady(b, "i", 3, 1)
+	// Two boundaries: still carried.
+	quCheckStart(b, quHistory(b, "i", 3), 3, quCarried{"old", 1, ""}, quCarried{"young", 2, ""})
+	quCheckFate(b, "old", quFate{Lane: history.LaneQueue, Name: "Q", Fate: history.FateBuffered, Execution: 3, Origin: 1})
+	quSend(b, "i", "continue")
+	quReady(b, "i", 4, 1)
+	// A third boundary is one too many for "old", not for "young".
+	quCheckStart(b, quHistory(b, "i", 4), 4, quCarried{"old", 1, history.DropCarryForwardLimit}, quCarried{"young", 2, ""})
+	quCheckFate(b, "old", quFate{Lane: history.LaneQueue, Name: "Q", Fate: history.FateDropped, Reason: history.DropCarryForwardLimit, Execution: 4, Origin: 1})
+	quWantWarn(b, "event_id=old", "lane=queue", "reason=carry_forward_limit", "origin_execution=1")
+	quSend(b, "i", "drain", "Q")
+	quSend(b, "i", "end")
+	quWantGot(b, "i", "young")
+	quCheckFate(b, "young", quFate{Lane: history.LaneQueue, Name: "Q", Fate: history.FateDelivered, Execution: 4, Origin: 2, WaitNumber: 1})
+	quReplay(b, "i")
+}
+
+func TestQueue_ContinueAsNewDropUnconsumed(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil, registerScript)
+	quStart(b, "script", "i", nil)
+	quReady(b, "i", 1, 1)
+	quEnqueue(b, "i", "Q", "m1", "m1")
+	quRaise(b, "i", "Q", "p1", "p1") // the same name on the positional lane
+	quWaitFate(b, "m1", history.FateBuffered)
+	quWaitFate(b, "p1", history.FateBuffered)
+	quSend(b, "i", "continue-drop")
+	quReady(b, "i", 2, 1)
+	ex2 := quHistory(b, "i", 2)
+	for _, c := range []struct {
+		id   string
+		lane history.Lane
+	}{{"m1", history.LaneQueue}, {"p1", history.LanePositional}} {
+		ev := quOne(b, ex2, c.id)
+		if ev.Kind != history.EventDropped || ev.Lane != c.lane || ev.Reason != history.DropNotCarriedForward || !ev.AtStart || ev.OriginExecution != 1 {
+			t.Fatalf("%s: %+v; history:%s", c.id, ev, quDump(ex2))
+		}
+		quCheckFate(b, c.id, quFate{Lane: c.lane, Name: "Q", Fate: history.FateDropped, Reason: history.DropNotCarriedForward, Execution: 2, Origin: 1})
+	}
+	quWantWarn(b, "event_id=m1", "lane=queue", "reason=not_carried_forward")
+	quEnqueue(b, "i", "Q", "m2", "m2")
+	quSend(b, "i", "take", "Q")
+	quSend(b, "i", "end")
+	quWantGot(b, "i", "m2")
+	quReplay(b, "i")
+}
+
+// ---- before start, TryDequeue ----
+
+func TestQueue_MessagesBeforeStart(t *testing.T) {
+	t.Parallel()
+	type out struct {
+		AtOnce bool
+		Got    []string
+	}
+	b := setup(t, &herald.Config{MaxQueuedEvents: 3}, func(rt *herald.Runtime) {
+		herald.RegisterWorkflow(rt, "w", func(ctx *herald.Context, _ struct{}) (out, error) {
+			f := ctx.Dequeue("A")
+			o := out{AtOnce: f.Ready()}
+			var s string
+			if err := f.Get(&s); err != nil {
+				return o, err
+			}
+			o.Got = append(o.Got, s)
+			for _, q := range []string{"A", "B"} {
+				for {
+					ok, err := ctx.TryDequeue(q, &s)
+					if err != nil || !ok {
+						break
+					}
+					o.Got = append(o.Got, s)
+				}
+			}
+			return o, nil
+		})
+	})
+	for _, m := range [][2]string{{"A", "a1"}, {"B", "b1"}, {"A", "a2"}, {"A", "a3"}} {
+		quEnqueue(b, "later", m[0], m[1], m[1])
+		quCheckFate(b, m[1], quFate{Lane: history.LaneQueue, Name: m[0], Fate: history.FatePending})
+	}
+	if _, err := b.client.Status(b.ctx, "later"); !errors.Is(err, herald.ErrNotFound) {
+		t.Fatalf("status of an instance not started: %v", err)
+	}
+	quStart(b, "w", "later", nil)
+	var o out
+	quResult(b, "later", &o)
+	if !o.AtOnce || !slices.Equal(o.Got, []string{"a1", "a2", "b1"}) {
+		t.Fatalf("result %+v, want a1 at once, then a2, b1", o)
+	}
+	evs := quHistory(b, "later", 0)
+	// Kept messages arrive at the start of execution 1, before the code
+	// runs, in the order sent; the fourth is over the limit.
+	for i, id := range []string{"a1", "b1", "a2", "a3"} {
+		ev := evs[i+1]
+		kind := history.EventRaised
+		if id == "a3" {
+			kind = history.EventDropped
+		}
+		if ev.Kind != kind || ev.EventID != id || ev.Lane != history.LaneQueue || !ev.AtStart || ev.OriginExecution != 1 || ev.TaskSeq != 0 {
+			t.Fatalf("start event %d: want %s %s; history:%s", i+1, kind, id, quDump(evs))
+		}
+	}
+	quCheckFate(b, "a1", quFate{Lane: history.LaneQueue, Name: "A", Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
+	quCheckFate(b, "b1", quFate{Lane: history.LaneQueue, Name: "B", Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
+	quCheckFate(b, "a3", quFate{Lane: history.LaneQueue, Name: "A", Fate: history.FateDropped, Reason: history.DropLimit, Execution: 1, Origin: 1})
+	quWantWarn(b, "event_id=a3", "lane=queue", "reason=limit")
+	quReplay(b, "later")
+}
+
+// Enqueue with StartIfAbsent starts the instance atomically with the
+// message, which the first turn finds in the mailbox.
+func TestQueue_EnqueueStartIfAbsent(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil, registerScript)
+	r, err := b.client.Enqueue(b.ctx, "sw", "Q", "m1", herald.WithEventID("m1"),
+		herald.StartIfAbsent("script", quScriptState{Got: []string{"input"}}))
+	if err != nil || !r.Started || r.Duplicate {
+		t.Fatalf("receipt %+v, %v; want Started", r, err)
+	}
+	quReady(b, "sw", 1, 1)
+	evs := quHistory(b, "sw", 0)
+	if len(evs) < 2 || evs[1].Kind != history.EventRaised || evs[1].EventID != "m1" || evs[1].Lane != history.LaneQueue || !evs[1].AtStart {
+		t.Fatalf("the message should be at the start of execution 1; history:%s", quDump(evs))
+	}
+	// The instance exists now: a plain enqueue.
+	r, err = b.client.Enqueue(b.ctx, "sw", "Q", "m2", herald.WithEventID("m2"), herald.StartIfAbsent("script", nil))
+	if err != nil || r.Started || r.Duplicate {
+		t.Fatalf("receipt %+v, %v; want a plain enqueue", r, err)
+	}
+	quWaitFate(b, "m2", history.FateBuffered)
+	quSend(b, "sw", "drain", "Q")
+	quSend(b, "sw", "end")
+	quWantGot(b, "sw", "input", "m1", "m2")
+}
+
+func TestQueue_TryDequeue(t *testing.T) {
+	t.Parallel()
+	type out struct {
+		FirstEmpty bool
+		Got        []string
+	}
+	b := setup(t, nil, func(rt *herald.Runtime) {
+		herald.RegisterWorkflow(rt, "w", func(ctx *herald.Context, _ struct{}) (out, error) {
+			var o out
+			var s string
+			ok, err := ctx.TryDequeue("Q", &s)
+			if err != nil {
+				return o, err
+			}
+			o.FirstEmpty = !ok && s == ""
+			// TryDequeue did not wait: the code goes on in the same turn.
+			if err := ctx.WaitEvent("go").Get(nil); err != nil {
+				return o, err
+			}
+			for {
+				ok, err := ctx.TryDequeue("Q", &s)
+				if err != nil {
+					return o, err
+				}
+				if !ok {
+					break
+				}
+				o.Got = append(o.Got, s)
+			}
+			return o, nil
+		})
+	})
+	quStart(b, "w", "i", nil)
+	quWaitExec(b, "i", 1, history.EventSubscribed, history.LanePositional, "go", 1)
+	evs := quHistory(b, "i", 0)
+	try := quFind(evs, history.EventSubscribed, history.LaneQueue, "Q")
+	if len(try) != 1 || !try[0].NoWait || try[0].EventID != "" || try[0].Seq != 2 {
+		t.Fatalf("the first TryDequeue: history:%s", quDump(evs))
+	}
+	want := []string{"m1", "m2", "m3", "m4", "m5"}
+	for _, id := range want {
+		quEnqueue(b, "i", "Q", id, id)
+	}
+	// The empty TryDequeue left no receive behind: the messages wait.
+	for _, id := range want {
+		quWaitFate(b, id, history.FateBuffered)
+	}
+	quRaise(b, "i", "go", nil, "ev-go")
+	var o out
+	quResult(b, "i", &o)
+	if !o.FirstEmpty || !slices.Equal(o.Got, want) {
+		t.Fatalf("result %+v, want empty first, then %q", o, want)
+	}
+	evs = quHistory(b, "i", 0)
+	try = quFind(evs, history.EventSubscribed, history.LaneQueue, "Q")
+	if len(try) != 7 {
+		t.Fatalf("%d TryDequeues, want 7; history:%s", len(try), quDump(evs))
+	}
+	// Receives are numbered per queue, the empty ones too.
+	for i, ev := range try {
+		wantID := ""
+		if i >= 1 && i <= 5 {
+			wantID = want[i-1]
+		}
+		if !ev.NoWait || ev.EventID != wantID || (wantID != "" && ev.WaitNumber != i+1) {
+			t.Fatalf("TryDequeue %d: %+v, want %q; history:%s", i+1, ev, wantID, quDump(evs))
+		}
+		if wantID != "" {
+			quCheckFate(b, wantID, quFate{Lane: history.LaneQueue, Name: "Q", Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: i + 1})
+		}
+	}
+	if n := len(quFind(evs, history.EventSubscribedCancelled, "", "")); n != 0 {
+		t.Fatalf("a TryDequeue left a cancellation; history:%s", quDump(evs))
+	}
+	quReplay(b, "i")
+}
+
+// ---- cancelled receives consume nothing ----
+
+func TestQueue_SelectLoserDoesNotConsume(t *testing.T) {
+	t.Parallel()
+	type out struct {
+		Winner          int
+		First, Then     string
+		LoserCancelled  bool
+		ThenReadyAtOnce bool
+	}
+	b := setup(t, nil, func(rt *herald.Runtime) {
+		herald.RegisterWorkflow(rt, "w", func(ctx *herald.Context, _ struct{}) (out, error) {
+			var o out
+			a, bq := ctx.Dequeue("A"), ctx.Dequeue("B")
+			o.Winner = ctx.Select(a, bq)
+			o.LoserCancelled = errors.Is(a.Get(nil), herald.ErrCanceled)
+			if err := bq.Get(&o.First); err != nil {
+				return o, err
+			}
+			if err := ctx.WaitEvent("go").Get(nil); err != nil {
+				return o, err
+			}
+			f := ctx.Dequeue("A")
+			o.ThenReadyAtOnce = f.Ready()
+			err := f.Get(&o.Then)
+			return o, err
+		})
+	})
+	quStart(b, "w", "i", nil)
+	quWaitExec(b, "i", 1, history.EventSubscribed, history.LaneQueue, "B", 1)
+	quEnqueue(b, "i", "B", "b1", "b1")
+	quWaitExec(b, "i", 1, history.EventSubscribedCancelled, history.LaneQueue, "A", 1)
+	quWaitExec(b, "i", 1, history.EventSubscribed, history.LanePositional, "go", 1)
+	quEnqueue(b, "i", "A", "a1", "a1")
+	quWaitFate(b, "a1", history.FateBuffered)
+	quRaise(b, "i", "go", nil, "ev-go")
+	var o out
+	quResult(b, "i", &o)
+	if o != (out{Winner: 1, First: "b1", Then: "a1", LoserCancelled: true, ThenReadyAtOnce: true}) {
+		t.Fatalf("result %+v", o)
+	}
+	evs := quHistory(b, "i", 0)
+	subsA := quFind(evs, history.EventSubscribed, history.LaneQueue, "A")
+	cancels := quFind(evs, history.EventSubscribedCancelled, "", "")
+	if len(subsA) != 2 || len(cancels) != 1 || cancels[0].TaskSeq != subsA[0].Seq || cancels[0].Lane != history.LaneQueue ||
+		subsA[1].EventID != "a1" || len(quFind(evs, history.EventDropped, "", "")) != 0 {
+		t.Fatalf("history:%s", quDump(evs))
+	}
+	quCheckFate(b, "a1", quFate{Lane: history.LaneQueue, Name: "A", Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 2})
+	quCheckFate(b, "b1", quFate{Lane: history.LaneQueue, Name: "B", Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
+	quReplay(b, "i")
+}
+
+// A loop racing Dequeue against a timer — the pattern SPEC §3.1 sends to
+// the queue lane — receives every message exactly once, in order, however
+// many receives the timer cancels.
+func TestQueue_TimerLoopNeverLosesMessages(t *testing.T) {
+	t.Parallel()
+	const n = 4
+	type out struct {
+		Got   []string
+		Ticks int
+	}
+	b := setup(t, nil, func(rt *herald.Runtime) {
+		herald.RegisterWorkflow(rt, "w", func(ctx *herald.Context, _ struct{}) (out, error) {
+			var o out
+			for len(o.Got) < n {
+				d := ctx.Dequeue("Q")
+				if ctx.Select(d, ctx.Timer(20*time.Millisecond)) == 1 {
+					o.Ticks++
+					continue
+				}
+				var s string
+				if err := d.Get(&s); err != nil {
+					return o, err
+				}
+				o.Got = append(o.Got, s)
+			}
+			return o, nil
+		})
+	})
+	quStart(b, "w", "i", nil)
+	var want []string
+	for i := 1; i <= n; i++ {
+		// At least two more receives cancelled before each message.
+		quWaitExec(b, "i", 1, history.EventSubscribedCancelled, history.LaneQueue, "Q", 2*i)
+		id := fmt.Sprintf("m%d", i)
+		want = append(want, id)
+		quEnqueue(b, "i", "Q", id, id)
+	}
+	var o out
+	quResult(b, "i", &o)
+	if !slices.Equal(o.Got, want) || o.Ticks < 2*n {
+		t.Fatalf("result %+v, want %q after at least %d ticks", o, want, 2*n)
+	}
+	evs := quHistory(b, "i", 0)
+	if d := quFind(evs, history.EventDropped, "", ""); len(d) != 0 {
+		t.Fatalf("drops %+v; history:%s", d, quDump(evs))
+	}
+	last := 0
+	for _, id := range want {
+		rec := b.fate(id)
+		if rec.Fate != history.FateDelivered || rec.WaitNumber <= last {
+			t.Fatalf("fate of %s: %+v (previous wait number %d)", id, rec, last)
+		}
+		last = rec.WaitNumber
+	}
+	quReplay(b, "i")
+}
+
+func TestQueue_DequeueTimeoutThenMessageReceived(t *testing.T) {
+	t.Parallel()
+	type out struct {
+		TimedOut bool
+		Got      []string
+	}
+	b := setup(t, nil, func(rt *herald.Runtime) {
+		herald.RegisterWorkflow(rt, "w", func(ctx *herald.Context, _ struct{}) (out, error) {
+			var o out
+			var s string
+			o.TimedOut = errors.Is(ctx.Dequeue("Q", herald.WithTimeout(50*time.Millisecond)).Get(&s), herald.ErrEventTimeout)
+			if err := ctx.WaitEvent("go").Get(nil); err != nil {
+				return o, err
+			}
+			for range 2 {
+				if err := ctx.Dequeue("Q", herald.WithTimeout(time.Hour)).Get(&s); err != nil {
+					return o, err
+				}
+				o.Got = append(o.Got, s)
+			}
+			return o, nil
+		})
+	})
+	quStart(b, "w", "i", nil)
+	quWaitExec(b, "i", 1, history.EventSubscribed, history.LanePositional, "go", 1)
+	quEnqueue(b, "i", "Q", "m1", "m1")
+	quWaitFate(b, "m1", history.FateBuffered)
+	quRaise(b, "i", "go", nil, "ev-go")
+	quWaitExec(b, "i", 1, history.EventSubscribed, history.LaneQueue, "Q", 3)
+	quEnqueue(b, "i", "Q", "m2", "m2")
+	var o out
+	quResult(b, "i", &o)
+	if !o.TimedOut || !slices.Equal(o.Got, []string{"m1", "m2"}) {
+		t.Fatalf("result %+v, want a timeout, then m1, m2", o)
+	}
+	evs := quHistory(b, "i", 0)
+	subs := quFind(evs, history.EventSubscribed, history.LaneQueue, "Q")
+	cancels := quFind(evs, history.EventSubscribedCancelled, "", "")
+	timers := quFind(evs, history.TimerCreated, "", "")
+	fired := quFind(evs, history.TimerFired, "", "")
+	timerCancels := quFind(evs, history.TimerCancelled, "", "")
+	m2 := quOne(b, evs, "m2")
+	// Receive 1 timed out and was withdrawn; receive 2 took m1 at once (no
+	// timer); receive 3 got m2 and cancelled its timer.
+	if len(subs) != 3 || len(cancels) != 1 || len(timers) != 2 || len(fired) != 1 || len(timerCancels) != 1 ||
+		cancels[0].TaskSeq != subs[0].Seq || cancels[0].Lane != history.LaneQueue || fired[0].TaskSeq != timers[0].Seq ||
+		subs[1].EventID != "m1" || subs[1].WaitNumber != 2 || timers[1].Seq != subs[2].Seq+1 ||
+		m2.Kind != history.EventRaised || m2.TaskSeq != subs[2].Seq || m2.WaitNumber != 3 || timerCancels[0].TaskSeq != timers[1].Seq ||
+		len(quFind(evs, history.EventDropped, "", "")) != 0 {
+		t.Fatalf("history:%s", quDump(evs))
+	}
+	quCheckFate(b, "m1", quFate{Lane: history.LaneQueue, Name: "Q", Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 2})
+	quCheckFate(b, "m2", quFate{Lane: history.LaneQueue, Name: "Q", Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 3})
+	quReplay(b, "i")
+}
+
+// ---- the client side ----
+
+func TestQueue_DedupWithEventID(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil, registerScript)
+	quStart(b, "script", "i", nil)
+	quStart(b, "script", "other", nil)
+	quReady(b, "i", 1, 1)
+	first := quEnqueue(b, "i", "Q", "one", "e1")
+	again, err := b.client.Enqueue(b.ctx, "i", "Q", "another payload", herald.WithEventID("e1"))
+	if err != nil || !again.Duplicate || again.EventID != "e1" || !again.ReceivedAt.Equal(first.ReceivedAt) {
+		t.Fatalf("second enqueue of e1: %+v, %v; first %+v", again, err, first)
+	}
+	// The id is taken for this instance, lane and queue.
+	for name, send := range map[string]func() error{
+		"positional lane": func() error {
+			_, err := b.client.RaiseEvent(b.ctx, "i", "Q", "x", herald.WithEventID("e1"))
+			return err
+		},
+		"other queue": func() error { _, err := b.client.Enqueue(b.ctx, "i", "R", "x", herald.WithEventID("e1")); return err },
+		"other instance": func() error {
+			_, err := b.client.Enqueue(b.ctx, "other", "Q", "x", herald.WithEventID("e1"))
+			return err
+		},
+	} {
+		if err := send(); !errors.Is(err, herald.ErrEventIDConflict) {
+			t.Errorf("e1 on the %s: %v, want ErrEventIDConflict", name, err)
+		}
+	}
+	quWaitFate(b, "e1", history.FateBuffered)
+	quSend(b, "i", "take", "Q")
+	quWaitFate(b, "e1", history.FateDelivered)
+	quReady(b, "i", 1, 2)
+	// After delivery too: a duplicate changes nothing.
+	again, err = b.client.Enqueue(b.ctx, "i", "Q", "one", herald.WithEventID("e1"))
+	if err != nil || !again.Duplicate {
+		t.Fatalf("enqueue of e1 after delivery: %+v, %v", again, err)
+	}
+	quSend(b, "i", "try", "Q")
+	quSend(b, "i", "end")
+	quWantGot(b, "i", "one", "-")
+	quCheckFate(b, "e1", quFate{Lane: history.LaneQueue, Name: "Q", Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
+	recs, err := b.client.Events(b.ctx, "i")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, r := range recs {
+		if r.EventID == "e1" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("e1 listed %d times", n)
+	}
+	if evs := quHistory(b, "i", 0); len(quFind(evs, history.EventRaised, "", "Q")) != 1 {
+		t.Fatalf("e1 reached the instance more than once:%s", quDump(evs))
+	}
+}
+
+func TestQueue_EnqueueToEndedInstance(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil, registerScript)
+	quStart(b, "script", "done", nil)
+	quSend(b, "done", "end")
+	quWantGot(b, "done")
+	quStart(b, "script", "killed", nil)
+	quReady(b, "killed", 1, 1)
+	if err := b.client.Terminate(b.ctx, "killed", "stop"); err != nil {
+		t.Fatal(err)
+	}
+	b.waitDone("killed")
+	for _, id := range []string{"done", "killed"} {
+		before := quHistory(b, id, 0)
+		recsBefore, err := b.client.Events(b.ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		eventID := "late-" + id
+		if _, err := b.client.Enqueue(b.ctx, id, "Q", "late", herald.WithEventID(eventID)); !errors.Is(err, herald.ErrInstanceNotRunning) {
+			t.Fatalf("enqueue to %s: %v, want ErrInstanceNotRunning", id, err)
+		}
+		if _, err := b.client.EventFate(b.ctx, eventID); !errors.Is(err, herald.ErrNotFound) {
+			t.Fatalf("fate of the refused message: %v, want ErrNotFound", err)
+		}
+		recs, err := b.client.Events(b.ctx, id)
+		if err != nil || len(recs) != len(recsBefore) {
+			t.Fatalf("events of %s: %d, %v; %d before", id, len(recs), err, len(recsBefore))
+		}
+		if after := quHistory(b, id, 0); !reflect.DeepEqual(after, before) {
+			t.Fatalf("history of %s changed:%s", id, quDump(after))
+		}
+		// A refused id is not taken: nothing was stored.
+		if _, err := b.client.Enqueue(b.ctx, "fresh", "Q", "x", herald.WithEventID(eventID)); err != nil {
+			t.Fatalf("reuse of the refused id %s: %v", eventID, err)
+		}
+	}
+}
+
+func TestQueue_EventsListsBothLanes(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil, registerScript)
+	quStart(b, "script", "i", nil)
+	quReady(b, "i", 1, 1)
+	quEnqueue(b, "i", "Q", "q1", "q1")
+	quRaise(b, "i", "Q", "p1", "p1")
+	quEnqueue(b, "i", "R", "q2", "q2")
+	quWaitFate(b, "q2", history.FateBuffered)
+	quSend(b, "i", "take", "Q")
+	quWaitFate(b, "q1", history.FateDelivered)
+	quSend(b, "i", "end")
+	quWantGot(b, "i", "q1")
+
+	recs, err := b.client.Events(b.ctx, "i")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type rec struct {
+		ID     string
+		Lane   history.Lane
+		Name   string
+		Fate   history.Fate
+		Reason history.DropReason
+	}
+	var got []rec
+	cmds := 0
+	for _, r := range recs {
+		if r.InstanceID != "i" {
+			t.Fatalf("record of another instance: %+v", r)
+		}
+		if r.Name == "cmd" {
+			cmds++
+			if r.Lane != history.LanePositional || r.Fate != history.FateDelivered {
+				t.Fatalf("command %+v", r)
+			}
+			continue
+		}
+		got = append(got, rec{r.EventID, r.Lane, r.Name, r.Fate, r.Reason})
+	}
+	// Oldest first; the instance ended with p1 and q2 still buffered.
+	want := []rec{
+		{"q1", history.LaneQueue, "Q", history.FateDelivered, ""},
+		{"p1", history.LanePositional, "Q", history.FateDropped, history.DropInstanceTerminal},
+		{"q2", history.LaneQueue, "R", history.FateDropped, history.DropInstanceTerminal},
+	}
+	if !reflect.DeepEqual(got, want) || cmds != 2 {
+		t.Fatalf("events %+v (%d commands), want %+v", got, cmds, want)
+	}
+	queued, err := b.client.Events(b.ctx, "i", herald.EventFilter{Lane: history.LaneQueue})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(queued) != 2 || queued[0].EventID != "q1" || queued[1].EventID != "q2" {
+		t.Fatalf("queue-lane events %+v, want q1, q2", queued)
+	}
+	evs := quHistory(b, "i", 0)
+	for _, w := range want[1:] {
+		ev := quByID(evs, w.ID)
+		if last := ev[len(ev)-1]; last.Kind != history.EventDropped || last.Lane != w.Lane || last.Reason != history.DropInstanceTerminal {
+			t.Fatalf("breadcrumb of %s: %+v; history:%s", w.ID, last, quDump(evs))
+		}
+	}
+}

@@ -1,0 +1,387 @@
+package herald_test
+
+// End-to-end tests of the queue lane (SPEC §3.2) following seed 002's test
+// plan, part 2 (tests 5–10, seeds/002_ff9c748252f70f37.txt): the seed's
+// "persistent events" (schedule_wait_persistent / raise_event_persistent)
+// are Herald's queue lane (ctx.Dequeue / client.Enqueue). Helpers are in
+// queue_test.go.
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/heraldwf/herald"
+	"github.com/heraldwf/herald/history"
+)
+
+func TestSeed002_5_QueueBasicDelivery(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil, func(rt *herald.Runtime) {
+		herald.RegisterWorkflow(rt, "w", func(ctx *herald.Context, _ struct{}) (string, error) {
+			var s string
+			err := ctx.Dequeue("X").Get(&s)
+			return s, err
+		})
+	})
+	quStart(b, "w", "i", nil)
+	quWaitExec(b, "i", 1, history.EventSubscribed, history.LaneQueue, "X", 1)
+	quEnqueue(b, "i", "X", "data", "ev-1")
+	var got string
+	quResult(b, "i", &got)
+	if got != "data" {
+		t.Fatalf("result %q, want data", got)
+	}
+	evs := quHistory(b, "i", 0)
+	subs := quFind(evs, history.EventSubscribed, "", "")
+	raised := quFind(evs, history.EventRaised, "", "")
+	if len(subs) != 1 || len(raised) != 1 || subs[0].Lane != history.LaneQueue || subs[0].EventID != "" || subs[0].NoWait {
+		t.Fatalf("history:%s", quDump(evs))
+	}
+	if r := raised[0]; r.Lane != history.LaneQueue || r.Name != "X" || r.EventID != "ev-1" || r.TaskSeq != subs[0].Seq ||
+		r.WaitNumber != 1 || r.OriginExecution != 1 || r.AtStart || string(r.Payload) != `"data"` {
+		t.Fatalf("delivery %+v; history:%s", r, quDump(evs))
+	}
+	quCheckFate(b, "ev-1", quFate{Lane: history.LaneQueue, Name: "X", Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
+	quReplay(b, "i")
+}
+
+func TestSeed002_6_QueueMessageBeforeDequeue(t *testing.T) {
+	t.Parallel()
+	type out struct {
+		Got    string
+		AtOnce bool
+	}
+	b := setup(t, nil, func(rt *herald.Runtime) {
+		herald.RegisterWorkflow(rt, "w", func(ctx *herald.Context, _ struct{}) (out, error) {
+			var o out
+			if err := ctx.WaitEvent("go").Get(nil); err != nil {
+				return o, err
+			}
+			f := ctx.Dequeue("X")
+			o.AtOnce = f.Ready()
+			err := f.Get(&o.Got)
+			return o, err
+		})
+	})
+	quStart(b, "w", "i", nil)
+	quWaitExec(b, "i", 1, history.EventSubscribed, history.LanePositional, "go", 1)
+	// The message comes first: kept in the mailbox.
+	quEnqueue(b, "i", "X", "data", "ev-1")
+	quWaitFate(b, "ev-1", history.FateBuffered)
+	quCheckFate(b, "ev-1", quFate{Lane: history.LaneQueue, Name: "X", Fate: history.FateBuffered, Execution: 1, Origin: 1})
+	quRaise(b, "i", "go", nil, "ev-go")
+	var o out
+	quResult(b, "i", &o)
+	if o != (out{Got: "data", AtOnce: true}) {
+		t.Fatalf("result %+v, want data received at once", o)
+	}
+	evs := quHistory(b, "i", 0)
+	raised := quFind(evs, history.EventRaised, history.LaneQueue, "")
+	subs := quFind(evs, history.EventSubscribed, history.LaneQueue, "X")
+	if len(raised) != 1 || raised[0].EventID != "ev-1" || raised[0].TaskSeq != 0 || len(quByID(evs, "ev-1")) != 2 ||
+		len(subs) != 1 || subs[0].EventID != "ev-1" || subs[0].WaitNumber != 1 || subs[0].Seq < raised[0].Seq {
+		t.Fatalf("history:%s", quDump(evs))
+	}
+	quCheckFate(b, "ev-1", quFate{Lane: history.LaneQueue, Name: "X", Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
+	quReplay(b, "i")
+}
+
+func TestSeed002_7_QueueSurvivesSelectCancellation(t *testing.T) {
+	t.Parallel()
+	type out struct {
+		Winner         int
+		LoserCancelled bool
+		Got            string
+		AtOnce         bool
+	}
+	release := make(chan struct{})
+	b := setup(t, nil, func(rt *herald.Runtime) {
+		herald.RegisterWorkflow(rt, "w", func(ctx *herald.Context, _ struct{}) (out, error) {
+			var o out
+			d := ctx.Dequeue("X")
+			o.Winner = ctx.Select(d, ctx.Timer(50*time.Millisecond))
+			o.LoserCancelled = errors.Is(d.Get(nil), herald.ErrCanceled)
+			// Busy with something else while the message arrives.
+			if err := ctx.CallActivity("busy", nil).Get(nil); err != nil {
+				return o, err
+			}
+			f := ctx.Dequeue("X")
+			o.AtOnce = f.Ready()
+			err := f.Get(&o.Got)
+			return o, err
+		})
+		herald.RegisterActivity(rt, "busy", func(ctx context.Context, _ struct{}) (struct{}, error) {
+			select {
+			case <-release:
+				return struct{}{}, nil
+			case <-ctx.Done():
+				return struct{}{}, ctx.Err()
+			}
+		})
+	})
+	quStart(b, "w", "i", nil)
+	quWaitExec(b, "i", 1, history.ActivityScheduled, "", "busy", 1)
+	evs := quHistory(b, "i", 0)
+	sub := quFind(evs, history.EventSubscribed, history.LaneQueue, "X")
+	cancel := quFind(evs, history.EventSubscribedCancelled, "", "")
+	if len(sub) != 1 || len(cancel) != 1 || cancel[0].Lane != history.LaneQueue || cancel[0].Name != "X" ||
+		cancel[0].TaskSeq != sub[0].Seq || len(quFind(evs, history.TimerFired, "", "")) != 1 {
+		t.Fatalf("the timer should have won and the Dequeue been cancelled; history:%s", quDump(evs))
+	}
+	// Between the cancelled receive and the next one: the message is kept,
+	// not dropped (the queue lane has no causality).
+	quEnqueue(b, "i", "X", "data", "ev-1")
+	quWaitFate(b, "ev-1", history.FateBuffered)
+	evs = quHistory(b, "i", 0)
+	if r := quOne(b, evs, "ev-1"); r.Kind != history.EventRaised || r.TaskSeq != 0 || r.Seq < cancel[0].Seq {
+		t.Fatalf("the message should be buffered after the cancellation; history:%s", quDump(evs))
+	}
+	close(release)
+	var o out
+	quResult(b, "i", &o)
+	if o != (out{Winner: 1, LoserCancelled: true, Got: "data", AtOnce: true}) {
+		t.Fatalf("result %+v, want the timer to win and the next Dequeue to get data at once", o)
+	}
+	evs = quHistory(b, "i", 0)
+	sub = quFind(evs, history.EventSubscribed, history.LaneQueue, "X")
+	if len(sub) != 2 || sub[1].EventID != "ev-1" || sub[1].WaitNumber != 2 || len(quFind(evs, history.EventDropped, "", "")) != 0 {
+		t.Fatalf("history:%s", quDump(evs))
+	}
+	quCheckFate(b, "ev-1", quFate{Lane: history.LaneQueue, Name: "X", Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 2})
+	quReplay(b, "i")
+}
+
+func TestSeed002_8_QueueFIFO(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil, func(rt *herald.Runtime) {
+		// Buffered first, then received one by one.
+		herald.RegisterWorkflow(rt, "sequential", func(ctx *herald.Context, _ struct{}) ([]string, error) {
+			if err := ctx.WaitEvent("go").Get(nil); err != nil {
+				return nil, err
+			}
+			var got []string
+			for range 3 {
+				var s string
+				if err := ctx.Dequeue("X").Get(&s); err != nil {
+					return got, err
+				}
+				got = append(got, s)
+			}
+			return got, nil
+		})
+		// Two receives outstanding at once, messages arriving after them.
+		herald.RegisterWorkflow(rt, "outstanding", func(ctx *herald.Context, _ struct{}) ([2]string, error) {
+			var got [2]string
+			d1, d2 := ctx.Dequeue("X"), ctx.Dequeue("X")
+			if err := ctx.All(d1, d2); err != nil {
+				return got, err
+			}
+			if err := d1.Get(&got[0]); err != nil {
+				return got, err
+			}
+			err := d2.Get(&got[1])
+			return got, err
+		})
+	})
+
+	quStart(b, "sequential", "seq", nil)
+	quWaitExec(b, "seq", 1, history.EventSubscribed, history.LanePositional, "go", 1)
+	want := []string{"first", "second", "third"}
+	for _, p := range want {
+		quEnqueue(b, "seq", "X", p, "seq-"+p)
+	}
+	for _, p := range want {
+		quWaitFate(b, "seq-"+p, history.FateBuffered)
+	}
+	quRaise(b, "seq", "go", nil, "ev-go")
+	var got []string
+	quResult(b, "seq", &got)
+	if !slices.Equal(got, want) {
+		t.Fatalf("received %q, want %q", got, want)
+	}
+	for i, p := range want {
+		quCheckFate(b, "seq-"+p, quFate{Lane: history.LaneQueue, Name: "X", Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: i + 1})
+	}
+	quReplay(b, "seq")
+
+	quStart(b, "outstanding", "out", nil)
+	quWaitExec(b, "out", 1, history.EventSubscribed, history.LaneQueue, "X", 2)
+	quEnqueue(b, "out", "X", "first", "out-first")
+	quEnqueue(b, "out", "X", "second", "out-second")
+	var got2 [2]string
+	quResult(b, "out", &got2)
+	if got2 != [2]string{"first", "second"} {
+		t.Fatalf("received %q, want first, second", got2)
+	}
+	evs := quHistory(b, "out", 0)
+	subs := quFind(evs, history.EventSubscribed, history.LaneQueue, "X")
+	first, second := quOne(b, evs, "out-first"), quOne(b, evs, "out-second")
+	if len(subs) != 2 || first.TaskSeq != subs[0].Seq || second.TaskSeq != subs[1].Seq || first.Seq > second.Seq {
+		t.Fatalf("history:%s", quDump(evs))
+	}
+	quCheckFate(b, "out-second", quFate{Lane: history.LaneQueue, Name: "X", Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 2})
+	quReplay(b, "out")
+}
+
+func TestSeed002_9_QueueSurvivesContinueAsNew(t *testing.T) {
+	t.Parallel()
+	type out struct {
+		Execution int
+		Got       string
+	}
+	b := setup(t, nil, func(rt *herald.Runtime) {
+		herald.RegisterWorkflow(rt, "w", func(ctx *herald.Context, _ struct{}) (out, error) {
+			if ctx.Execution() == 1 {
+				if err := ctx.WaitEvent("go").Get(nil); err != nil {
+					return out{}, err
+				}
+				return out{}, ctx.ContinueAsNew(nil)
+			}
+			o := out{Execution: ctx.Execution()}
+			err := ctx.Dequeue("X").Get(&o.Got)
+			return o, err
+		})
+	})
+	quStart(b, "w", "i", nil)
+	quWaitExec(b, "i", 1, history.EventSubscribed, history.LanePositional, "go", 1)
+	quEnqueue(b, "i", "X", "data", "ev-1")
+	quWaitFate(b, "ev-1", history.FateBuffered)
+	quRaise(b, "i", "go", nil, "ev-go")
+	var o out
+	info := quResult(b, "i", &o)
+	if o != (out{Execution: 2, Got: "data"}) || info.Execution != 2 {
+		t.Fatalf("result %+v (execution %d), want data received by execution 2", o, info.Execution)
+	}
+	ex1 := quHistory(b, "i", 1)
+	if r := quOne(b, ex1, "ev-1"); r.Kind != history.EventRaised || r.TaskSeq != 0 || r.Lane != history.LaneQueue ||
+		ex1[len(ex1)-1].Kind != history.ExecutionContinuedAsNew {
+		t.Fatalf("execution 1:%s", quDump(ex1))
+	}
+	ex2 := quHistory(b, "i", 2)
+	quCheckStart(b, ex2, 2, quCarried{"ev-1", 1, ""})
+	if sub := quFind(ex2, history.EventSubscribed, history.LaneQueue, "X"); len(sub) != 1 || sub[0].EventID != "ev-1" || sub[0].WaitNumber != 1 {
+		t.Fatalf("execution 2:%s", quDump(ex2))
+	}
+	quCheckFate(b, "ev-1", quFate{Lane: history.LaneQueue, Name: "X", Fate: history.FateDelivered, Execution: 2, Origin: 1, WaitNumber: 1})
+	quReplay(b, "i")
+}
+
+func TestSeed002_10_QueueAndPositionalIndependent(t *testing.T) {
+	t.Parallel()
+	type both struct{ Positional, Queue string }
+	// cross records what each lane received after a cancelled receive on the
+	// other lane.
+	type cross struct {
+		Queue, Positional string
+		StrayQueue        bool // TryDequeue("X") found something after both were consumed
+	}
+	bothLanes := func(ctx *herald.Context, _ struct{}) (both, error) {
+		var o both
+		p, q := ctx.WaitEvent("X"), ctx.Dequeue("X")
+		if err := ctx.All(p, q); err != nil {
+			return o, err
+		}
+		if err := p.Get(&o.Positional); err != nil {
+			return o, err
+		}
+		err := q.Get(&o.Queue)
+		return o, err
+	}
+	b := setup(t, nil, func(rt *herald.Runtime) {
+		herald.RegisterWorkflow(rt, "both", bothLanes)
+		herald.RegisterWorkflow(rt, "cross", func(ctx *herald.Context, _ struct{}) (cross, error) {
+			var o cross
+			// A withdrawn positional question on X, a cancelled queue receive on Y.
+			ctx.Select(ctx.WaitEvent("X"), ctx.Timer(20*time.Millisecond))
+			ctx.Select(ctx.Dequeue("Y"), ctx.Timer(20*time.Millisecond))
+			if err := ctx.WaitEvent("go").Get(nil); err != nil {
+				return o, err
+			}
+			if err := ctx.Dequeue("X").Get(&o.Queue); err != nil {
+				return o, err
+			}
+			if err := ctx.WaitEvent("Y").Get(&o.Positional); err != nil {
+				return o, err
+			}
+			var s string
+			ok, err := ctx.TryDequeue("Y", &s)
+			o.StrayQueue = ok
+			return o, err
+		})
+	})
+
+	// Positional first: it resolves the WaitEvent only.
+	quStart(b, "both", "pq", nil)
+	quWaitExec(b, "pq", 1, history.EventSubscribed, history.LaneQueue, "X", 1)
+	quRaise(b, "pq", "X", "positional", "pq-p")
+	quWaitFate(b, "pq-p", history.FateDelivered)
+	evs := quHistory(b, "pq", 0)
+	if len(quFind(evs, history.EventRaised, history.LaneQueue, "")) != 0 {
+		t.Fatalf("the positional event reached the queue lane; history:%s", quDump(evs))
+	}
+	quEnqueue(b, "pq", "X", "queue", "pq-q")
+	var o both
+	quResult(b, "pq", &o)
+	if o != (both{Positional: "positional", Queue: "queue"}) {
+		t.Fatalf("result %+v", o)
+	}
+	checkBoth := func(id, positionalID, queueID string) {
+		t.Helper()
+		evs := quHistory(b, id, 0)
+		pSub := quFind(evs, history.EventSubscribed, history.LanePositional, "X")
+		qSub := quFind(evs, history.EventSubscribed, history.LaneQueue, "X")
+		p, q := quOne(b, evs, positionalID), quOne(b, evs, queueID)
+		if len(pSub) != 1 || len(qSub) != 1 || p.Lane != history.LanePositional || p.TaskSeq != pSub[0].Seq ||
+			q.Lane != history.LaneQueue || q.TaskSeq != qSub[0].Seq || p.Kind != history.EventRaised || q.Kind != history.EventRaised {
+			t.Fatalf("%s history:%s", id, quDump(evs))
+		}
+		quCheckFate(b, positionalID, quFate{Lane: history.LanePositional, Name: "X", Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
+		quCheckFate(b, queueID, quFate{Lane: history.LaneQueue, Name: "X", Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
+		quReplay(b, id)
+	}
+	checkBoth("pq", "pq-p", "pq-q")
+
+	// Queue first: it resolves the Dequeue only.
+	quStart(b, "both", "qp", nil)
+	quWaitExec(b, "qp", 1, history.EventSubscribed, history.LaneQueue, "X", 1)
+	quEnqueue(b, "qp", "X", "queue", "qp-q")
+	quWaitFate(b, "qp-q", history.FateDelivered)
+	evs = quHistory(b, "qp", 0)
+	if len(quFind(evs, history.EventRaised, history.LanePositional, "")) != 0 {
+		t.Fatalf("the queue message reached the positional lane; history:%s", quDump(evs))
+	}
+	quRaise(b, "qp", "X", "positional", "qp-p")
+	quResult(b, "qp", &o)
+	if o != (both{Positional: "positional", Queue: "queue"}) {
+		t.Fatalf("result %+v", o)
+	}
+	checkBoth("qp", "qp-p", "qp-q")
+
+	// Cancelled receives on one lane leave nothing on the other: the
+	// withdrawn positional question on X does not drop a queue message X,
+	// and the cancelled Dequeue on Y does not drop a positional event Y.
+	quStart(b, "cross", "cross", nil)
+	quWaitExec(b, "cross", 1, history.EventSubscribed, history.LanePositional, "go", 1)
+	quEnqueue(b, "cross", "X", "queue", "cross-q")
+	quRaise(b, "cross", "Y", "positional", "cross-p")
+	quWaitFate(b, "cross-q", history.FateBuffered)
+	quWaitFate(b, "cross-p", history.FateBuffered)
+	quRaise(b, "cross", "go", nil, "cross-go")
+	var c cross
+	quResult(b, "cross", &c)
+	if c != (cross{Queue: "queue", Positional: "positional"}) {
+		t.Fatalf("result %+v", c)
+	}
+	evs = quHistory(b, "cross", 0)
+	cancels := quFind(evs, history.EventSubscribedCancelled, "", "")
+	if len(cancels) != 2 || cancels[0].Lane != history.LanePositional || cancels[0].Name != "X" ||
+		cancels[1].Lane != history.LaneQueue || cancels[1].Name != "Y" || len(quFind(evs, history.EventDropped, "", "")) != 0 {
+		t.Fatalf("history:%s", quDump(evs))
+	}
+	quCheckFate(b, "cross-q", quFate{Lane: history.LaneQueue, Name: "X", Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
+	quCheckFate(b, "cross-p", quFate{Lane: history.LanePositional, Name: "Y", Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
+	quReplay(b, "cross")
+}
