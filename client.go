@@ -152,6 +152,19 @@ func (c *Client) send(ctx context.Context, lane history.Lane, instanceID, name s
 	id := o.eventID
 	if id == "" {
 		id = uuid.NewString()
+	} else {
+		// A retry of an accepted event returns its first receipt even if the
+		// event's definition has changed since: dedup comes before
+		// validation. (The store checks again, atomically.)
+		rec, err := c.store.EventGet(ctx, &storage.EventGetParams{Tenant: c.cfg.Tenant, EventID: id})
+		switch {
+		case err == nil && rec.InstanceID == instanceID && rec.Lane == lane && rec.Name == name:
+			return &EventReceipt{EventID: id, ReceivedAt: rec.ReceivedAt, Duplicate: true}, nil
+		case err == nil:
+			return nil, fmt.Errorf("send %s %q to %s: event id %s: %w", lane, name, instanceID, id, storage.ErrEventIDConflict)
+		case !errors.Is(err, storage.ErrNotFound):
+			return nil, fmt.Errorf("send %s %q to %s: %w", lane, name, instanceID, err)
+		}
 	}
 	now := c.cfg.Now()
 	p := &storage.EventRaiseParams{

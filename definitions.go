@@ -5,12 +5,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
 
 	"github.com/heraldwf/herald/history"
 	"github.com/heraldwf/herald/storage"
@@ -100,14 +103,14 @@ func (c *Client) DeleteEventDefinition(ctx context.Context, name string) error {
 	return nil
 }
 
-func compileSchema(name string, schema []byte) (*jsonschema.Schema, error) {
+func compileSchema(_ string, schema []byte) (*jsonschema.Schema, error) {
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schema))
 	if err != nil {
 		return nil, fmt.Errorf("not JSON: %w", err)
 	}
 	comp := jsonschema.NewCompiler()
 	comp.UseLoader(jsonschema.SchemeURLLoader{}) // no file or network $refs
-	url := "herald:///definitions/" + name + ".json"
+	const url = "herald:///definition.json"      // a fresh compiler per schema: the URL only has to be valid
 	if err := comp.AddResource(url, doc); err != nil {
 		return nil, err
 	}
@@ -191,33 +194,31 @@ func (c *Client) applyDefinition(ctx context.Context, p *storage.EventRaiseParam
 	return nil
 }
 
-// schemaReasons flattens a validation error into "where: what" lines.
+// schemaReasons flattens a validation error into "where: what" lines, one
+// per failing leaf of the error tree (a $ref's own error only says
+// "validation failed"; its causes say why).
 func schemaReasons(err error) []string {
 	var ve *jsonschema.ValidationError
 	if !errors.As(err, &ve) {
 		return []string{err.Error()}
 	}
 	var out []string
-	var walk func(u jsonschema.OutputUnit)
-	walk = func(u jsonschema.OutputUnit) {
-		if u.Error != nil && len(u.Errors) == 0 {
-			loc := u.InstanceLocation
-			if loc == "" {
-				loc = "/"
-			}
-			out = append(out, loc+": "+u.Error.String())
+	var walk func(e *jsonschema.ValidationError)
+	walk = func(e *jsonschema.ValidationError) {
+		if len(e.Causes) == 0 {
+			out = append(out, "/"+strings.Join(e.InstanceLocation, "/")+": "+e.ErrorKind.LocalizedString(schemaPrinter))
+			return
 		}
-		for _, e := range u.Errors {
-			walk(e)
+		for _, c := range e.Causes {
+			walk(c)
 		}
 	}
-	walk(*ve.BasicOutput())
-	if len(out) == 0 {
-		out = append(out, ve.Error())
-	}
+	walk(ve)
 	sort.Strings(out)
-	return out
+	return slices.Compact(out)
 }
+
+var schemaPrinter = message.NewPrinter(language.English)
 
 // expiryLoop drops events kept for instances that never started once their
 // retention has passed (fate dropped/expired). It runs beside the workers

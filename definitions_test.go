@@ -9,7 +9,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"flag"
 	"reflect"
 	"strings"
 	"testing"
@@ -732,17 +731,6 @@ func TestDefinition_EventBeforeStartDeliveredWhenInstanceStarts(t *testing.T) {
 	}
 }
 
-// dfKnownBug skips a test that reproduces an engine bug reported to the
-// engine's owners; remove the call when the bug is fixed.
-func dfKnownBug(t *testing.T, bug string) {
-	t.Helper()
-	if !*dfRunKnownBugs {
-		t.Skip("known engine bug, not fixed yet: " + bug + " (run with -herald.known-bugs to reproduce)")
-	}
-}
-
-var dfRunKnownBugs = flag.Bool("herald.known-bugs", false, "run the tests that reproduce known, unfixed engine bugs")
-
 // Event names are arbitrary case-sensitive strings (SPEC §3), so a name
 // must not decide whether its schema compiles. BUG: compileSchema builds
 // the resource URL as "herald:///definitions/"+name+".json" without
@@ -750,7 +738,6 @@ var dfRunKnownBugs = flag.Bool("herald.known-bugs", false, "run the tests that r
 // "schema:" error.
 func TestDefinition_NameWithURLCharactersAccepted(t *testing.T) {
 	t.Parallel()
-	dfKnownBug(t, "definition names are put into a URL unescaped")
 	c := dfClient(t)
 	for _, name := range []string{"order#paid", "100%", "a%zz"} {
 		if _, err := c.PutEventDefinition(t.Context(), herald.EventDefinition{Name: name, Schema: json.RawMessage(`{"type":"boolean"}`)}); err != nil {
@@ -769,7 +756,6 @@ func TestDefinition_NameWithURLCharactersAccepted(t *testing.T) {
 // ValidationError's own text has "got string, want boolean".
 func TestDefinition_ReasonsThroughRefSayWhatIsWrong(t *testing.T) {
 	t.Parallel()
-	dfKnownBug(t, "reasons of errors under a $ref say only \"validation failed\"")
 	c := dfClient(t)
 	dfPut(t, c, herald.EventDefinition{Name: "approval",
 		Schema: json.RawMessage(`{"$defs":{"flag":{"type":"boolean"}},"properties":{"approved":{"$ref":"#/$defs/flag"}}}`)})
@@ -783,7 +769,6 @@ func TestDefinition_ReasonsThroughRefSayWhatIsWrong(t *testing.T) {
 // definition has been tightened, although the event is stored.
 func TestDefinition_ResendAfterDefinitionChangeIsDuplicate(t *testing.T) {
 	t.Parallel()
-	dfKnownBug(t, "an idempotent resend is validated against the new definition")
 	c := dfClient(t)
 	dfPut(t, c, herald.EventDefinition{Name: "approval", Schema: json.RawMessage(s1Schema)})
 	dfSend(t, c, history.LaneQueue, "i", "approval", s1Approval{Approved: true}, "ev-1")
