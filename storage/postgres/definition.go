@@ -1,0 +1,249 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/heraldwf/herald/storage"
+)
+
+const definitionCols = `tenant, name, schema, buffer, retention_ns, max_payload_bytes, correlation, version, created_at, updated_at`
+
+func scanDefinition(row pgx.Row) (*storage.EventDefinition, error) {
+	var (
+		d                    storage.EventDefinition
+		schema, correlation  []byte
+		retention, maxBytes  int64
+		createdAt, updatedAt int64
+	)
+	if err := row.Scan(&d.Tenant, &d.Name, &schema, &d.Buffer, &retention, &maxBytes,
+		&correlation, &d.Version, &createdAt, &updatedAt); err != nil {
+		return nil, err
+	}
+	d.Schema = rawOf(schema)
+	d.Retention = time.Duration(retention)
+	d.MaxPayloadBytes = int(maxBytes)
+	if len(correlation) > 0 {
+		var c storage.CorrelationConfig
+		if err := json.Unmarshal(correlation, &c); err != nil {
+			return nil, fmt.Errorf("decode correlation config: %w", err)
+		}
+		d.Correlation = &c
+	}
+	d.CreatedAt = fromNanos(createdAt)
+	d.UpdatedAt = fromNanos(updatedAt)
+	return &d, nil
+}
+
+// validateDefinition checks the fields the store keeps and returns the
+// buffer policy to store (an empty one is storage.BufferFIFO). The schema is
+// not looked at: the engine compiles it before calling.
+func validateDefinition(d *storage.EventDefinition) (string, error) {
+	if d.Name == "" {
+		return "", errors.New("empty event name")
+	}
+	buffer := d.Buffer
+	switch buffer {
+	case "":
+		buffer = storage.BufferFIFO
+	case storage.BufferFIFO, storage.BufferLatest:
+	default:
+		return "", fmt.Errorf("unknown buffer policy %q (want %q or %q)", d.Buffer, storage.BufferFIFO, storage.BufferLatest)
+	}
+	if d.Retention < 0 {
+		return "", fmt.Errorf("negative retention %v", d.Retention)
+	}
+	if d.MaxPayloadBytes < 0 {
+		return "", fmt.Errorf("negative payload cap %d", d.MaxPayloadBytes)
+	}
+	if c := d.Correlation; c != nil && c.TTL < 0 {
+		return "", fmt.Errorf("negative correlation TTL %v", c.TTL)
+	}
+	return buffer, nil
+}
+
+// EventDefinitionPut creates the definition of (Definition.Tenant,
+// Definition.Name) with Version 1, or replaces every field of an existing
+// one, keeping its CreatedAt and incrementing its Version. A definition
+// created again after EventDefinitionDelete continues the deleted one's
+// Version (so a name and version never denote two different definitions)
+// but gets a new CreatedAt. UpdatedAt (and CreatedAt on creation) is p.Now.
+// An empty Buffer is stored as storage.BufferFIFO. It returns the definition
+// as stored. The schema is stored as given, unchecked; an unknown buffer
+// policy or a negative retention, payload cap or correlation TTL is refused.
+func (s *Store) EventDefinitionPut(ctx context.Context, p *storage.EventDefinitionPutParams) (*storage.EventDefinition, error) {
+	if p == nil {
+		return nil, errors.New("postgres: put event definition: nil params")
+	}
+	d := &p.Definition
+	buffer, err := validateDefinition(d)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: put event definition %q: %w", d.Name, err)
+	}
+	var correlation any
+	if d.Correlation != nil {
+		if correlation, err = jsonArg(d.Correlation); err != nil {
+			return nil, fmt.Errorf("postgres: put event definition %q: %w", d.Name, err)
+		}
+	}
+	now := nowOr(p.Now).UnixNano()
+	var out *storage.EventDefinition
+	err = s.do(ctx, func(ctx context.Context) error {
+		var err error
+		out, err = scanDefinition(s.pool.QueryRow(ctx, `INSERT INTO event_definitions AS d
+			(tenant, name, schema, buffer, retention_ns, max_payload_bytes, correlation, version, created_at, updated_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, 1, $8, $8)
+			ON CONFLICT (tenant, name) DO UPDATE SET
+				schema = excluded.schema, buffer = excluded.buffer, retention_ns = excluded.retention_ns,
+				max_payload_bytes = excluded.max_payload_bytes, correlation = excluded.correlation,
+				version = d.version + 1, updated_at = excluded.updated_at,
+				created_at = CASE WHEN d.deleted THEN excluded.created_at ELSE d.created_at END,
+				deleted = false
+			RETURNING `+definitionCols,
+			d.Tenant, d.Name, rawArg(d.Schema), buffer, int64(d.Retention), int64(d.MaxPayloadBytes), correlation, now))
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: put event definition %q: %w", d.Name, err)
+	}
+	return out, nil
+}
+
+// EventDefinitionGet returns a definition, or storage.ErrNotFound.
+func (s *Store) EventDefinitionGet(ctx context.Context, p *storage.EventDefinitionGetParams) (*storage.EventDefinition, error) {
+	if p == nil {
+		return nil, errors.New("postgres: get event definition: nil params")
+	}
+	var d *storage.EventDefinition
+	err := s.do(ctx, func(ctx context.Context) error {
+		var err error
+		d, err = scanDefinition(s.pool.QueryRow(ctx,
+			`SELECT `+definitionCols+` FROM event_definitions WHERE tenant = $1 AND name = $2 AND NOT deleted`, p.Tenant, p.Name))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return storage.ErrNotFound
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: get event definition %q: %w", p.Name, err)
+	}
+	return d, nil
+}
+
+// EventDefinitionList returns all the tenant's definitions ordered by name
+// (bytewise, whatever the database's collation).
+func (s *Store) EventDefinitionList(ctx context.Context, p *storage.EventDefinitionListParams) ([]*storage.EventDefinition, error) {
+	if p == nil {
+		return nil, errors.New("postgres: list event definitions: nil params")
+	}
+	var out []*storage.EventDefinition
+	err := s.do(ctx, func(ctx context.Context) error {
+		out = nil
+		rows, err := s.pool.Query(ctx,
+			`SELECT `+definitionCols+` FROM event_definitions WHERE tenant = $1 AND NOT deleted ORDER BY name COLLATE "C"`, p.Tenant)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			d, err := scanDefinition(rows)
+			if err != nil {
+				return err
+			}
+			out = append(out, d)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list event definitions: %w", err)
+	}
+	return out, nil
+}
+
+// EventDefinitionDelete deletes a definition, or returns storage.ErrNotFound.
+// Events already stored are not touched. The row is kept as a tombstone, so
+// that a later put of the same name continues its Version.
+func (s *Store) EventDefinitionDelete(ctx context.Context, p *storage.EventDefinitionGetParams) error {
+	if p == nil {
+		return errors.New("postgres: delete event definition: nil params")
+	}
+	err := s.do(ctx, func(ctx context.Context) error {
+		var ct pgconn.CommandTag
+		ct, err := s.pool.Exec(ctx, `UPDATE event_definitions SET deleted = true WHERE tenant = $1 AND name = $2 AND NOT deleted`,
+			p.Tenant, p.Name)
+		if err != nil {
+			return err
+		}
+		if ct.RowsAffected() == 0 {
+			return storage.ErrNotFound
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("postgres: delete event definition %q: %w", p.Name, err)
+	}
+	return nil
+}
+
+// expireSQL is EventExpire in one statement for $1 tenant, $2 now, $3
+// limit. SKIP LOCKED keeps concurrent calls disjoint and leaves alone the
+// messages InstanceCreate is rescuing at that moment.
+const expireSQL = `WITH expired AS MATERIALIZED (
+	SELECT m.id, m.instance_id, m.event_id, m.expires_at FROM inbox m
+	WHERE m.tenant = $1 AND m.kind = 'event' AND m.expires_at > 0 AND m.expires_at <= $2
+	  AND NOT EXISTS (SELECT 1 FROM instances i WHERE i.tenant = $1 AND i.id = m.instance_id)
+	ORDER BY m.expires_at, m.id
+	LIMIT $3
+	FOR UPDATE OF m SKIP LOCKED
+), gone AS (
+	DELETE FROM inbox WHERE id IN (SELECT id FROM expired)
+), dropped AS (
+	UPDATE events e SET fate = 'dropped', reason = 'expired', updated_at = $2
+	FROM expired x
+	WHERE e.tenant = $1 AND e.event_id = x.event_id AND e.instance_id = x.instance_id
+)
+SELECT event_id FROM expired ORDER BY expires_at, id`
+
+// EventExpire drops, in one transaction, up to p.Limit (default 1000) event
+// messages of the tenant kept for instance ids that do not exist, whose
+// ExpiresAt (from EventRaise) is set and not after p.Now: most overdue first
+// (by ExpiresAt, then in raise order). Each message is deleted from the
+// inbox and its ledger entry gets fate dropped, reason expired, updated at
+// p.Now; the ledger entry stays, so a later raise of the same id is still a
+// duplicate. No history breadcrumb is written (there is no instance). It
+// returns the dropped event ids in that order (nil if none). Events of an
+// instance that exists never expire this way. Concurrent calls drop disjoint
+// events.
+func (s *Store) EventExpire(ctx context.Context, p *storage.EventExpireParams) ([]string, error) {
+	if p == nil {
+		return nil, errors.New("postgres: expire events: nil params")
+	}
+	now := nowOr(p.Now).UnixNano()
+	limit := p.Limit
+	if limit <= 0 {
+		limit = defaultExpireLimit
+	}
+	var dropped []string
+	err := s.do(ctx, func(ctx context.Context) error {
+		dropped = nil
+		rows, err := s.pool.Query(ctx, expireSQL, p.Tenant, now, limit)
+		if err != nil {
+			return err
+		}
+		dropped, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		if len(dropped) == 0 {
+			dropped = nil
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: expire events: %w", err)
+	}
+	return dropped, nil
+}

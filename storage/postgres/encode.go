@@ -1,0 +1,296 @@
+package postgres
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/heraldwf/herald/history"
+	"github.com/heraldwf/herald/storage"
+)
+
+// Defaults of params fields left zero.
+const (
+	defaultClaimMax    = 1
+	defaultLease       = 30 * time.Second
+	defaultMaxMessages = 1000
+	defaultListLimit   = 100
+	defaultEventLimit  = 1000
+	defaultExpireLimit = 1000
+)
+
+// nonTerminal is the SQL list of statuses that can still run.
+const nonTerminal = `('pending', 'running')`
+
+// nowOr returns t (or the current time if t is zero) truncated to what the
+// store keeps: unix nanoseconds, in UTC.
+func nowOr(t time.Time) time.Time {
+	if t.IsZero() {
+		t = time.Now()
+	}
+	return time.Unix(0, t.UnixNano()).UTC()
+}
+
+// nanos encodes t; the zero time is 0.
+func nanos(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+// fromNanos decodes a time stored by nanos.
+func fromNanos(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n).UTC()
+}
+
+// rawArg stores a JSON payload as text; an empty one is NULL.
+func rawArg(m json.RawMessage) any {
+	if len(m) == 0 {
+		return nil
+	}
+	return string(m)
+}
+
+// rawOf decodes a payload stored by rawArg.
+func rawOf(b []byte) json.RawMessage {
+	if len(b) == 0 {
+		return nil
+	}
+	return json.RawMessage(b)
+}
+
+// jsonArg stores v as JSON text.
+func jsonArg(v any) (string, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return "", fmt.Errorf("encode %T: %w", v, err)
+	}
+	return string(b), nil
+}
+
+// failureArg stores a failure as JSON text; nil is NULL.
+func failureArg(f *history.Failure) (any, error) {
+	if f == nil {
+		return nil, nil
+	}
+	return jsonArg(f)
+}
+
+func failureOf(b []byte) (*history.Failure, error) {
+	if len(b) == 0 {
+		return nil, nil
+	}
+	var f history.Failure
+	if err := json.Unmarshal(b, &f); err != nil {
+		return nil, fmt.Errorf("decode failure: %w", err)
+	}
+	return &f, nil
+}
+
+// ---- instances ----
+
+const instanceCols = `tenant, id, workflow, status, execution, input, output, failure, created_at, updated_at, lock_token, lease_until`
+
+// instanceRow is an instance with its lease.
+type instanceRow struct {
+	storage.Instance
+	lockToken  *string
+	leaseUntil int64
+}
+
+// scanInstance scans instanceCols, then extra.
+func scanInstance(row pgx.Row, extra ...any) (*instanceRow, error) {
+	var (
+		r                      instanceRow
+		input, output, failure []byte
+		createdAt, updatedAt   int64
+		status                 string
+	)
+	dest := append([]any{&r.Tenant, &r.ID, &r.Workflow, &status, &r.Execution, &input, &output, &failure,
+		&createdAt, &updatedAt, &r.lockToken, &r.leaseUntil}, extra...)
+	if err := row.Scan(dest...); err != nil {
+		return nil, err
+	}
+	r.Status = storage.Status(status)
+	r.Input = rawOf(input)
+	r.Output = rawOf(output)
+	f, err := failureOf(failure)
+	if err != nil {
+		return nil, err
+	}
+	r.Failure = f
+	r.CreatedAt = fromNanos(createdAt)
+	r.UpdatedAt = fromNanos(updatedAt)
+	return &r, nil
+}
+
+// ---- history ----
+
+// historyArgs encodes events for insertHistorySQL: their seqs, kinds and
+// JSON. Every Seq must be positive.
+func historyArgs(evs []history.Event) (seqs []int32, kinds, docs []string, err error) {
+	seqs = make([]int32, len(evs))
+	kinds = make([]string, len(evs))
+	docs = make([]string, len(evs))
+	for i := range evs {
+		ev := &evs[i]
+		if ev.Seq <= 0 {
+			return nil, nil, nil, fmt.Errorf("history event %d (%s): seq %d must be positive", i, ev.Kind, ev.Seq)
+		}
+		b, err := json.Marshal(ev)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("encode history event seq %d: %w", ev.Seq, err)
+		}
+		seqs[i], kinds[i], docs[i] = int32(ev.Seq), string(ev.Kind), string(b)
+	}
+	return seqs, kinds, docs, nil
+}
+
+// insertHistorySQL appends events to an execution's history: $1 tenant, $2
+// instance, $3 execution, $4 seqs, $5 kinds, $6 JSON documents. A seq
+// already taken fails on the primary key.
+const insertHistorySQL = `INSERT INTO history (tenant, instance_id, execution, seq, kind, event)
+	SELECT $1, $2, $3, t.seq, t.kind, t.event
+	FROM unnest($4::integer[], $5::text[], $6::text[]) AS t(seq, kind, event)`
+
+// queueHistory queues the insertion of evs into execution's history.
+func (b *batch) queueHistory(what, tenant, id string, execution int, evs []history.Event) error {
+	seqs, kinds, docs, err := historyArgs(evs)
+	if err != nil {
+		return err
+	}
+	b.exec(what, insertHistorySQL, tenant, id, execution, seqs, kinds, docs)
+	return nil
+}
+
+func decodeEvent(b []byte) (history.Event, error) {
+	var ev history.Event
+	if err := json.Unmarshal(b, &ev); err != nil {
+		return ev, fmt.Errorf("decode history event: %w", err)
+	}
+	return ev, nil
+}
+
+// historyConflict turns a duplicate history key into a readable error.
+func historyConflict(err error, execution int) error {
+	if pgConstraint(err) == "history_pkey" {
+		return fmt.Errorf("append history: a seq of execution %d is already taken: %w", execution, err)
+	}
+	return err
+}
+
+// ---- inbox ----
+
+const messageCols = `id, kind, execution, task_seq, lane, event_id, name, payload, latest, result, failure, visible_at, created_at`
+
+// scanMessage scans extra, then messageCols.
+func scanMessage(row pgx.Row, extra ...any) (storage.Message, error) {
+	var (
+		m                        storage.Message
+		kind, lane               string
+		payload, result, failure []byte
+		visibleAt, createdAt     int64
+	)
+	dest := append(extra, &m.ID, &kind, &m.Execution, &m.TaskSeq, &lane, &m.EventID, &m.Name,
+		&payload, &m.Latest, &result, &failure, &visibleAt, &createdAt)
+	if err := row.Scan(dest...); err != nil {
+		return m, err
+	}
+	m.Kind = storage.MessageKind(kind)
+	m.Lane = history.Lane(lane)
+	m.Payload = rawOf(payload)
+	m.Result = rawOf(result)
+	f, err := failureOf(failure)
+	if err != nil {
+		return m, err
+	}
+	m.Failure = f
+	m.VisibleAt = fromNanos(visibleAt)
+	m.CreatedAt = fromNanos(createdAt)
+	return m, nil
+}
+
+// readyAtSQL is the SQL expression of an instance's ready_at (the earliest
+// visible_at of its inbox) for $1 = tenant, $2 = instance id.
+const readyAtSQL = `(SELECT MIN(visible_at) FROM inbox WHERE tenant = $1 AND instance_id = $2)`
+
+// lowerReadySQL updates an instance's ready_at after a message visible at $3
+// was added to its inbox. A missing instance is left alone.
+const lowerReadySQL = `UPDATE instances SET ready_at = LEAST(COALESCE(ready_at, $3), $3)
+	WHERE tenant = $1 AND id = $2`
+
+// ---- events ----
+
+const eventCols = `tenant, event_id, instance_id, lane, name, fate, reason, execution, origin_execution, wait_number, received_at, updated_at`
+
+func scanEvent(row pgx.Row) (*storage.EventRecord, error) {
+	var (
+		e                     storage.EventRecord
+		lane, fate, reason    string
+		receivedAt, updatedAt int64
+	)
+	if err := row.Scan(&e.Tenant, &e.EventID, &e.InstanceID, &lane, &e.Name, &fate, &reason,
+		&e.Execution, &e.OriginExecution, &e.WaitNumber, &receivedAt, &updatedAt); err != nil {
+		return nil, err
+	}
+	e.Lane = history.Lane(lane)
+	e.Fate = history.Fate(fate)
+	e.Reason = history.DropReason(reason)
+	e.ReceivedAt = fromNanos(receivedAt)
+	e.UpdatedAt = fromNanos(updatedAt)
+	return &e, nil
+}
+
+// endInstanceSQL does what every terminal transition does after the final
+// history event, for $1 tenant, $2 instance, $3 execution, $4 now (nanos),
+// $5 now (RFC 3339): every event still pending or buffered for the instance
+// is dropped (instance_terminal) with an EventDropped breadcrumb appended to
+// the execution's history in ledger order, and the inbox and activity tasks
+// are deleted. The caller then updates the instance row (its ready_at
+// becomes NULL). The breadcrumbs' JSON is built here so that the whole
+// transition is one statement.
+const endInstanceSQL = `WITH dropped AS (
+	UPDATE events SET fate = 'dropped', reason = 'instance_terminal',
+		execution = CASE WHEN execution = 0 THEN $3 ELSE execution END, updated_at = $4
+	WHERE tenant = $1 AND instance_id = $2 AND fate IN ('pending', 'buffered')
+	RETURNING rid, event_id, lane, name
+), crumbs AS (
+	SELECT d.event_id, d.lane, d.name,
+		(SELECT COALESCE(MAX(seq), 0) FROM history WHERE tenant = $1 AND instance_id = $2 AND execution = $3)
+			+ row_number() OVER (ORDER BY d.rid) AS seq
+	FROM dropped d
+), appended AS (
+	INSERT INTO history (tenant, instance_id, execution, seq, kind, event)
+	SELECT $1, $2, $3, c.seq, 'EventDropped', json_strip_nulls(json_build_object(
+		'seq', c.seq, 'time', $5::text, 'kind', 'EventDropped', 'lane', NULLIF(c.lane, ''),
+		'event_id', c.event_id, 'name', NULLIF(c.name, ''), 'reason', 'instance_terminal'))::text
+	FROM crumbs c
+), inbox_gone AS (
+	DELETE FROM inbox WHERE tenant = $1 AND instance_id = $2
+), tasks_gone AS (
+	DELETE FROM activities WHERE tenant = $1 AND instance_id = $2
+)
+SELECT seq, event_id, lane, name FROM crumbs ORDER BY seq`
+
+// queueEnd queues endInstanceSQL; the breadcrumbs it appends go to
+// *dropped.
+func (b *batch) queueEnd(dropped *[]history.Event, tenant, id string, execution int, now time.Time) {
+	b.query("end instance", func(rows pgx.Rows) error {
+		for rows.Next() {
+			ev := history.Event{Time: now, Kind: history.EventDropped, Reason: history.DropInstanceTerminal}
+			var lane string
+			if err := rows.Scan(&ev.Seq, &ev.EventID, &lane, &ev.Name); err != nil {
+				return err
+			}
+			ev.Lane = history.Lane(lane)
+			*dropped = append(*dropped, ev)
+		}
+		return nil
+	}, endInstanceSQL, tenant, id, execution, now.UnixNano(), now.Format(time.RFC3339Nano))
+}

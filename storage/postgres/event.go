@@ -1,0 +1,298 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/heraldwf/herald/storage"
+)
+
+// raiseSQL is EventRaise's common case in one statement: lock the instance
+// row, and if the instance is pending or running and the event id is new,
+// add the ledger row and the inbox message and lower ready_at. $1 tenant, $2
+// instance, $3 event id, $4 lane, $5 name, $6 payload, $7 latest, $8 now. It
+// returns the instance's status (NULL: no instance) and whether the event
+// was stored; when it was not, EventRaise takes the general path.
+const raiseSQL = `WITH inst AS MATERIALIZED (
+	SELECT status FROM instances WHERE tenant = $1 AND id = $2 FOR NO KEY UPDATE
+), ev AS (
+	INSERT INTO events (tenant, event_id, instance_id, lane, name, fate, received_at, updated_at)
+	SELECT $1, $3, $2, $4, $5, 'pending', $8, $8 FROM inst WHERE inst.status IN ` + nonTerminal + `
+	ON CONFLICT (tenant, event_id) DO NOTHING
+	RETURNING event_id
+), msg AS (
+	INSERT INTO inbox (tenant, instance_id, kind, lane, event_id, name, payload, latest, visible_at, created_at)
+	SELECT $1, $2, 'event', $4, ev.event_id, $5, $6, $7, $8, $8 FROM ev
+	RETURNING id
+), ready AS (
+	UPDATE instances SET ready_at = LEAST(COALESCE(ready_at, $8), $8)
+	WHERE tenant = $1 AND id = $2 AND EXISTS (SELECT 1 FROM msg)
+)
+SELECT (SELECT status FROM inst), EXISTS (SELECT 1 FROM msg)`
+
+// EventRaise records an external event in one transaction:
+//
+//   - if the event id is already in the tenant's ledger for the same
+//     instance, lane and name, it returns the first receipt with Duplicate
+//     set and writes nothing; for another target it returns
+//     storage.ErrEventIDConflict;
+//   - if the instance is terminal it returns storage.ErrInstanceNotRunning
+//     and stores nothing;
+//   - if the instance does not exist and p.StartIfAbsent is set, it creates
+//     it as InstanceCreate does (Started set; the StartIfAbsent tenant and id
+//     are those of p);
+//   - it adds the ledger row (fate pending, received at p.Now) and an event
+//     message to the instance's inbox, visible at once, with Latest set from
+//     p.Latest. An instance that does not exist yet keeps the message until
+//     it is created, or until p.ExpiresAt (when set) has passed and
+//     EventExpire drops it. p.ExpiresAt is ignored when the instance exists.
+//
+// An event for a pending or running instance takes one statement; the other
+// cases run a second transaction.
+func (s *Store) EventRaise(ctx context.Context, p *storage.EventRaiseParams) (*storage.EventRaiseResult, error) {
+	if p == nil {
+		return nil, errors.New("postgres: raise event: nil params")
+	}
+	if p.InstanceID == "" {
+		return nil, errors.New("postgres: raise event: empty instance id")
+	}
+	if p.EventID == "" {
+		return nil, errors.New("postgres: raise event: empty event id")
+	}
+	var start *storage.InstanceCreateParams
+	if p.StartIfAbsent != nil {
+		c := *p.StartIfAbsent
+		c.Tenant, c.ID = p.Tenant, p.InstanceID
+		if c.Now.IsZero() {
+			c.Now = p.Now
+		}
+		if err := validateCreate(&c); err != nil {
+			return nil, fmt.Errorf("postgres: raise event %q: start if absent: %w", p.EventID, err)
+		}
+		start = &c
+	}
+	now := nowOr(p.Now)
+	var (
+		res    *storage.EventRaiseResult
+		stored bool
+	)
+	err := s.do(ctx, func(ctx context.Context) error {
+		var status *string
+		if err := s.pool.QueryRow(ctx, raiseSQL, p.Tenant, p.InstanceID, p.EventID, string(p.Lane), p.Name,
+			rawArg(p.Payload), p.Latest, now.UnixNano()).Scan(&status, &stored); err != nil {
+			return err
+		}
+		if stored {
+			res = &storage.EventRaiseResult{EventID: p.EventID, ReceivedAt: now}
+			return nil
+		}
+		var err error
+		res, stored, err = s.raiseSlow(ctx, p, start, now.UnixNano())
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: raise event %q: %w", p.EventID, err)
+	}
+	if stored {
+		s.signal(p.Tenant)
+	}
+	return res, nil
+}
+
+// raiseSlow is EventRaise's general path, in one transaction. stored reports
+// whether it wrote the event.
+func (s *Store) raiseSlow(ctx context.Context, p *storage.EventRaiseParams, start *storage.InstanceCreateParams, now int64) (res *storage.EventRaiseResult, stored bool, err error) {
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		res, stored = nil, false
+		if dup, err := ledgerReceipt(ctx, tx, p); dup != nil || err != nil {
+			res = dup
+			return err
+		}
+		status, err := lockInstance(ctx, tx, p.Tenant, p.InstanceID)
+		if err != nil {
+			return err
+		}
+		if status == "" {
+			// Serialize with InstanceCreate of the id, then look again.
+			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, s.instanceLockKey(p.Tenant, p.InstanceID)); err != nil {
+				return fmt.Errorf("lock instance id: %w", err)
+			}
+			if status, err = lockInstance(ctx, tx, p.Tenant, p.InstanceID); err != nil {
+				return err
+			}
+		}
+		started := false
+		switch {
+		case storage.Status(status).Terminal():
+			return fmt.Errorf("instance %q is %s: %w", p.InstanceID, status, storage.ErrInstanceNotRunning)
+		case status == "" && start != nil:
+			var b batch
+			if _, err := s.queueCreate(&b, start); err != nil {
+				return fmt.Errorf("start instance: %w", err)
+			}
+			if err := b.send(ctx, tx); err != nil {
+				return fmt.Errorf("start instance: %w", createErr(err))
+			}
+			started = true
+		}
+		exists := status != "" || started
+
+		var inserted bool
+		err = tx.QueryRow(ctx, `INSERT INTO events (tenant, event_id, instance_id, lane, name, fate, received_at, updated_at)
+			VALUES ($1, $2, $3, $4, $5, 'pending', $6, $6)
+			ON CONFLICT (tenant, event_id) DO NOTHING
+			RETURNING true`, p.Tenant, p.EventID, p.InstanceID, string(p.Lane), p.Name, now).Scan(&inserted)
+		if errors.Is(err, pgx.ErrNoRows) {
+			// Raised concurrently since the ledger was read.
+			dup, err := ledgerReceipt(ctx, tx, p)
+			if err == nil && dup == nil {
+				err = errors.New("event id vanished from the ledger")
+			}
+			res = dup
+			return err
+		}
+		if err != nil {
+			return fmt.Errorf("insert event: %w", err)
+		}
+		// Only an event kept for an instance that does not exist can expire:
+		// once the instance exists its events are the engine's business.
+		var expiresAt int64
+		if !exists {
+			expiresAt = nanos(p.ExpiresAt)
+		}
+		var b batch
+		b.exec("insert event message", `INSERT INTO inbox
+			(tenant, instance_id, kind, lane, event_id, name, payload, latest, visible_at, created_at, expires_at)
+			VALUES ($1, $2, 'event', $3, $4, $5, $6, $7, $8, $8, $9)`,
+			p.Tenant, p.InstanceID, string(p.Lane), p.EventID, p.Name, rawArg(p.Payload), p.Latest, now, expiresAt)
+		if exists {
+			b.exec("update ready time", lowerReadySQL, p.Tenant, p.InstanceID, now)
+		}
+		if err := b.send(ctx, tx); err != nil {
+			return err
+		}
+		res = &storage.EventRaiseResult{EventID: p.EventID, ReceivedAt: fromNanos(now), Started: started}
+		stored = true
+		return nil
+	})
+	return res, stored, err
+}
+
+// ledgerReceipt returns the first receipt of p.EventID if the ledger has it
+// for the same instance, lane and name, ErrEventIDConflict if it has it for
+// another target, and nil, nil if it does not have it.
+func ledgerReceipt(ctx context.Context, tx pgx.Tx, p *storage.EventRaiseParams) (*storage.EventRaiseResult, error) {
+	var (
+		instanceID, lane, name string
+		receivedAt             int64
+	)
+	err := tx.QueryRow(ctx, `SELECT instance_id, lane, name, received_at FROM events WHERE tenant = $1 AND event_id = $2`,
+		p.Tenant, p.EventID).Scan(&instanceID, &lane, &name, &receivedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("check event id: %w", err)
+	}
+	if instanceID != p.InstanceID || lane != string(p.Lane) || name != p.Name {
+		return nil, fmt.Errorf("first raised for instance %q, lane %q, name %q: %w",
+			instanceID, lane, name, storage.ErrEventIDConflict)
+	}
+	return &storage.EventRaiseResult{EventID: p.EventID, ReceivedAt: fromNanos(receivedAt), Duplicate: true}, nil
+}
+
+// lockInstance locks an instance row and returns its status ("" if it does
+// not exist).
+func lockInstance(ctx context.Context, tx pgx.Tx, tenant, id string) (string, error) {
+	var status string
+	err := tx.QueryRow(ctx, `SELECT status FROM instances WHERE tenant = $1 AND id = $2 FOR NO KEY UPDATE`,
+		tenant, id).Scan(&status)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("load instance: %w", err)
+	}
+	return status, nil
+}
+
+// EventGet returns an event's ledger entry, or storage.ErrNotFound.
+func (s *Store) EventGet(ctx context.Context, p *storage.EventGetParams) (*storage.EventRecord, error) {
+	if p == nil {
+		return nil, errors.New("postgres: get event: nil params")
+	}
+	var e *storage.EventRecord
+	err := s.do(ctx, func(ctx context.Context) error {
+		var err error
+		e, err = scanEvent(s.pool.QueryRow(ctx, `SELECT `+eventCols+` FROM events WHERE tenant = $1 AND event_id = $2`,
+			p.Tenant, p.EventID))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return storage.ErrNotFound
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: get event %q: %w", p.EventID, err)
+	}
+	return e, nil
+}
+
+// EventList returns an instance's ledger entries in the order they were
+// received, filtered by lane, name and fate when set, at most p.Limit
+// (default 1000). An empty InstanceID lists the whole tenant's ledger.
+func (s *Store) EventList(ctx context.Context, p *storage.EventListParams) ([]*storage.EventRecord, error) {
+	if p == nil {
+		return nil, errors.New("postgres: list events: nil params")
+	}
+	where := []string{"tenant = $1"}
+	args := []any{p.Tenant}
+	add := func(col, v string) {
+		args = append(args, v)
+		where = append(where, col+" = $"+strconv.Itoa(len(args)))
+	}
+	if p.InstanceID != "" {
+		add("instance_id", p.InstanceID)
+	}
+	if p.Lane != "" {
+		add("lane", string(p.Lane))
+	}
+	if p.Name != "" {
+		add("name", p.Name)
+	}
+	if p.Fate != "" {
+		add("fate", string(p.Fate))
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = defaultEventLimit
+	}
+	args = append(args, limit)
+	q := `SELECT ` + eventCols + ` FROM events WHERE ` + strings.Join(where, " AND ") +
+		` ORDER BY rid LIMIT $` + strconv.Itoa(len(args))
+	var out []*storage.EventRecord
+	err := s.do(ctx, func(ctx context.Context) error {
+		out = nil
+		rows, err := s.pool.Query(ctx, q, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			e, err := scanEvent(rows)
+			if err != nil {
+				return err
+			}
+			out = append(out, e)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list events: %w", err)
+	}
+	return out, nil
+}

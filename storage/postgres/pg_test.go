@@ -1,0 +1,433 @@
+package postgres_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/heraldwf/herald/history"
+	"github.com/heraldwf/herald/storage"
+	"github.com/heraldwf/herald/storage/postgres"
+)
+
+var t0 = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// connect opens a plain connection to the test server, closed when the test
+// ends.
+func connect(t testing.TB) *pgx.Conn {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, testURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
+// waitSignal waits for a value on ch.
+func waitSignal(t testing.TB, what string, ch <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no signal after %s", what)
+	}
+}
+
+func TestOpenRefusesBadOptions(t *testing.T) {
+	ctx := context.Background()
+	for _, schema := range []string{"", "Herald", "pg_herald", "a-b", `x"; DROP TABLE y; --`, strings.Repeat("s", 57)} {
+		if _, err := postgres.Open(ctx, "postgres://127.0.0.1:1/none", postgres.WithSchema(schema)); err == nil {
+			t.Errorf("Open with schema %q succeeded", schema)
+		}
+	}
+	if _, err := postgres.Open(ctx, "postgres://127.0.0.1:1/none", postgres.WithMaxRetries(-1)); err == nil {
+		t.Error("Open with negative retries succeeded")
+	}
+}
+
+// Many processes start at once against a new schema: every Open succeeds,
+// each migration is applied once, and a later Open applies nothing.
+func TestConcurrentOpenMigratesOnce(t *testing.T) {
+	schema := newSchema(t)
+	const n = 8
+	var wg sync.WaitGroup
+	stores := make([]*postgres.Store, n)
+	errs := make([]error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			stores[i], errs[i] = postgres.Open(context.Background(), testURL(t), postgres.WithSchema(schema), postgres.WithMaxConns(2))
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("Open %d: %v", i, err)
+		}
+		defer stores[i].Close()
+	}
+	conn := connect(t)
+	ctx := context.Background()
+	var rows, versions int
+	if err := conn.QueryRow(ctx, `SELECT count(*), count(DISTINCT version) FROM "`+schema+`".schema_migrations`).Scan(&rows, &versions); err != nil {
+		t.Fatal(err)
+	}
+	if rows == 0 || rows != versions {
+		t.Fatalf("schema_migrations: %d rows for %d versions", rows, versions)
+	}
+
+	// Data written through one store is there after reopening; reopening
+	// applies nothing.
+	if _, err := stores[0].InstanceCreate(ctx, &storage.InstanceCreateParams{
+		Tenant: "t", ID: "i", Workflow: "wf", Input: json.RawMessage(`{"x": 1}`), Now: t0,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		s := open(t, schema)
+		inst, err := s.InstanceGet(ctx, &storage.InstanceGetParams{Tenant: "t", ID: "i"})
+		if err != nil {
+			t.Fatalf("InstanceGet after reopen: %v", err)
+		}
+		if string(inst.Input) != `{"x": 1}` || !inst.CreatedAt.Equal(t0) {
+			t.Fatalf("instance after reopen: %+v", inst)
+		}
+	}
+	var again int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM "`+schema+`".schema_migrations`).Scan(&again); err != nil {
+		t.Fatal(err)
+	}
+	if again != rows {
+		t.Fatalf("reopening changed schema_migrations: %d rows, then %d", rows, again)
+	}
+}
+
+func TestOpenRefusesNewerSchema(t *testing.T) {
+	schema := newSchema(t)
+	open(t, schema)
+	conn := connect(t)
+	if _, err := conn.Exec(context.Background(), `INSERT INTO "`+schema+`".schema_migrations (version, name, applied_at)
+		VALUES (9999, '9999_future.sql', 0)`); err != nil {
+		t.Fatal(err)
+	}
+	_, err := postgres.Open(context.Background(), testURL(t), postgres.WithSchema(schema))
+	if err == nil || !strings.Contains(err.Error(), "newer") {
+		t.Fatalf("Open of a newer schema: %v, want a refusal", err)
+	}
+}
+
+func TestCloseThenErrClosed(t *testing.T) {
+	schema := newSchema(t)
+	s, err := postgres.Open(context.Background(), testURL(t), postgres.WithSchema(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, cancel := s.Subscribe("t") // starts the listener, which Close must stop
+	defer cancel()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	ctx := context.Background()
+	if _, err := s.InstanceGet(ctx, &storage.InstanceGetParams{Tenant: "t", ID: "i"}); !errors.Is(err, storage.ErrClosed) {
+		t.Fatalf("InstanceGet after Close: %v, want ErrClosed", err)
+	}
+	if _, err := s.EventRaise(ctx, &storage.EventRaiseParams{Tenant: "t", InstanceID: "i", EventID: "e", Now: t0}); !errors.Is(err, storage.ErrClosed) {
+		t.Fatalf("EventRaise after Close: %v, want ErrClosed", err)
+	}
+	select {
+	case <-ch:
+		t.Fatal("signal after Close")
+	default:
+	}
+}
+
+// A write through one store wakes a subscriber of another store (another
+// pool, as in another process) through NOTIFY, and only for its tenant.
+func TestNotifyWakesOtherStore(t *testing.T) {
+	schema := newSchema(t)
+	writer, reader := open(t, schema), open(t, schema)
+	ctx := context.Background()
+
+	ch, cancel := reader.Subscribe("t")
+	defer cancel()
+	other, cancelOther := reader.Subscribe("other")
+	defer cancelOther()
+
+	if _, err := writer.InstanceCreate(ctx, &storage.InstanceCreateParams{Tenant: "t", ID: "i", Workflow: "wf", Now: t0}); err != nil {
+		t.Fatal(err)
+	}
+	waitSignal(t, "InstanceCreate in another store", ch)
+	if _, err := writer.EventRaise(ctx, &storage.EventRaiseParams{
+		Tenant: "t", InstanceID: "i", EventID: "e1", Lane: history.LanePositional, Name: "go", Now: t0,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	waitSignal(t, "EventRaise in another store", ch)
+	select {
+	case <-other:
+		t.Fatal("a subscriber of another tenant was woken")
+	default:
+	}
+
+	// Anyone can wake a tenant's workers by hand.
+	conn := connect(t)
+	if _, err := conn.Exec(ctx, `SELECT pg_notify($1, 'other')`, reader.Channel()); err != nil {
+		t.Fatal(err)
+	}
+	waitSignal(t, "a NOTIFY by hand", other)
+}
+
+// When the LISTEN connection is lost, the listener reconnects and wakes
+// every subscriber (notifications sent meanwhile are lost), and wake-ups
+// from other stores work again.
+func TestListenerReconnects(t *testing.T) {
+	schema := newSchema(t)
+	writer, reader := open(t, schema), open(t, schema)
+	ctx := context.Background()
+	ch, cancel := reader.Subscribe("t")
+	defer cancel()
+
+	conn := connect(t)
+	tag, err := conn.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+		WHERE datname = current_database() AND query = $1`, `LISTEN "`+reader.Channel()+`"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tag.RowsAffected() != 1 {
+		t.Fatalf("found %d listener connections, want 1", tag.RowsAffected())
+	}
+	waitSignal(t, "the listener reconnected", ch)
+
+	// The reconnection's wake-up may race the write below; drain until the
+	// write's own notification arrives: the instance is visible once woken.
+	if _, err := writer.InstanceCreate(ctx, &storage.InstanceCreateParams{Tenant: "t", ID: "i", Workflow: "wf", Now: t0}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case <-ch:
+		case <-deadline:
+			t.Fatal("no wake-up for a write after the reconnection")
+		}
+		turns, err := reader.TurnClaim(ctx, &storage.TurnClaimParams{Tenant: "t", Now: t0, Max: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(turns) == 1 {
+			return
+		}
+	}
+}
+
+// Several stores (nodes) claim from one schema at once: every instance is
+// claimed exactly once, and so is every activity task.
+func TestConcurrentClaimsAcrossStores(t *testing.T) {
+	schema := newSchema(t)
+	stores := []*postgres.Store{open(t, schema, postgres.WithMaxConns(4)), open(t, schema, postgres.WithMaxConns(4))}
+	ctx := context.Background()
+	const (
+		n       = 200
+		workers = 4 // per store
+		tenant  = "t"
+	)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := stores[i%2].InstanceCreate(ctx, &storage.InstanceCreateParams{
+				Tenant: tenant, ID: fmt.Sprintf("i%03d", i), Workflow: "wf", Now: t0,
+			}); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	// claimAll runs workers on every store until claim returns nothing on
+	// all of them, and counts what each claim returned.
+	claimAll := func(claim func(s *postgres.Store) ([]string, error)) map[string]int {
+		var (
+			mu     sync.Mutex
+			counts = map[string]int{}
+			wg     sync.WaitGroup
+		)
+		for _, s := range stores {
+			for range workers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for {
+						ids, err := claim(s)
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						if len(ids) == 0 {
+							return
+						}
+						mu.Lock()
+						for _, id := range ids {
+							counts[id]++
+						}
+						mu.Unlock()
+					}
+				}()
+			}
+		}
+		wg.Wait()
+		return counts
+	}
+	check := func(what string, counts map[string]int) {
+		t.Helper()
+		if len(counts) != n {
+			t.Fatalf("%s: %d distinct claimed, want %d", what, len(counts), n)
+		}
+		for id, c := range counts {
+			if c != 1 {
+				t.Fatalf("%s: %s claimed %d times", what, id, c)
+			}
+		}
+	}
+
+	// Turns: each commit schedules one activity.
+	turns := claimAll(func(s *postgres.Store) ([]string, error) {
+		turns, err := s.TurnClaim(ctx, &storage.TurnClaimParams{Tenant: tenant, Now: t0, Lease: time.Minute, Max: 3})
+		if err != nil {
+			return nil, err
+		}
+		var ids []string
+		for _, turn := range turns {
+			ids = append(ids, turn.Instance.ID)
+			if _, err := s.TurnCommit(ctx, &storage.TurnCommitParams{
+				Tenant: tenant, InstanceID: turn.Instance.ID, LockToken: turn.LockToken, Execution: 1, Now: t0,
+				ConsumedMessages: []int64{turn.Messages[0].ID},
+				NewEvents:        []history.Event{{Seq: 2, Kind: history.ActivityScheduled, Name: "work", Time: t0}},
+				Activities:       []storage.ActivityTask{{TaskSeq: 2, Name: "work"}},
+			}); err != nil {
+				return nil, err
+			}
+		}
+		return ids, nil
+	})
+	check("turns", turns)
+
+	tasks := claimAll(func(s *postgres.Store) ([]string, error) {
+		tasks, err := s.ActivityClaim(ctx, &storage.ActivityClaimParams{Tenant: tenant, Now: t0, Lease: time.Minute, Max: 3})
+		if err != nil {
+			return nil, err
+		}
+		var ids []string
+		for _, task := range tasks {
+			ids = append(ids, task.InstanceID)
+		}
+		return ids, nil
+	})
+	check("activities", tasks)
+}
+
+// An event raised for an instance that does not exist yet, concurrently
+// with the instance's creation and its first turns, is never stranded: once
+// everything has committed, no instance has messages in its inbox without
+// being ready to claim.
+func TestRaiseRacesCreate(t *testing.T) {
+	schema := newSchema(t)
+	a, b := open(t, schema), open(t, schema)
+	ctx := context.Background()
+	const n = 200
+	var (
+		writers, workers sync.WaitGroup
+		done             = make(chan struct{})
+	)
+	for i := range n {
+		id := fmt.Sprintf("i%03d", i)
+		writers.Add(2)
+		go func() {
+			defer writers.Done()
+			if _, err := a.InstanceCreate(ctx, &storage.InstanceCreateParams{Tenant: "t", ID: id, Workflow: "wf", Now: t0}); err != nil {
+				t.Error(err)
+			}
+		}()
+		go func() {
+			defer writers.Done()
+			if _, err := b.EventRaise(ctx, &storage.EventRaiseParams{
+				Tenant: "t", InstanceID: id, EventID: "e-" + id, Lane: history.LanePositional, Name: "go", Now: t0,
+			}); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	// Turns run meanwhile, each consuming what it was given.
+	runTurns := func() (int, error) {
+		turns, err := a.TurnClaim(ctx, &storage.TurnClaimParams{Tenant: "t", Now: t0, Max: 4})
+		if err != nil {
+			return 0, err
+		}
+		for _, turn := range turns {
+			ids := []int64{}
+			for _, m := range turn.Messages {
+				ids = append(ids, m.ID)
+			}
+			if _, err := a.TurnCommit(ctx, &storage.TurnCommitParams{
+				Tenant: "t", InstanceID: turn.Instance.ID, LockToken: turn.LockToken, Execution: 1, Now: t0, ConsumedMessages: ids,
+			}); err != nil {
+				return 0, err
+			}
+		}
+		return len(turns), nil
+	}
+	for range 4 {
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				if _, err := runTurns(); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	writers.Wait()
+	close(done)
+	workers.Wait()
+	for {
+		k, err := runTurns()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k == 0 {
+			break
+		}
+	}
+	var stranded int
+	if err := connect(t).QueryRow(ctx, `SELECT count(*) FROM "`+schema+`".inbox m
+		JOIN "`+schema+`".instances i ON i.tenant = m.tenant AND i.id = m.instance_id`).Scan(&stranded); err != nil {
+		t.Fatal(err)
+	}
+	if stranded != 0 {
+		t.Fatalf("%d messages left in the inboxes of instances nobody can claim", stranded)
+	}
+}

@@ -1,0 +1,529 @@
+package postgres
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/heraldwf/herald/history"
+	"github.com/heraldwf/herald/storage"
+)
+
+// claimTurnsSQL leases up to $3 claimable instances of tenant $1 at $2 until
+// $4 with fresh random tokens. Unleased instances come from the
+// instances_ready index in ready order, those whose lease ran out from
+// instances_leased; both skip rows other transactions hold, so concurrent
+// claims never wait for each other and never overlap.
+const claimTurnsSQL = `WITH ready AS MATERIALIZED (
+	SELECT id, ready_at, rid FROM instances
+	WHERE tenant = $1 AND lock_token IS NULL AND ready_at <= $2 AND not_before <= $2
+	  AND status IN ` + nonTerminal + `
+	ORDER BY ready_at, rid
+	LIMIT $3
+	FOR UPDATE SKIP LOCKED
+), expired AS MATERIALIZED (
+	SELECT id, ready_at, rid FROM instances
+	WHERE tenant = $1 AND lock_token IS NOT NULL AND lease_until < $2 AND ready_at <= $2 AND not_before <= $2
+	  AND status IN ` + nonTerminal + `
+	ORDER BY lease_until
+	LIMIT $3
+	FOR UPDATE SKIP LOCKED
+), pick AS MATERIALIZED (
+	SELECT id FROM (SELECT * FROM ready UNION ALL SELECT * FROM expired) u
+	ORDER BY ready_at, rid
+	LIMIT $3
+)
+UPDATE instances i SET lock_token = replace(gen_random_uuid()::text, '-', ''), lease_until = $4, not_before = 0
+FROM pick
+WHERE i.tenant = $1 AND i.id = pick.id
+RETURNING ` + instanceColsI + `, i.ready_at, i.rid`
+
+const instanceColsI = `i.tenant, i.id, i.workflow, i.status, i.execution, i.input, i.output, i.failure, i.created_at, i.updated_at, i.lock_token, i.lease_until`
+
+// claimHistorySQL reads the current execution's history of the claimed
+// instances $2 (executions $3) of tenant $1. The lateral subquery (kept from
+// being flattened by OFFSET 0) makes it one primary-key range scan per
+// instance, whatever the statistics say: a generic plan made while the
+// table was small would otherwise hash-join the tenant's whole history.
+const claimHistorySQL = `SELECT c.id, h.event
+	FROM unnest($2::text[], $3::integer[]) AS c(id, execution)
+	CROSS JOIN LATERAL (
+		SELECT seq, event FROM history
+		WHERE tenant = $1 AND instance_id = c.id AND execution = c.execution
+		OFFSET 0
+	) h
+	ORDER BY c.id, h.seq`
+
+// claimMessagesSQL reads up to $4 messages visible at $3 of each claimed
+// instance $2 of tenant $1, in id order.
+const claimMessagesSQL = `SELECT c.id, ` + messageColsM + `
+	FROM unnest($2::text[]) AS c(id)
+	CROSS JOIN LATERAL (
+		SELECT * FROM inbox m
+		WHERE m.tenant = $1 AND m.instance_id = c.id AND m.visible_at <= $3
+		ORDER BY m.id
+		LIMIT $4
+	) m
+	ORDER BY c.id, m.id`
+
+const messageColsM = `m.id, m.kind, m.execution, m.task_seq, m.lane, m.event_id, m.name, m.payload, m.latest, m.result, m.failure, m.visible_at, m.created_at`
+
+// TurnClaim claims up to p.Max (default 1) instances of the tenant that are
+// not terminal, have at least one inbox message visible at p.Now, have no
+// live lease (none, or one that ended before p.Now) and are not delayed by
+// TurnAbandon's RetryAt. The instance that has waited longest comes first:
+// instances are ordered by the visible_at of their earliest message (ties in
+// creation order). Each gets a new random lock token and a lease until
+// p.Now+p.Lease (default 30 s); its turn holds the current execution's whole
+// history and its visible messages in id order, at most p.MaxMessages
+// (default 1000). Messages for instance ids that do not exist are never
+// claimed.
+//
+// Instances another transaction holds at that moment (a concurrent claim, a
+// commit, a raise) are skipped, so a claim may return fewer turns than there
+// is work: callers claim again when woken. The leases are committed first
+// (without waiting for a disk flush, see the package comment); the
+// histories and messages are read right after, in a second round trip.
+func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*storage.Turn, error) {
+	if p == nil {
+		return nil, errors.New("postgres: claim turns: nil params")
+	}
+	now := nowOr(p.Now)
+	max := p.Max
+	if max <= 0 {
+		max = defaultClaimMax
+	}
+	lease := p.Lease
+	if lease <= 0 {
+		lease = defaultLease
+	}
+	maxMessages := p.MaxMessages
+	if maxMessages <= 0 {
+		maxMessages = defaultMaxMessages
+	}
+	leaseUntil := now.Add(lease)
+	type claimed struct {
+		turn    *storage.Turn
+		readyAt int64
+		rid     int64
+	}
+	var turns []*storage.Turn
+	err := s.do(ctx, func(ctx context.Context) error {
+		turns = nil
+		var (
+			cs []claimed
+			b  batch
+		)
+		b.exec("", syncCommitOff)
+		b.query("lease instances", func(rows pgx.Rows) error {
+			for rows.Next() {
+				var c claimed
+				r, err := scanInstance(rows, &c.readyAt, &c.rid)
+				if err != nil {
+					return err
+				}
+				c.turn = &storage.Turn{Instance: r.Instance, LockToken: *r.lockToken, LeaseUntil: leaseUntil}
+				cs = append(cs, c)
+			}
+			return nil
+		}, claimTurnsSQL, p.Tenant, now.UnixNano(), max, leaseUntil.UnixNano())
+		if err := b.send(ctx, s.pool); err != nil {
+			return err
+		}
+		if len(cs) == 0 {
+			return nil
+		}
+		slices.SortFunc(cs, func(a, b claimed) int {
+			if a.readyAt != b.readyAt {
+				return cmp.Compare(a.readyAt, b.readyAt)
+			}
+			return cmp.Compare(a.rid, b.rid)
+		})
+		byID := make(map[string]*storage.Turn, len(cs))
+		ids := make([]string, len(cs))
+		execs := make([]int32, len(cs))
+		for i, c := range cs {
+			byID[c.turn.Instance.ID] = c.turn
+			ids[i], execs[i] = c.turn.Instance.ID, int32(c.turn.Instance.Execution)
+			turns = append(turns, c.turn)
+		}
+		// The leases are ours now: reading what the turns need does not have
+		// to be in the claiming transaction.
+		var rb batch
+		rb.query("load history", func(rows pgx.Rows) error {
+			for rows.Next() {
+				var (
+					id  string
+					doc []byte
+				)
+				if err := rows.Scan(&id, &doc); err != nil {
+					return err
+				}
+				ev, err := decodeEvent(doc)
+				if err != nil {
+					return err
+				}
+				byID[id].History = append(byID[id].History, ev)
+			}
+			return nil
+		}, claimHistorySQL, p.Tenant, ids, execs)
+		rb.query("load messages", func(rows pgx.Rows) error {
+			for rows.Next() {
+				var id string
+				m, err := scanMessage(rows, &id)
+				if err != nil {
+					return err
+				}
+				byID[id].Messages = append(byID[id].Messages, m)
+			}
+			return nil
+		}, claimMessagesSQL, p.Tenant, ids, now.UnixNano(), maxMessages)
+		if err := rb.send(ctx, s.pool); err != nil {
+			s.releaseClaims(p.Tenant, turns)
+			turns = nil
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: claim turns: %w", err)
+	}
+	return turns, nil
+}
+
+// releaseClaims gives back, as far as it can, leases whose turns could not
+// be loaded, so the instances do not wait for the leases to run out.
+func (s *Store) releaseClaims(tenant string, turns []*storage.Turn) {
+	ids, tokens := make([]string, len(turns)), make([]string, len(turns))
+	for i, t := range turns {
+		ids[i], tokens[i] = t.Instance.ID, t.LockToken
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, _ = s.pool.Exec(ctx, `UPDATE instances i SET lock_token = NULL, lease_until = 0
+		FROM unnest($2::text[], $3::text[]) AS t(id, token)
+		WHERE i.tenant = $1 AND i.id = t.id AND i.lock_token = t.token`, tenant, ids, tokens)
+}
+
+// TurnCommit commits a claimed turn in one transaction, sent as one batch.
+// It fails with storage.ErrLeaseLost, writing nothing, unless p.LockToken
+// still owns the instance (the lease may have run out as long as no one else
+// claimed the instance since) and the instance is not terminal. Any other
+// failure (a NewEvents seq already taken, a bad status) writes nothing
+// either.
+//
+// In order it: appends NewEvents to p.Execution's history (their Seq set by
+// the caller); deletes ConsumedMessages; schedules Activities (attempt 1,
+// visible at once; Tenant, InstanceID and a zero Execution are taken from
+// p); adds Timers as timer_fired messages visible at FireAt; deletes the
+// timers of CancelTimers; cancels CancelActivities (an unleased task, or one
+// whose lease ran out, is deleted; a leased one is marked cancel_requested);
+// applies Fates to the instance's ledger rows (ids not in the ledger are
+// ignored); sets status (empty means running), output and failure. A
+// terminal status then drops the instance's pending and buffered events
+// (instance_terminal) with EventDropped breadcrumbs appended after
+// NewEvents, and deletes its inbox and activity tasks. ContinueAsNew moves
+// the instance to execution p.Execution+1 (status running, its input),
+// writes StartEvents as that execution's history, deletes the old
+// executions' timers and activity results, deletes their unleased activity
+// tasks and marks leased ones cancel_requested, and adds a kick message.
+// Finally the lease is cleared.
+func (s *Store) TurnCommit(ctx context.Context, p *storage.TurnCommitParams) ([]history.Event, error) {
+	if p == nil {
+		return nil, errors.New("postgres: commit turn: nil params")
+	}
+	status := p.Status
+	if status == "" {
+		status = storage.StatusRunning
+	}
+	switch status {
+	case storage.StatusRunning, storage.StatusCompleted, storage.StatusFailed, storage.StatusTerminated:
+	default:
+		return nil, fmt.Errorf("postgres: commit turn of %q: invalid status %q", p.InstanceID, p.Status)
+	}
+	if p.ContinueAsNew != nil && status != storage.StatusRunning {
+		return nil, fmt.Errorf("postgres: commit turn of %q: continue-as-new with status %q", p.InstanceID, status)
+	}
+	if p.LockToken == "" {
+		return nil, fmt.Errorf("postgres: commit turn of %q: empty lock token: %w", p.InstanceID, storage.ErrLeaseLost)
+	}
+	now := nowOr(p.Now)
+	var res *commitResult
+	err := s.do(ctx, func(ctx context.Context) error {
+		var (
+			b   batch
+			err error
+		)
+		if res, err = s.queueCommit(&b, p, status, now); err != nil {
+			return err
+		}
+		return commitErr(b.send(ctx, s.pool))
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: commit turn of %q: %w", p.InstanceID, err)
+	}
+	// Wake idle workers if the instance has work left (messages that arrived
+	// during the turn, a kick) or the turn added work (activities, timers:
+	// a new timer can be earlier than the NextWake a worker sleeps on).
+	if res.added || (res.ready != nil && *res.ready <= now.UnixNano()) {
+		s.signal(p.Tenant)
+	}
+	return res.dropped, nil
+}
+
+// commitResult is what a commit's batch reports once it has run.
+type commitResult struct {
+	added   bool   // the turn scheduled activities or timers
+	ready   *int64 // the instance's ready_at after the commit
+	dropped []history.Event
+}
+
+// commitErr maps the fence's SQLSTATEs and duplicate keys of a commit.
+func commitErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch {
+		case pe.Code == codeLeaseLost:
+			return fmt.Errorf("%s: %w", pe.Message, storage.ErrLeaseLost)
+		case pe.Code == codeWrongExecution:
+			return errors.New(pe.Message)
+		case pe.ConstraintName == "activities_pkey":
+			return fmt.Errorf("an activity seq is already scheduled: %w", err)
+		}
+	}
+	return err
+}
+
+// queueCommit queues TurnCommit's statements; res is filled in as the batch
+// runs.
+func (s *Store) queueCommit(b *batch, p *storage.TurnCommitParams, status storage.Status, now time.Time) (res *commitResult, err error) {
+	tenant, id, execution, nowN := p.Tenant, p.InstanceID, p.Execution, now.UnixNano()
+	res = &commitResult{added: len(p.Activities) > 0 || len(p.Timers) > 0}
+
+	// The fence locks the instance row first and aborts the batch unless the
+	// token owns it.
+	b.exec("", `SELECT herald_fence($1, $2, $3, $4)`, tenant, id, p.LockToken, execution)
+
+	if len(p.NewEvents) > 0 {
+		if err := b.queueHistory("append history", tenant, id, execution, p.NewEvents); err != nil {
+			return nil, err
+		}
+	}
+	if len(p.ConsumedMessages) > 0 {
+		b.exec("delete consumed messages", `DELETE FROM inbox WHERE tenant = $1 AND instance_id = $2 AND id = ANY($3::bigint[])`,
+			tenant, id, p.ConsumedMessages)
+	}
+	if len(p.Activities) > 0 {
+		var (
+			execs, seqs         = make([]int32, len(p.Activities)), make([]int32, len(p.Activities))
+			names, inputs, pols = make([]string, len(p.Activities)), make([]*string, len(p.Activities)), make([]string, len(p.Activities))
+		)
+		for i := range p.Activities {
+			a := &p.Activities[i]
+			exec := a.Execution
+			if exec == 0 {
+				exec = execution
+			}
+			retry, err := jsonArg(a.Retry)
+			if err != nil {
+				return nil, fmt.Errorf("activity seq %d: %w", a.TaskSeq, err)
+			}
+			execs[i], seqs[i], names[i], pols[i] = int32(exec), int32(a.TaskSeq), a.Name, retry
+			if len(a.Input) > 0 {
+				in := string(a.Input)
+				inputs[i] = &in
+			}
+		}
+		b.exec("schedule activities", `INSERT INTO activities
+			(tenant, instance_id, execution, task_seq, name, input, attempt, retry, visible_at, created_at)
+			SELECT $1, $2, t.execution, t.task_seq, t.name, t.input, 1, t.retry, $8, $8
+			FROM unnest($3::integer[], $4::integer[], $5::text[], $6::text[], $7::text[]) AS t(execution, task_seq, name, input, retry)`,
+			tenant, id, execs, seqs, names, inputs, pols, nowN)
+	}
+	if len(p.Timers) > 0 {
+		seqs, fireAt := make([]int32, len(p.Timers)), make([]int64, len(p.Timers))
+		for i, t := range p.Timers {
+			seqs[i], fireAt[i] = int32(t.TaskSeq), nanos(t.FireAt)
+		}
+		b.exec("schedule timers", `INSERT INTO inbox (tenant, instance_id, kind, execution, task_seq, visible_at, created_at)
+			SELECT $1, $2, 'timer_fired', $3, t.task_seq, t.fire_at, $6
+			FROM unnest($4::integer[], $5::bigint[]) AS t(task_seq, fire_at)`,
+			tenant, id, execution, seqs, fireAt, nowN)
+	}
+	if len(p.CancelTimers) > 0 {
+		b.exec("cancel timers", `DELETE FROM inbox WHERE tenant = $1 AND instance_id = $2
+			AND kind = 'timer_fired' AND execution = $3 AND task_seq = ANY($4::integer[])`,
+			tenant, id, execution, p.CancelTimers)
+	}
+	if len(p.CancelActivities) > 0 {
+		// An unleased task has lease_until 0: "lease_until < now" is "unleased
+		// or expired" (and names no partial index).
+		b.exec("cancel activities", `WITH gone AS (
+				DELETE FROM activities WHERE tenant = $1 AND instance_id = $2 AND execution = $3 AND task_seq = ANY($4::integer[])
+				  AND lease_until < $5
+			)
+			UPDATE activities SET cancel_requested = true
+			WHERE tenant = $1 AND instance_id = $2 AND execution = $3 AND task_seq = ANY($4::integer[])
+			  AND lease_until >= $5`,
+			tenant, id, execution, p.CancelActivities, nowN)
+	}
+	if len(p.Fates) > 0 {
+		// The last update of an event id wins, as if applied in order.
+		last := make(map[string]int, len(p.Fates))
+		for i, f := range p.Fates {
+			last[f.EventID] = i
+		}
+		var (
+			ids, fates, reasons   []string
+			execs, origins, waits []int32
+		)
+		for i, f := range p.Fates {
+			if last[f.EventID] != i {
+				continue
+			}
+			ids, fates, reasons = append(ids, f.EventID), append(fates, string(f.Fate)), append(reasons, string(f.Reason))
+			execs, origins, waits = append(execs, int32(f.Execution)), append(origins, int32(f.OriginExecution)), append(waits, int32(f.WaitNumber))
+		}
+		b.exec("update fates", `UPDATE events e SET fate = u.fate, reason = u.reason, execution = u.execution,
+				origin_execution = u.origin_execution, wait_number = u.wait_number, updated_at = $3
+			FROM unnest($4::text[], $5::text[], $6::text[], $7::integer[], $8::integer[], $9::integer[])
+				AS u(event_id, fate, reason, execution, origin_execution, wait_number)
+			WHERE e.tenant = $1 AND e.instance_id = $2 AND e.event_id = u.event_id`,
+			tenant, id, nowN, ids, fates, reasons, execs, origins, waits)
+	}
+
+	if status.Terminal() {
+		b.queueEnd(&res.dropped, tenant, id, execution, now)
+	}
+
+	next := execution
+	if can := p.ContinueAsNew; can != nil {
+		next = execution + 1
+		if err := b.queueHistory("continue as new: start history", tenant, id, next, can.StartEvents); err != nil {
+			return nil, fmt.Errorf("continue as new: %w", err)
+		}
+		// The old executions' timers and activity results can never be used;
+		// their unleased tasks go, leased ones are asked to stop.
+		b.exec("continue as new", `WITH old_messages AS (
+				DELETE FROM inbox WHERE tenant = $1 AND instance_id = $2 AND execution < $3
+				  AND kind IN ('timer_fired', 'activity_completed', 'activity_failed')
+			), old_tasks AS (
+				DELETE FROM activities WHERE tenant = $1 AND instance_id = $2 AND execution < $3
+				  AND lease_until < $4
+			), cancelled AS (
+				UPDATE activities SET cancel_requested = true
+				WHERE tenant = $1 AND instance_id = $2 AND execution < $3
+				  AND lease_until >= $4
+			)
+			INSERT INTO inbox (tenant, instance_id, kind, execution, visible_at, created_at)
+			VALUES ($1, $2, 'kick', $3, $4, $4)`, tenant, id, next, nowN)
+	}
+
+	// Status, output, failure, the next execution, the lease released and
+	// ready_at recomputed, in one statement.
+	failure, err := failureArg(p.Failure)
+	if err != nil {
+		return nil, err
+	}
+	var input any
+	if p.ContinueAsNew != nil {
+		input = rawArg(p.ContinueAsNew.Input)
+	}
+	b.queryRow("update instance", func(row pgx.Row) error {
+		return row.Scan(&res.ready)
+	}, `UPDATE instances SET status = $3, output = $4, failure = $5, updated_at = $6,
+			execution = $7, input = CASE WHEN $8 THEN $9 ELSE input END,
+			lock_token = NULL, lease_until = 0, not_before = 0, ready_at = `+readyAtSQL+`
+		WHERE tenant = $1 AND id = $2
+		RETURNING ready_at`,
+		tenant, id, string(status), rawArg(p.Output), failure, nowN, next, p.ContinueAsNew != nil, input)
+
+	return res, nil
+}
+
+// TurnAbandon releases a claimed turn without committing it. With RetryAt
+// set the instance cannot be claimed before RetryAt. It returns
+// storage.ErrLeaseLost if p.LockToken no longer owns the instance.
+func (s *Store) TurnAbandon(ctx context.Context, p *storage.TurnAbandonParams) error {
+	if p == nil {
+		return errors.New("postgres: abandon turn: nil params")
+	}
+	if p.LockToken == "" {
+		return fmt.Errorf("postgres: abandon turn of %q: empty lock token: %w", p.InstanceID, storage.ErrLeaseLost)
+	}
+	err := s.do(ctx, func(ctx context.Context) error {
+		ct, err := s.pool.Exec(ctx, `UPDATE instances SET lock_token = NULL, lease_until = 0, not_before = $4
+			WHERE tenant = $1 AND id = $2 AND lock_token = $3`, p.Tenant, p.InstanceID, p.LockToken, nanos(p.RetryAt))
+		if err != nil {
+			return fmt.Errorf("release lease: %w", err)
+		}
+		if ct.RowsAffected() == 0 {
+			return storage.ErrLeaseLost
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("postgres: abandon turn of %q: %w", p.InstanceID, err)
+	}
+	s.signal(p.Tenant)
+	return nil
+}
+
+// nextWakeSQL is NextWake for $1 tenant, $2 now: the earliest of the times
+// listed on NextWake, each found by an index scan that stops at its first
+// row. An unleased instance's next message is its ready_at; a leased
+// instance's messages wait for its lease anyway (the lease holder's commit
+// recomputes ready_at and signals if the instance is ready).
+const nextWakeSQL = `SELECT LEAST(
+	(SELECT ready_at FROM instances
+	 WHERE tenant = $1 AND lock_token IS NULL AND ready_at IS NOT NULL AND ready_at > $2 AND status IN ` + nonTerminal + `
+	 ORDER BY ready_at LIMIT 1),
+	(SELECT visible_at FROM activities
+	 WHERE tenant = $1 AND lock_token IS NULL AND visible_at > $2
+	 ORDER BY visible_at LIMIT 1),
+	(SELECT not_before FROM instances
+	 WHERE tenant = $1 AND not_before > 0 AND not_before > $2 AND ready_at IS NOT NULL AND status IN ` + nonTerminal + `
+	 ORDER BY not_before LIMIT 1),
+	(SELECT lease_until FROM instances
+	 WHERE tenant = $1 AND lock_token IS NOT NULL AND lease_until > $2 AND ready_at IS NOT NULL AND status IN ` + nonTerminal + `
+	 ORDER BY lease_until LIMIT 1),
+	(SELECT lease_until FROM activities
+	 WHERE tenant = $1 AND lock_token IS NOT NULL AND lease_until > $2 AND NOT cancel_requested
+	 ORDER BY lease_until LIMIT 1)
+)`
+
+// NextWake returns the earliest time after p.Now at which work of the tenant
+// may become claimable: the earliest inbox message of an existing,
+// non-terminal, unleased instance or an activity task becoming visible, a
+// TurnAbandon RetryAt passing, or a lease (of an instance with messages, or
+// of an activity task) running out so that the work can be taken over. ok is
+// false if there is no such time. Unlike the SQLite backend it does not look
+// behind an instance's earliest message: a later timer of an instance that
+// is ready now or leased shows once its turn has committed (the committing
+// worker signals or sees it).
+func (s *Store) NextWake(ctx context.Context, p *storage.NextWakeParams) (time.Time, bool, error) {
+	if p == nil {
+		return time.Time{}, false, errors.New("postgres: next wake: nil params")
+	}
+	now := nowOr(p.Now).UnixNano()
+	var at *int64
+	err := s.do(ctx, func(ctx context.Context) error {
+		return s.pool.QueryRow(ctx, nextWakeSQL, p.Tenant, now).Scan(&at)
+	})
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("postgres: next wake: %w", err)
+	}
+	if at == nil {
+		return time.Time{}, false, nil
+	}
+	return fromNanos(*at), true, nil
+}
