@@ -3,6 +3,7 @@ package herald_test
 import (
 	"context"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -10,7 +11,9 @@ import (
 
 	"github.com/heraldwf/herald"
 	"github.com/heraldwf/herald/history"
+	"github.com/heraldwf/herald/internal/testdb"
 	"github.com/heraldwf/herald/storage"
+	"github.com/heraldwf/herald/storage/postgres"
 	"github.com/heraldwf/herald/storage/sqlite"
 )
 
@@ -26,16 +29,35 @@ type bundle struct {
 }
 
 // testStore opens a fresh store for a test. It is the single place that
-// picks the backend, so the same end-to-end tests can run on every backend.
+// picks the backend, so the same end-to-end tests run on every backend:
+// SQLite by default, PostgreSQL (a fresh schema) with
+// HERALD_TEST_BACKEND=postgres and HERALD_TEST_POSTGRES_URL set.
 func testStore(t *testing.T) storage.Store {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "herald.db")
-	st, err := sqlite.Open(context.Background(), path)
-	if err != nil {
-		t.Fatalf("open sqlite: %v", err)
+	ctx := context.Background()
+	switch b := testdb.Backend(); b {
+	case "postgres":
+		url := os.Getenv(testdb.URLEnv)
+		if url == "" {
+			t.Fatalf("%s=postgres needs %s", testdb.BackendEnv, testdb.URLEnv)
+		}
+		st, err := postgres.Open(ctx, url, postgres.WithSchema(testdb.NewSchema(t)), postgres.WithMaxConns(8))
+		if err != nil {
+			t.Fatalf("open postgres: %v", err)
+		}
+		t.Cleanup(func() { st.Close() })
+		return st
+	case "sqlite":
+		st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "herald.db"))
+		if err != nil {
+			t.Fatalf("open sqlite: %v", err)
+		}
+		t.Cleanup(func() { st.Close() })
+		return st
+	default:
+		t.Fatalf("unknown %s %q", testdb.BackendEnv, b)
+		return nil
 	}
-	t.Cleanup(func() { st.Close() })
-	return st
 }
 
 // setup starts a runtime with cfg (nil for defaults) on a fresh store, lets

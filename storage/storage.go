@@ -77,8 +77,9 @@ const (
 )
 
 // Message is an entry of an instance's inbox: something the next turn must
-// process. Messages become visible at VisibleAt (timers are messages that
-// become visible when they fire).
+// process. A timer_fired message becomes visible at VisibleAt (when the
+// timer fires); every other message is visible as soon as it is committed,
+// whatever Now a claim passes.
 type Message struct {
 	ID        int64 // assigned by the store, increasing in insertion order
 	Kind      MessageKind

@@ -2,56 +2,19 @@ package postgres_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"os"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 
+	"github.com/heraldwf/herald/internal/testdb"
 	"github.com/heraldwf/herald/storage"
 	"github.com/heraldwf/herald/storage/postgres"
 	"github.com/heraldwf/herald/storage/storagetest"
 )
 
-// urlEnv names the environment variable that points the tests at a
-// PostgreSQL server (a database the tests may create schemas in).
-const urlEnv = "HERALD_TEST_POSTGRES_URL"
+func testURL(t testing.TB) string { return testdb.PostgresURL(t) }
 
-// testURL returns the test server's URL, or skips the test.
-func testURL(t testing.TB) string {
-	t.Helper()
-	url := os.Getenv(urlEnv)
-	if url == "" {
-		t.Skipf("%s is not set: skipping the PostgreSQL tests (e.g. %s=postgres://postgres@127.0.0.1:5432/test?sslmode=disable)", urlEnv, urlEnv)
-	}
-	return url
-}
-
-// newSchema returns a fresh schema name, dropped (with everything in it) when
-// the test ends.
-func newSchema(t testing.TB) string {
-	t.Helper()
-	url := testURL(t)
-	var b [6]byte
-	rand.Read(b[:])
-	schema := "herald_test_" + hex.EncodeToString(b[:])
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, url)
-		if err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, `DROP SCHEMA IF EXISTS "`+schema+`" CASCADE`); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
-	return schema
-}
+func newSchema(t testing.TB) string { return testdb.NewSchema(t) }
 
 // open opens a store on schema, closed when the test ends (before the schema
 // is dropped).

@@ -60,13 +60,15 @@ const claimHistorySQL = `SELECT c.id, h.event
 	) h
 	ORDER BY c.id, h.seq`
 
-// claimMessagesSQL reads up to $4 messages visible at $3 of each claimed
-// instance $2 of tenant $1, in id order.
+// claimMessagesSQL reads up to $4 messages of each claimed instance $2 of
+// tenant $1, in id order: timers visible at $3, every other message as soon
+// as it is committed (a claim's $3 may predate a raise that committed before
+// the claim read; a first turn must see every event raised before start).
 const claimMessagesSQL = `SELECT c.id, ` + messageColsM + `
 	FROM unnest($2::text[]) AS c(id)
 	CROSS JOIN LATERAL (
 		SELECT * FROM inbox m
-		WHERE m.tenant = $1 AND m.instance_id = c.id AND m.visible_at <= $3
+		WHERE m.tenant = $1 AND m.instance_id = c.id AND (m.visible_at <= $3 OR m.kind <> 'timer_fired')
 		ORDER BY m.id
 		LIMIT $4
 	) m

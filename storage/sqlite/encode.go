@@ -296,9 +296,14 @@ func lastSeq(w *wtx, tenant, id string, execution int) (int, error) {
 
 const messageCols = `id, kind, execution, task_seq, lane, event_id, name, payload, latest, result, failure, visible_at, created_at`
 
+// loadMessages reads an instance's messages for a turn. Only timers wait
+// for their time: every other message is returned as soon as it is
+// committed, whatever now says, so a claim whose now was taken before a
+// concurrent raise committed still sees every message that precedes the
+// ones it returns (a first turn must see every event raised before start).
 func loadMessages(ctx context.Context, q querier, tenant, id string, now int64, limit int) ([]storage.Message, error) {
 	rows, err := q.QueryContext(ctx, `SELECT `+messageCols+` FROM inbox
-		WHERE tenant = ? AND instance_id = ? AND visible_at <= ?
+		WHERE tenant = ? AND instance_id = ? AND (visible_at <= ? OR kind <> 'timer_fired')
 		ORDER BY id LIMIT ?`, tenant, id, now, limit)
 	if err != nil {
 		return nil, fmt.Errorf("load messages: %w", err)

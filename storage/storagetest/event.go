@@ -171,3 +171,17 @@ func testEventRaiseStartIfAbsent(b *bundle) {
 		t.Fatalf("first turn: messages %v, want e1, e2 and one kick", msgKinds(turn.Messages))
 	}
 }
+
+// testClaimSeesCommittedMessages: a claim whose Now predates messages that
+// were committed before it (a worker took its time, then waited for the
+// database) still gets every non-timer message, so a first turn sees every
+// event raised before the instance started; a timer still waits for its
+// time.
+func testClaimSeesCommittedMessages(b *bundle) {
+	t := b.t
+	b.raise("i", "e1", "approve", at(time.Second))
+	b.raise("i", "e2", "approve", at(3*time.Second))
+	b.create("i", at(4*time.Second))
+	turn := b.claimOne("i", at(2*time.Second))
+	wantMessages(t, "claim with an early Now", turn.Messages, "event:e1", "event:e2", "kick")
+}

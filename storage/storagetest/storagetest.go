@@ -50,6 +50,7 @@ func Run(t *testing.T, newStore func(t *testing.T) storage.Store) {
 		{"EventRaiseDedup", testEventRaiseDedup},
 		{"EventRaiseTerminal", testEventRaiseTerminal},
 		{"EventRaiseBeforeCreate", testEventRaiseBeforeCreate},
+		{"ClaimSeesCommittedMessages", testClaimSeesCommittedMessages},
 		{"EventRaiseStartIfAbsent", testEventRaiseStartIfAbsent},
 		{"EventRaiseLatest", testEventRaiseLatest},
 		{"EventExpire", testEventExpire},
