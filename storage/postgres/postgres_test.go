@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/heraldwf/herald/internal/testdb"
 	"github.com/heraldwf/herald/storage"
 	"github.com/heraldwf/herald/storage/postgres"
