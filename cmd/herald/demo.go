@@ -13,7 +13,6 @@ import (
 	"github.com/heraldwf/herald/examples/approval"
 	"github.com/heraldwf/herald/examples/mailbox"
 	"github.com/heraldwf/herald/history"
-	"github.com/heraldwf/herald/storage/sqlite"
 )
 
 // runDemo runs the example workflows on a fresh SQLite file: events raised
@@ -22,16 +21,11 @@ import (
 // new with buffered events carried over. It prints each timeline.
 func runDemo(ctx context.Context, args []string, w io.Writer) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	db := fs.String("db", "herald-demo.db", "SQLite file to use (recreated)")
+	sf := addStoreFlags(fs, "herald-demo.db", "herald_demo")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	for _, suffix := range []string{"", "-wal", "-shm"} {
-		if err := os.Remove(*db + suffix); err != nil && !os.IsNotExist(err) {
-			return err
-		}
-	}
-	store, err := sqlite.Open(ctx, *db)
+	store, err := sf.open(ctx, true)
 	if err != nil {
 		return err
 	}
@@ -51,7 +45,7 @@ func runDemo(ctx context.Context, args []string, w io.Writer) error {
 	c := rt.Client()
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	fmt.Fprintf(w, "Herald demo on %s\n", *db)
+	fmt.Fprintf(w, "Herald demo on %s\n", sf.describe())
 
 	// 1. A decision raised before the instance exists is kept, and the
 	//    workflow receives it, buffered, the moment it waits.

@@ -14,7 +14,10 @@ import (
 const usage = `herald — durable workflows whose centre is external events
 
 usage:
-  herald demo [--db FILE]     run the example workflows on a SQLite file and print their timelines
+  herald demo [--db FILE | --postgres URL [--schema NAME]]
+                              run the example workflows and print their timelines
+                              (SQLite file by default, recreated; PostgreSQL with --postgres
+                              or $HERALD_DATABASE_URL, in a schema that is recreated)
   herald help                 this text
 `
 
