@@ -162,25 +162,9 @@ func (c *Client) applyDefinition(ctx context.Context, p *storage.EventRaiseParam
 	case err != nil:
 		return fmt.Errorf("event definition %s: %w", p.Name, err)
 	default:
-		var reasons []string
-		limit := c.cfg.MaxPayloadBytes
-		if def.MaxPayloadBytes > 0 {
-			limit = def.MaxPayloadBytes
-		}
-		if len(p.Payload) > limit {
-			reasons = append(reasons, fmt.Sprintf("payload is %d bytes, over the %d-byte cap", len(p.Payload), limit))
-		}
-		if len(def.Schema) > 0 && len(reasons) == 0 {
-			sch, err := c.schemas.get(def)
-			if err != nil {
-				return fmt.Errorf("event definition %s: schema: %w", p.Name, err)
-			}
-			inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(p.Payload))
-			if err != nil {
-				reasons = append(reasons, "payload is not valid JSON")
-			} else if err := sch.Validate(inst); err != nil {
-				reasons = append(reasons, schemaReasons(err)...)
-			}
+		reasons, err := c.payloadReasons(def, p.Payload)
+		if err != nil {
+			return err
 		}
 		if len(reasons) > 0 {
 			return &EventInvalidError{Name: p.Name, Reasons: reasons}
@@ -192,6 +176,35 @@ func (c *Client) applyDefinition(ctx context.Context, p *storage.EventRaiseParam
 	}
 	p.ExpiresAt = p.Now.Add(retention)
 	return nil
+}
+
+// payloadReasons checks a payload against a definition: its size cap (the
+// client's default when the definition sets none) and its schema. It
+// returns why the payload is refused (nil if it is fine), or an error if the
+// schema cannot be compiled.
+func (c *Client) payloadReasons(def *EventDefinition, payload []byte) ([]string, error) {
+	limit := c.cfg.MaxPayloadBytes
+	if def.MaxPayloadBytes > 0 {
+		limit = def.MaxPayloadBytes
+	}
+	if len(payload) > limit {
+		return []string{fmt.Sprintf("payload is %d bytes, over the %d-byte cap", len(payload), limit)}, nil
+	}
+	if len(def.Schema) == 0 {
+		return nil, nil
+	}
+	sch, err := c.schemas.get(def)
+	if err != nil {
+		return nil, fmt.Errorf("event definition %s: schema: %w", def.Name, err)
+	}
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(payload))
+	if err != nil {
+		return []string{"payload is not valid JSON"}, nil
+	}
+	if err := sch.Validate(inst); err != nil {
+		return schemaReasons(err), nil
+	}
+	return nil, nil
 }
 
 // schemaReasons flattens a validation error into "where: what" lines, one
