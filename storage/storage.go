@@ -81,10 +81,15 @@ const (
 // timer fires); every other message is visible as soon as it is committed,
 // whatever Now a claim passes.
 type Message struct {
-	ID        int64 // assigned by the store, increasing in insertion order
-	Kind      MessageKind
-	Execution int // activity and timer messages: the execution that scheduled them
-	TaskSeq   int // activity and timer messages: the Seq of the scheduling decision
+	ID   int64 // assigned by the store, increasing in insertion order
+	Kind MessageKind
+	// Execution: activity and timer messages: the execution that scheduled
+	// them; correlated-lane events: the execution of the wait they were
+	// produced for.
+	Execution int
+	// TaskSeq: activity and timer messages: the Seq of the scheduling
+	// decision; correlated-lane events: the Seq of the wait.
+	TaskSeq int
 	// External events.
 	Lane    history.Lane
 	EventID string
@@ -117,8 +122,12 @@ type EventRecord struct {
 	Execution       int
 	OriginExecution int
 	WaitNumber      int
-	ReceivedAt      time.Time
-	UpdatedAt       time.Time
+	// Key is the correlation key of a correlated-lane event: with Name (the
+	// event definition) it links the event back to the correlated event that
+	// produced it. Empty on the other lanes.
+	Key        string
+	ReceivedAt time.Time
+	UpdatedAt  time.Time
 }
 
 // FateUpdate changes an event's fate in the ledger.
@@ -302,6 +311,37 @@ type TurnCommitParams struct {
 	// the instance's execution becomes Execution+1 with StartEvents as its
 	// initial history, and a kick message is added.
 	ContinueAsNew *ContinueAsNewParams
+
+	// CorrelatedWaits are correlated-lane waits made this turn (on
+	// execution Execution). For each, in the same transaction: if a
+	// correlated event exists under (Def, Key), it is delivered at once — an
+	// `event` inbox message {Lane: correlated, Name: Def, Key, Execution,
+	// TaskSeq: the wait's seq, EventID: a new id, Payload: the correlated
+	// event's payload} plus a ledger row (fate pending, Key set) and an
+	// entry in the correlated event's produced list; with DeleteAfterFirst
+	// the correlated event is then deleted (so exactly one waiter ever
+	// receives it). Otherwise a marker (tenant, instance, execution, seq,
+	// def, key) is stored, which a later CorrelatedPut delivers to.
+	//
+	// A wait whose seq is also in CancelCorrelatedWaits (made and withdrawn
+	// in the same turn) is neither registered nor delivered to, and a commit
+	// that ends the instance or continues it as new registers no waits.
+	CorrelatedWaits []CorrelatedWait
+	// CancelCorrelatedWaits are seqs (of Execution) of correlated waits
+	// withdrawn this turn (timed out, lost a select): their markers are
+	// deleted. A commit that ends the instance or continues it as new
+	// deletes all its markers, as InstanceTerminate does.
+	CancelCorrelatedWaits []int
+}
+
+// CorrelatedWait is a correlated-lane wait (SPEC §3.3).
+type CorrelatedWait struct {
+	TaskSeq int
+	Def     string
+	Key     string
+	// DeleteAfterFirst copies the definition's
+	// delete_after_first_correlation at the time of the wait.
+	DeleteAfterFirst bool
 }
 
 // TimerSchedule is a durable timer: a timer_fired message visible at FireAt.
@@ -453,6 +493,97 @@ type EventExpireParams struct {
 	Limit  int
 }
 
+// CorrelatedEvent is a piece of data put under (tenant, event definition,
+// key), not addressed to any instance (SPEC §3.3, seed 003).
+type CorrelatedEvent struct {
+	Tenant    string
+	Def       string
+	Key       string
+	Payload   json.RawMessage
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	// ExpiresAt is when TTL expiry deletes it; zero = never.
+	ExpiresAt time.Time
+	// Produced lists the events it produced, oldest first, one per instance
+	// wait it reached (each is an ordinary event with a fate in the ledger,
+	// whose Name and Key are Def and Key).
+	Produced []ProducedEvent
+}
+
+// ProducedEvent links a correlated event to an event it produced.
+type ProducedEvent struct {
+	EventID    string
+	InstanceID string
+	Execution  int
+	TaskSeq    int
+	CreatedAt  time.Time
+}
+
+// CorrelatedPutParams creates or updates (payload, UpdatedAt, ExpiresAt)
+// the correlated event under (Tenant, Def, Key) and, in the same
+// transaction, delivers it to every instance with a marker on (Def, Key):
+// per marker an `event` inbox message {Lane correlated, Name Def, Key,
+// Execution and TaskSeq of the marker's wait, EventID new, Payload}, a
+// ledger row (fate pending, lane correlated, name Def, Key) and a Produced
+// entry; the marker is deleted. With DeleteAfterFirst only the oldest
+// marker receives it and the correlated event is deleted right away (if
+// there is no marker it is kept until the first wait). Concurrent puts and
+// waits on one key are serialised (PostgreSQL: an advisory transaction lock
+// on hash(tenant, def, key)), so with DeleteAfterFirst exactly one waiter
+// ever receives it, across nodes.
+type CorrelatedPutParams struct {
+	Tenant           string
+	Def              string
+	Key              string
+	Payload          json.RawMessage
+	DeleteAfterFirst bool
+	ExpiresAt        time.Time // from the definition's TTL; zero = never
+	Now              time.Time
+}
+
+// CorrelatedGetParams names a correlated event.
+type CorrelatedGetParams struct {
+	Tenant string
+	Def    string
+	Key    string
+}
+
+// CorrelatedSearchParams searches the correlated events of one definition,
+// ordered by (CreatedAt, Key). Earliest/Latest bound CreatedAt (inclusive;
+// zero = unbounded); HasProduced filters on whether it produced any event
+// (nil = no filter); Limit defaults to 100 and is capped at 1000; Bookmark is
+// the opaque value a previous page returned ("" = first page). Paging is
+// stable across inserts: a page continues after the last event of the
+// previous one.
+type CorrelatedSearchParams struct {
+	Tenant      string
+	Def         string
+	Earliest    time.Time
+	Latest      time.Time
+	HasProduced *bool
+	Limit       int
+	Bookmark    string
+}
+
+// CorrelatedExpireParams deletes correlated events with a non-zero ExpiresAt
+// <= Now (at most Limit, default 1000, most overdue first) and returns their
+// keys.
+type CorrelatedExpireParams struct {
+	Tenant string
+	Now    time.Time
+	Limit  int
+}
+
+// LeaderElectParams asks to hold (or renew) the named leadership of a tenant
+// until Now+Lease.
+type LeaderElectParams struct {
+	Tenant string
+	Name   string
+	Holder string
+	Lease  time.Duration
+	Now    time.Time
+}
+
 // Store is the storage seam. All methods are safe for concurrent use. Every
 // method is scoped to params.Tenant.
 type Store interface {
@@ -506,6 +637,32 @@ type Store interface {
 	// NextWake returns the earliest future time a message or activity task
 	// becomes visible, or ok=false if there is none.
 	NextWake(ctx context.Context, p *NextWakeParams) (at time.Time, ok bool, err error)
+
+	// CorrelatedPut returns the stored correlated event with its produced
+	// list (including what this put produced). With DeleteAfterFirst and a
+	// waiter, the returned event is the one that was delivered and deleted.
+	CorrelatedPut(ctx context.Context, p *CorrelatedPutParams) (*CorrelatedEvent, error)
+	// CorrelatedGet returns ErrNotFound.
+	CorrelatedGet(ctx context.Context, p *CorrelatedGetParams) (*CorrelatedEvent, error)
+	// CorrelatedDelete deletes a correlated event and its produced list (the
+	// ledger keeps each produced event's fate and Key); or ErrNotFound.
+	// Markers are untouched.
+	CorrelatedDelete(ctx context.Context, p *CorrelatedGetParams) error
+	// CorrelatedSearch returns a page and the bookmark of the next page
+	// ("" when there is none).
+	CorrelatedSearch(ctx context.Context, p *CorrelatedSearchParams) ([]*CorrelatedEvent, string, error)
+	// CorrelatedExpire returns the keys of the correlated events it deleted,
+	// in the order it deleted them.
+	CorrelatedExpire(ctx context.Context, p *CorrelatedExpireParams) ([]string, error)
+
+	// LeaderElect makes Holder the leader if no live lease is held by
+	// another holder (a lease whose end is before Now is not live), renewing
+	// it if Holder already leads; it reports whether Holder leads until
+	// Now+Lease.
+	LeaderElect(ctx context.Context, p *LeaderElectParams) (bool, error)
+	// LeaderResign gives up the leadership if Holder has it.
+	LeaderResign(ctx context.Context, p *LeaderElectParams) error
+
 	// Subscribe returns a channel that receives a value (coalesced) whenever
 	// this store writes new work for the tenant, so idle workers wake at once.
 	Subscribe(tenant string) (ch <-chan struct{}, cancel func())

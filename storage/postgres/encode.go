@@ -187,7 +187,7 @@ func historyConflict(err error, execution int) error {
 
 // ---- inbox ----
 
-const messageCols = `id, kind, execution, task_seq, lane, event_id, name, payload, latest, result, failure, visible_at, created_at`
+const messageCols = `id, kind, execution, task_seq, lane, event_id, name, key, payload, latest, result, failure, visible_at, created_at`
 
 // scanMessage scans extra, then messageCols.
 func scanMessage(row pgx.Row, extra ...any) (storage.Message, error) {
@@ -197,7 +197,7 @@ func scanMessage(row pgx.Row, extra ...any) (storage.Message, error) {
 		payload, result, failure []byte
 		visibleAt, createdAt     int64
 	)
-	dest := append(extra, &m.ID, &kind, &m.Execution, &m.TaskSeq, &lane, &m.EventID, &m.Name,
+	dest := append(extra, &m.ID, &kind, &m.Execution, &m.TaskSeq, &lane, &m.EventID, &m.Name, &m.Key,
 		&payload, &m.Latest, &result, &failure, &visibleAt, &createdAt)
 	if err := row.Scan(dest...); err != nil {
 		return m, err
@@ -227,7 +227,7 @@ const lowerReadySQL = `UPDATE instances SET ready_at = LEAST(COALESCE(ready_at, 
 
 // ---- events ----
 
-const eventCols = `tenant, event_id, instance_id, lane, name, fate, reason, execution, origin_execution, wait_number, received_at, updated_at`
+const eventCols = `tenant, event_id, instance_id, lane, name, fate, reason, execution, origin_execution, wait_number, key, received_at, updated_at`
 
 func scanEvent(row pgx.Row) (*storage.EventRecord, error) {
 	var (
@@ -236,7 +236,7 @@ func scanEvent(row pgx.Row) (*storage.EventRecord, error) {
 		receivedAt, updatedAt int64
 	)
 	if err := row.Scan(&e.Tenant, &e.EventID, &e.InstanceID, &lane, &e.Name, &fate, &reason,
-		&e.Execution, &e.OriginExecution, &e.WaitNumber, &receivedAt, &updatedAt); err != nil {
+		&e.Execution, &e.OriginExecution, &e.WaitNumber, &e.Key, &receivedAt, &updatedAt); err != nil {
 		return nil, err
 	}
 	e.Lane = history.Lane(lane)
@@ -251,10 +251,10 @@ func scanEvent(row pgx.Row) (*storage.EventRecord, error) {
 // history event, for $1 tenant, $2 instance, $3 execution, $4 now (nanos),
 // $5 now (RFC 3339): every event still pending or buffered for the instance
 // is dropped (instance_terminal) with an EventDropped breadcrumb appended to
-// the execution's history in ledger order, and the inbox and activity tasks
-// are deleted. The caller then updates the instance row (its ready_at
-// becomes NULL). The breadcrumbs' JSON is built here so that the whole
-// transition is one statement.
+// the execution's history in ledger order, and the inbox, activity tasks
+// and correlation markers are deleted. The caller then updates the
+// instance row (its ready_at becomes NULL). The breadcrumbs' JSON is built
+// here so that the whole transition is one statement.
 const endInstanceSQL = `WITH dropped AS (
 	UPDATE events SET fate = 'dropped', reason = 'instance_terminal',
 		execution = CASE WHEN execution = 0 THEN $3 ELSE execution END, updated_at = $4
@@ -275,6 +275,8 @@ const endInstanceSQL = `WITH dropped AS (
 	DELETE FROM inbox WHERE tenant = $1 AND instance_id = $2
 ), tasks_gone AS (
 	DELETE FROM activities WHERE tenant = $1 AND instance_id = $2
+), markers_gone AS (
+	DELETE FROM correlated_waits WHERE tenant = $1 AND instance_id = $2
 )
 SELECT seq, event_id, lane, name FROM crumbs ORDER BY seq`
 

@@ -32,6 +32,17 @@
 // checks the lock token; any mismatch aborts the whole batch with
 // storage.ErrLeaseLost.
 //
+// Correlated puts and the turn commits that register correlated waits
+// serialize on a transaction-level advisory lock of (tenant, definition,
+// key), so that a put never misses a wait committed at the same moment and a
+// delete-after-first event reaches exactly one waiter across nodes. These
+// locks are taken before any row lock: a commit takes its waits' keys in
+// ascending order before its fence, a put takes its key, then locks the
+// waiting instances in id order before it touches their markers and inboxes.
+// A wait locks the correlated event row it delivers (FOR UPDATE), so that
+// CorrelatedDelete and CorrelatedExpire, which take no advisory lock, never
+// leave produced entries behind.
+//
 // # Claims
 //
 // TurnClaim and ActivityClaim pick work with FOR UPDATE SKIP LOCKED, so any
@@ -93,6 +104,27 @@
 //     retention, payload cap or correlation TTL. A definition put again
 //     after EventDefinitionDelete continues the deleted one's Version (with
 //     a new CreatedAt).
+//   - Correlated lane: a wait made and withdrawn in the same turn (its seq
+//     in both CorrelatedWaits and CancelCorrelatedWaits) is neither
+//     registered nor delivered to; a commit that ends the instance or
+//     continues it as new registers no waits. A produced event's inbox
+//     message carries the wait's Execution as well as its TaskSeq. A put
+//     reaches only markers of pending or running instances on the marker's
+//     execution, oldest marker first (by creation, then insertion). A
+//     correlated event past its ExpiresAt that CorrelatedExpire has not
+//     deleted yet is not delivered to new waits and is replaced (new
+//     CreatedAt, empty produced list) by a put; CorrelatedGet and
+//     CorrelatedSearch still return it. Produced event ids are "corr-" and
+//     a random UUID.
+//   - CorrelatedPut refuses an empty definition or key (a wait on one is
+//     registered, and never reached); CorrelatedSearch refuses an empty definition and a
+//     bookmark it did not make, and orders keys bytewise (COLLATE "C").
+//     CorrelatedExpire deletes by ExpiresAt, then definition, then key, and
+//     skips events a put or a commit holds at that moment.
+//   - LeaderElect refuses a non-positive Lease and an empty name or holder;
+//     a holder renews its own lease even after it ran out (if nobody took
+//     it). LeaderResign by someone who does not hold the leadership does
+//     nothing.
 package postgres
 
 import (

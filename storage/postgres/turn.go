@@ -74,7 +74,7 @@ const claimMessagesSQL = `SELECT c.id, ` + messageColsM + `
 	) m
 	ORDER BY c.id, m.id`
 
-const messageColsM = `m.id, m.kind, m.execution, m.task_seq, m.lane, m.event_id, m.name, m.payload, m.latest, m.result, m.failure, m.visible_at, m.created_at`
+const messageColsM = `m.id, m.kind, m.execution, m.task_seq, m.lane, m.event_id, m.name, m.key, m.payload, m.latest, m.result, m.failure, m.visible_at, m.created_at`
 
 // TurnClaim claims up to p.Max (default 1) instances of the tenant that are
 // not terminal, have at least one inbox message visible at p.Now, have no
@@ -227,15 +227,23 @@ func (s *Store) releaseClaims(tenant string, turns []*storage.Turn) {
 // timers of CancelTimers; cancels CancelActivities (an unleased task, or one
 // whose lease ran out, is deleted; a leased one is marked cancel_requested);
 // applies Fates to the instance's ledger rows (ids not in the ledger are
-// ignored); sets status (empty means running), output and failure. A
-// terminal status then drops the instance's pending and buffered events
-// (instance_terminal) with EventDropped breadcrumbs appended after
-// NewEvents, and deletes its inbox and activity tasks. ContinueAsNew moves
-// the instance to execution p.Execution+1 (status running, its input),
-// writes StartEvents as that execution's history, deletes the old
-// executions' timers and activity results, deletes their unleased activity
-// tasks and marks leased ones cancel_requested, and adds a kick message.
-// Finally the lease is cleared.
+// ignored); unless the turn ends the execution, deletes the markers of
+// CancelCorrelatedWaits and handles CorrelatedWaits (a wait that was also
+// withdrawn is skipped; a live correlated event is delivered at once,
+// otherwise a marker is stored); sets status (empty means running), output
+// and failure. A terminal status then drops the instance's pending and
+// buffered events (instance_terminal) with EventDropped breadcrumbs appended
+// after NewEvents, and deletes its inbox, activity tasks and correlation
+// markers. ContinueAsNew moves the instance to execution p.Execution+1
+// (status running, its input), writes StartEvents as that execution's
+// history, deletes the old executions' timers and activity results and the
+// instance's correlation markers, deletes their unleased activity tasks and
+// marks leased ones cancel_requested, and adds a kick message. Finally the
+// lease is cleared.
+//
+// A commit with correlated waits first takes the advisory locks of their
+// (tenant, definition, key), as CorrelatedPut does, so that a put and the
+// waits on its key are serialised across nodes.
 func (s *Store) TurnCommit(ctx context.Context, p *storage.TurnCommitParams) ([]history.Event, error) {
 	if p == nil {
 		return nil, errors.New("postgres: commit turn: nil params")
@@ -311,8 +319,14 @@ func (s *Store) queueCommit(b *batch, p *storage.TurnCommitParams, status storag
 	tenant, id, execution, nowN := p.Tenant, p.InstanceID, p.Execution, now.UnixNano()
 	res = &commitResult{added: len(p.Activities) > 0 || len(p.Timers) > 0}
 
-	// The fence locks the instance row first and aborts the batch unless the
-	// token owns it.
+	// Correlated waits take their keys' advisory locks before anything else
+	// (see queueCorrelatedLocks); then the fence locks the instance row and
+	// aborts the batch unless the token owns it.
+	var waits []storage.CorrelatedWait
+	if !status.Terminal() && p.ContinueAsNew == nil {
+		waits = correlatedWaits(p)
+		s.queueCorrelatedLocks(b, tenant, waits)
+	}
 	b.exec("", `SELECT herald_fence($1, $2, $3, $4)`, tenant, id, p.LockToken, execution)
 
 	if len(p.NewEvents) > 0 {
@@ -403,6 +417,10 @@ func (s *Store) queueCommit(b *batch, p *storage.TurnCommitParams, status storag
 			tenant, id, nowN, ids, fates, reasons, execs, origins, waits)
 	}
 
+	if !status.Terminal() && p.ContinueAsNew == nil {
+		queueCorrelatedWaits(b, p, waits, nowN)
+	}
+
 	if status.Terminal() {
 		b.queueEnd(&res.dropped, tenant, id, execution, now)
 	}
@@ -425,6 +443,8 @@ func (s *Store) queueCommit(b *batch, p *storage.TurnCommitParams, status storag
 				UPDATE activities SET cancel_requested = true
 				WHERE tenant = $1 AND instance_id = $2 AND execution < $3
 				  AND lease_until >= $4
+			), markers_gone AS (
+				DELETE FROM correlated_waits WHERE tenant = $1 AND instance_id = $2
 			)
 			INSERT INTO inbox (tenant, instance_id, kind, execution, visible_at, created_at)
 			VALUES ($1, $2, 'kick', $3, $4, $4)`, tenant, id, next, nowN)

@@ -294,7 +294,7 @@ func lastSeq(w *wtx, tenant, id string, execution int) (int, error) {
 
 // ---- inbox ----
 
-const messageCols = `id, kind, execution, task_seq, lane, event_id, name, payload, latest, result, failure, visible_at, created_at`
+const messageCols = `id, kind, execution, task_seq, lane, event_id, name, key, payload, latest, result, failure, visible_at, created_at`
 
 // loadMessages reads an instance's messages for a turn. Only timers wait
 // for their time: every other message is returned as soon as it is
@@ -317,7 +317,7 @@ func loadMessages(ctx context.Context, q querier, tenant, id string, now int64, 
 			payload, result, failure []byte
 			visibleAt, createdAt     int64
 		)
-		if err := rows.Scan(&m.ID, &kind, &m.Execution, &m.TaskSeq, &lane, &m.EventID, &m.Name,
+		if err := rows.Scan(&m.ID, &kind, &m.Execution, &m.TaskSeq, &lane, &m.EventID, &m.Name, &m.Key,
 			&payload, &m.Latest, &result, &failure, &visibleAt, &createdAt); err != nil {
 			return nil, fmt.Errorf("load messages: %w", err)
 		}
@@ -352,9 +352,9 @@ func insertExpiringMessage(w *wtx, tenant, id string, m *storage.Message, expire
 		return err
 	}
 	if _, err := w.exec(`INSERT INTO inbox
-		(tenant, instance_id, kind, execution, task_seq, lane, event_id, name, payload, latest, result, failure, visible_at, created_at, expires_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		tenant, id, string(m.Kind), m.Execution, m.TaskSeq, string(m.Lane), m.EventID, m.Name,
+		(tenant, instance_id, kind, execution, task_seq, lane, event_id, name, key, payload, latest, result, failure, visible_at, created_at, expires_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		tenant, id, string(m.Kind), m.Execution, m.TaskSeq, string(m.Lane), m.EventID, m.Name, m.Key,
 		rawArg(m.Payload), m.Latest, rawArg(m.Result), f, nanos(m.VisibleAt), now, expiresAt); err != nil {
 		return fmt.Errorf("insert %s message: %w", m.Kind, err)
 	}
@@ -377,7 +377,7 @@ func lowerReady(w *wtx, tenant, id string, visibleAt int64) error {
 
 // ---- events ----
 
-const eventCols = `tenant, event_id, instance_id, lane, name, fate, reason, execution, origin_execution, wait_number, received_at, updated_at`
+const eventCols = `tenant, event_id, instance_id, lane, name, fate, reason, execution, origin_execution, wait_number, key, received_at, updated_at`
 
 func scanEvent(sc scanner) (*storage.EventRecord, error) {
 	var (
@@ -386,7 +386,7 @@ func scanEvent(sc scanner) (*storage.EventRecord, error) {
 		receivedAt, updatedAt int64
 	)
 	if err := sc.Scan(&e.Tenant, &e.EventID, &e.InstanceID, &lane, &e.Name, &fate, &reason,
-		&e.Execution, &e.OriginExecution, &e.WaitNumber, &receivedAt, &updatedAt); err != nil {
+		&e.Execution, &e.OriginExecution, &e.WaitNumber, &e.Key, &receivedAt, &updatedAt); err != nil {
 		return nil, err
 	}
 	e.Lane = history.Lane(lane)

@@ -160,7 +160,8 @@ func (s *Store) InstanceList(ctx context.Context, p *storage.InstanceListParams)
 // with failure {Kind: "terminated", Message: p.Reason}, ExecutionTerminated
 // appended to the current execution's history, every pending or buffered
 // event dropped (instance_terminal) with an EventDropped breadcrumb, its
-// inbox and activity tasks deleted and its lease cleared, so an in-flight
+// inbox, activity tasks and correlation markers deleted and its lease
+// cleared, so an in-flight
 // turn's commit fails with ErrLeaseLost. It returns storage.ErrNotFound, or
 // storage.ErrInstanceNotRunning if the instance already ended.
 func (s *Store) InstanceTerminate(ctx context.Context, p *storage.InstanceTerminateParams) ([]history.Event, error) {
@@ -212,8 +213,9 @@ func (s *Store) InstanceTerminate(ctx context.Context, p *storage.InstanceTermin
 // endInstance does what every terminal transition does after the final
 // history event: every event still pending or buffered for the instance is
 // dropped (instance_terminal) with an EventDropped breadcrumb appended to
-// the execution's history, and the inbox and activity tasks are deleted.
-// The caller updates the instance row (its ready_at becomes NULL).
+// the execution's history, and the inbox, activity tasks and correlation
+// markers are deleted. The caller updates the instance row (its ready_at
+// becomes NULL).
 func endInstance(w *wtx, tenant, id string, execution int, now int64) ([]history.Event, error) {
 	rows, err := w.query(`SELECT rid, event_id, lane, name FROM events
 		WHERE tenant = ? AND instance_id = ? AND fate IN (?, ?)
@@ -272,6 +274,9 @@ func endInstance(w *wtx, tenant, id string, execution int, now int64) ([]history
 	}
 	if _, err := w.exec(`DELETE FROM activities WHERE tenant = ? AND instance_id = ?`, tenant, id); err != nil {
 		return nil, fmt.Errorf("clear activities: %w", err)
+	}
+	if err := deleteMarkers(w, tenant, id); err != nil {
+		return nil, err
 	}
 	return dropped, nil
 }

@@ -18,7 +18,8 @@
 // # Reads
 //
 // Reads (InstanceGet, InstanceList, HistoryList, EventGet, EventList,
-// EventDefinitionGet, EventDefinitionList, NextWake) use a separate pool of read-only connections and see every write
+// EventDefinitionGet, EventDefinitionList, CorrelatedGet, CorrelatedSearch,
+// NextWake) use a separate pool of read-only connections and see every write
 // whose call has returned.
 //
 // # Schema
@@ -56,6 +57,26 @@
 //     retention, payload cap or correlation TTL. A definition put again
 //     after EventDefinitionDelete continues the deleted one's Version (with
 //     a new CreatedAt).
+//   - Correlated lane: a wait made and withdrawn in the same turn (its seq
+//     in both CorrelatedWaits and CancelCorrelatedWaits) is neither
+//     registered nor delivered to; a commit that ends the instance or
+//     continues it as new registers no waits. A produced event's inbox
+//     message carries the wait's Execution as well as its TaskSeq. A put
+//     reaches only markers of pending or running instances on the marker's
+//     execution, oldest marker first (by creation, then insertion). A
+//     correlated event past its ExpiresAt that CorrelatedExpire has not
+//     deleted yet is not delivered to new waits and is replaced (new
+//     CreatedAt, empty produced list) by a put; CorrelatedGet and
+//     CorrelatedSearch still return it. Produced event ids are "corr-" and
+//     a random UUID.
+//   - CorrelatedPut refuses an empty definition or key (a wait on one is
+//     registered, and never reached); CorrelatedSearch refuses an empty definition and a
+//     bookmark it did not make, and orders keys bytewise. CorrelatedExpire
+//     deletes by ExpiresAt, then definition, then key.
+//   - LeaderElect refuses a non-positive Lease and an empty name or holder;
+//     a holder renews its own lease even after it ran out (if nobody took
+//     it). LeaderResign by someone who does not hold the leadership does
+//     nothing.
 package sqlite
 
 import (

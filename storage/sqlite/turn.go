@@ -117,15 +117,19 @@ func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*s
 // timers of CancelTimers; cancels CancelActivities (an unleased task, or one
 // whose lease ran out, is deleted; a leased one is marked cancel_requested);
 // applies Fates to the instance's ledger rows (ids not in the ledger are
-// ignored); sets status (empty means running), output and failure. A
-// terminal status then drops the instance's pending and buffered events
-// (instance_terminal) with EventDropped breadcrumbs appended after
-// NewEvents, and deletes its inbox and activity tasks. ContinueAsNew moves
-// the instance to execution p.Execution+1 (status running, its input),
-// writes StartEvents as that execution's history, deletes the old
-// executions' timers and activity results, deletes their unleased activity
-// tasks and marks leased ones cancel_requested, and adds a kick message.
-// Finally the lease is cleared.
+// ignored); unless the turn ends the execution, deletes the markers of
+// CancelCorrelatedWaits and handles CorrelatedWaits (a wait that was also
+// withdrawn is skipped; a live correlated event is delivered at once,
+// otherwise a marker is stored); sets status (empty means running), output
+// and failure. A terminal status then drops the instance's pending and
+// buffered events (instance_terminal) with EventDropped breadcrumbs appended
+// after NewEvents, and deletes its inbox, activity tasks and correlation
+// markers. ContinueAsNew moves the instance to execution p.Execution+1
+// (status running, its input), writes StartEvents as that execution's
+// history, deletes the old executions' timers and activity results and the
+// instance's correlation markers, deletes their unleased activity tasks and
+// marks leased ones cancel_requested, and adds a kick message. Finally the
+// lease is cleared.
 func (s *Store) TurnCommit(ctx context.Context, p *storage.TurnCommitParams) ([]history.Event, error) {
 	if p == nil {
 		return nil, errors.New("sqlite: commit turn: nil params")
@@ -250,6 +254,14 @@ func commitTurn(w *wtx, p *storage.TurnCommitParams, status storage.Status, now 
 		}
 	}
 
+	// Correlated-lane waits: a turn that ends the execution registers none
+	// (endInstance and continue-as-new delete all the markers).
+	if !status.Terminal() && p.ContinueAsNew == nil {
+		if err := commitCorrelated(w, p, execution, nowN); err != nil {
+			return err
+		}
+	}
+
 	if status.Terminal() {
 		d, err := endInstance(w, tenant, id, execution, nowN)
 		if err != nil {
@@ -276,6 +288,9 @@ func commitTurn(w *wtx, p *storage.TurnCommitParams, status storage.Status, now 
 		if _, err := w.exec(`UPDATE activities SET cancel_requested = 1 WHERE tenant = ? AND instance_id = ? AND execution < ?`,
 			tenant, id, next); err != nil {
 			return fmt.Errorf("continue as new: cancel old activities: %w", err)
+		}
+		if err := deleteMarkers(w, tenant, id); err != nil {
+			return fmt.Errorf("continue as new: %w", err)
 		}
 		if err := insertMessage(w, tenant, id, &storage.Message{Kind: storage.MsgKick, Execution: next, VisibleAt: now}, nowN); err != nil {
 			return fmt.Errorf("continue as new: %w", err)

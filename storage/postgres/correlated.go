@@ -1,0 +1,586 @@
+package postgres
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/heraldwf/herald/storage"
+)
+
+// Limits of CorrelatedSearch.
+const (
+	defaultSearchLimit = 100
+	maxSearchLimit     = 1000
+)
+
+// correlatedLockKey is the transaction-level advisory lock that serialises
+// CorrelatedPut with the turn commits that register waits on the same
+// (tenant, definition, key), so that with delete-after-first exactly one
+// waiter receives an event, whichever node each runs on.
+func (s *Store) correlatedLockKey(tenant, def, key string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte("correlated\x00"))
+	h.Write([]byte(tenant))
+	h.Write([]byte{0})
+	h.Write([]byte(def))
+	h.Write([]byte{0})
+	h.Write([]byte(key))
+	return int64(h.Sum64() ^ s.lockKey)
+}
+
+// validateCorrelated checks the name of a correlated event.
+func validateCorrelated(def, key string) error {
+	if def == "" {
+		return errors.New("empty event definition")
+	}
+	if key == "" {
+		return errors.New("empty correlation key")
+	}
+	return nil
+}
+
+// correlatedWaits returns the waits of a commit that registers them: those
+// not withdrawn in the same turn.
+func correlatedWaits(p *storage.TurnCommitParams) []storage.CorrelatedWait {
+	var waits []storage.CorrelatedWait
+	for _, w := range p.CorrelatedWaits {
+		if !slices.Contains(p.CancelCorrelatedWaits, w.TaskSeq) {
+			waits = append(waits, w)
+		}
+	}
+	return waits
+}
+
+// queueCorrelatedLocks queues the advisory locks of the waits' keys, in
+// ascending order so that two commits never wait for each other's locks.
+// Every transaction that takes these locks takes them before any row lock
+// (TurnCommit before its fence; CorrelatedPut before it locks the waiting
+// instances), which keeps the lock order acyclic.
+func (s *Store) queueCorrelatedLocks(b *batch, tenant string, waits []storage.CorrelatedWait) {
+	if len(waits) == 0 {
+		return
+	}
+	keys := make([]int64, 0, len(waits))
+	for _, w := range waits {
+		keys = append(keys, s.correlatedLockKey(tenant, w.Def, w.Key))
+	}
+	slices.Sort(keys)
+	keys = slices.Compact(keys)
+	b.exec("lock correlation keys", `SELECT pg_advisory_xact_lock(k) FROM unnest($1::bigint[]) AS t(k) ORDER BY k`, keys)
+}
+
+// commitWaitSQL handles one correlated wait of a turn commit: $1 tenant, $2
+// instance, $3 definition, $4 key, $5 execution, $6 wait seq, $7 now, $8 a
+// new event id, $9 delete after first. A live correlated event (locked, so
+// that a concurrent CorrelatedDelete or CorrelatedExpire waits or skips it)
+// is delivered at once: ledger row, inbox message and produced entry, or
+// with delete-after-first the correlated event and its produced list are
+// deleted instead of the entry being added. Without one, the marker is
+// stored.
+const commitWaitSQL = `WITH ev AS MATERIALIZED (
+	SELECT payload FROM correlated_events
+	WHERE tenant = $1 AND def = $3 AND key = $4 AND (expires_at = 0 OR expires_at > $7)
+	FOR UPDATE
+), ledger AS (
+	INSERT INTO events (tenant, event_id, instance_id, lane, name, key, fate, received_at, updated_at)
+	SELECT $1, $8, $2, 'correlated', $3, $4, 'pending', $7, $7 FROM ev
+), msg AS (
+	INSERT INTO inbox (tenant, instance_id, kind, execution, task_seq, lane, event_id, name, key, payload, visible_at, created_at)
+	SELECT $1, $2, 'event', $5, $6, 'correlated', $8, $3, $4, ev.payload, $7, $7 FROM ev
+), produced AS (
+	INSERT INTO correlated_produced (tenant, def, key, event_id, instance_id, execution, task_seq, created_at)
+	SELECT $1, $3, $4, $8, $2, $5, $6, $7 FROM ev WHERE NOT $9
+), gone AS (
+	DELETE FROM correlated_events WHERE tenant = $1 AND def = $3 AND key = $4 AND $9 AND EXISTS (SELECT 1 FROM ev)
+), produced_gone AS (
+	DELETE FROM correlated_produced WHERE tenant = $1 AND def = $3 AND key = $4 AND $9 AND EXISTS (SELECT 1 FROM ev)
+)
+INSERT INTO correlated_waits (tenant, instance_id, execution, task_seq, def, key, delete_after_first, created_at)
+SELECT $1, $2, $5, $6, $3, $4, $9, $7 WHERE NOT EXISTS (SELECT 1 FROM ev)
+ON CONFLICT (tenant, instance_id, execution, task_seq) DO UPDATE SET
+	def = excluded.def, key = excluded.key, delete_after_first = excluded.delete_after_first,
+	created_at = excluded.created_at`
+
+// queueCorrelatedWaits queues a commit's correlated-lane output, after the
+// fence: the withdrawn waits' markers are deleted, then each wait is
+// delivered an existing correlated event or stored as a marker, in order
+// (two waits on one delete-after-first key: the first takes the event, the
+// second gets a marker).
+func queueCorrelatedWaits(b *batch, p *storage.TurnCommitParams, waits []storage.CorrelatedWait, now int64) {
+	tenant, id, execution := p.Tenant, p.InstanceID, p.Execution
+	if len(p.CancelCorrelatedWaits) > 0 {
+		b.exec("cancel correlated waits", `DELETE FROM correlated_waits
+			WHERE tenant = $1 AND instance_id = $2 AND execution = $3 AND task_seq = ANY($4::integer[])`,
+			tenant, id, execution, p.CancelCorrelatedWaits)
+	}
+	for _, w := range waits {
+		b.exec(fmt.Sprintf("correlated wait seq %d", w.TaskSeq), commitWaitSQL,
+			tenant, id, w.Def, w.Key, execution, w.TaskSeq, now, newCorrelatedEventID(), w.DeleteAfterFirst)
+	}
+}
+
+// newCorrelatedEventID returns the id of an event a correlated event
+// produces (putDeliverSQL makes the same in SQL).
+func newCorrelatedEventID() string { return "corr-" + uuid.NewString() }
+
+const correlatedCols = `tenant, def, key, payload, created_at, updated_at, expires_at`
+
+func scanCorrelated(row pgx.Row) (*storage.CorrelatedEvent, error) {
+	var (
+		c                               storage.CorrelatedEvent
+		payload                         []byte
+		createdAt, updatedAt, expiresAt int64
+	)
+	if err := row.Scan(&c.Tenant, &c.Def, &c.Key, &payload, &createdAt, &updatedAt, &expiresAt); err != nil {
+		return nil, err
+	}
+	c.Payload = rawOf(payload)
+	c.CreatedAt = fromNanos(createdAt)
+	c.UpdatedAt = fromNanos(updatedAt)
+	c.ExpiresAt = fromNanos(expiresAt)
+	return &c, nil
+}
+
+// producedCols are the columns scanProduced reads.
+const producedCols = `key, event_id, instance_id, execution, task_seq, created_at`
+
+// scanProduced appends produced rows to the events byKey returns.
+func scanProduced(rows pgx.Rows, byKey func(string) *storage.CorrelatedEvent) error {
+	for rows.Next() {
+		var (
+			key       string
+			pe        storage.ProducedEvent
+			createdAt int64
+		)
+		if err := rows.Scan(&key, &pe.EventID, &pe.InstanceID, &pe.Execution, &pe.TaskSeq, &createdAt); err != nil {
+			return err
+		}
+		pe.CreatedAt = fromNanos(createdAt)
+		if c := byKey(key); c != nil {
+			c.Produced = append(c.Produced, pe)
+		}
+	}
+	return nil
+}
+
+// queueLoadCorrelated queues the reads of a correlated event and its
+// produced list into *out (left nil if there is none).
+func queueLoadCorrelated(b *batch, out **storage.CorrelatedEvent, tenant, def, key string) {
+	b.query("load correlated event", func(rows pgx.Rows) error {
+		*out = nil
+		if rows.Next() {
+			c, err := scanCorrelated(rows)
+			if err != nil {
+				return err
+			}
+			*out = c
+		}
+		return nil
+	}, `SELECT `+correlatedCols+` FROM correlated_events WHERE tenant = $1 AND def = $2 AND key = $3`, tenant, def, key)
+	b.query("load produced events", func(rows pgx.Rows) error {
+		return scanProduced(rows, func(string) *storage.CorrelatedEvent { return *out })
+	}, `SELECT `+producedCols+` FROM correlated_produced WHERE tenant = $1 AND def = $2 AND key = $3 ORDER BY rid`,
+		tenant, def, key)
+}
+
+// queueDeleteCorrelated queues the deletion of a correlated event, then (in
+// a second statement, which sees every produced entry committed while the
+// first waited for the event's row lock) of its produced list. found, if
+// set, reports whether the event existed.
+func queueDeleteCorrelated(b *batch, found *bool, tenant, def, key string) {
+	b.execTag("delete correlated event", func(ct pgconn.CommandTag) error {
+		if found != nil {
+			*found = ct.RowsAffected() > 0
+		}
+		return nil
+	}, `DELETE FROM correlated_events WHERE tenant = $1 AND def = $2 AND key = $3`, tenant, def, key)
+	b.exec("delete produced events", `DELETE FROM correlated_produced WHERE tenant = $1 AND def = $2 AND key = $3`,
+		tenant, def, key)
+}
+
+// putDeliverSQL delivers a put correlated event to the markers on its key
+// of running instances (on the marker's execution), oldest first, at most
+// $6 (NULL: all): $1 tenant, $2 definition, $3 key, $4 payload, $5 now. Each
+// marker gets a ledger row, an inbox message and a produced
+// entry, and is deleted; the instances' ready_at is lowered. The caller
+// holds the key's advisory lock and has locked the instances.
+const putDeliverSQL = `WITH m AS MATERIALIZED (
+	SELECT w.instance_id, w.execution, w.task_seq, w.created_at, w.rid,
+		'corr-' || gen_random_uuid()::text AS event_id
+	FROM correlated_waits w
+	JOIN instances i ON i.tenant = w.tenant AND i.id = w.instance_id
+	WHERE w.tenant = $1 AND w.def = $2 AND w.key = $3
+	  AND i.execution = w.execution AND i.status IN ` + nonTerminal + `
+	ORDER BY w.created_at, w.rid
+	LIMIT $6::bigint
+), ledger AS (
+	INSERT INTO events (tenant, event_id, instance_id, lane, name, key, fate, received_at, updated_at)
+	SELECT $1, m.event_id, m.instance_id, 'correlated', $2, $3, 'pending', $5, $5 FROM m ORDER BY m.created_at, m.rid
+), msg AS (
+	INSERT INTO inbox (tenant, instance_id, kind, execution, task_seq, lane, event_id, name, key, payload, visible_at, created_at)
+	SELECT $1, m.instance_id, 'event', m.execution, m.task_seq, 'correlated', m.event_id, $2, $3, $4, $5, $5
+	FROM m ORDER BY m.created_at, m.rid
+), produced AS (
+	INSERT INTO correlated_produced (tenant, def, key, event_id, instance_id, execution, task_seq, created_at)
+	SELECT $1, $2, $3, m.event_id, m.instance_id, m.execution, m.task_seq, $5 FROM m ORDER BY m.created_at, m.rid
+), gone AS (
+	DELETE FROM correlated_waits w USING m
+	WHERE w.tenant = $1 AND w.instance_id = m.instance_id AND w.execution = m.execution AND w.task_seq = m.task_seq
+), ready AS (
+	UPDATE instances i SET ready_at = LEAST(COALESCE(i.ready_at, $5), $5)
+	FROM (SELECT DISTINCT instance_id FROM m) d
+	WHERE i.tenant = $1 AND i.id = d.instance_id
+)
+SELECT count(*) FROM m`
+
+// CorrelatedPut creates the correlated event under (Tenant, Def, Key), or
+// updates its payload, UpdatedAt and ExpiresAt (CreatedAt is kept), and
+// delivers it in the same transaction to the markers on (Def, Key) of
+// running instances (on the marker's execution), oldest marker first: to
+// all of them, or with DeleteAfterFirst to the oldest only, after which the
+// correlated event is deleted. A correlated event whose ExpiresAt has passed
+// but that CorrelatedExpire has not deleted yet is replaced as if it did not
+// exist (new CreatedAt, empty produced list).
+//
+// The transaction first takes the key's advisory lock, which turn commits
+// registering waits on the key take too, then locks the waiting instances
+// (in id order), so a terminating instance either loses its markers first
+// or is terminated after it received the event.
+func (s *Store) CorrelatedPut(ctx context.Context, p *storage.CorrelatedPutParams) (*storage.CorrelatedEvent, error) {
+	if p == nil {
+		return nil, errors.New("postgres: put correlated event: nil params")
+	}
+	if err := validateCorrelated(p.Def, p.Key); err != nil {
+		return nil, fmt.Errorf("postgres: put correlated event: %w", err)
+	}
+	now := nowOr(p.Now).UnixNano()
+	var limit any // NULL: every marker
+	if p.DeleteAfterFirst {
+		limit = int64(1)
+	}
+	var (
+		out       *storage.CorrelatedEvent
+		delivered int64
+	)
+	err := s.do(ctx, func(ctx context.Context) error {
+		out, delivered = nil, 0
+		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			var b batch
+			b.exec("lock correlation key", `SELECT pg_advisory_xact_lock($1)`, s.correlatedLockKey(p.Tenant, p.Def, p.Key))
+			// An expired event that is still there is replaced, not updated.
+			b.exec("delete expired correlated event", `DELETE FROM correlated_events
+				WHERE tenant = $1 AND def = $2 AND key = $3 AND expires_at > 0 AND expires_at <= $4`,
+				p.Tenant, p.Def, p.Key, now)
+			b.exec("delete expired produced events", `DELETE FROM correlated_produced x
+				WHERE x.tenant = $1 AND x.def = $2 AND x.key = $3
+				  AND NOT EXISTS (SELECT 1 FROM correlated_events c WHERE c.tenant = $1 AND c.def = $2 AND c.key = $3)`,
+				p.Tenant, p.Def, p.Key)
+			b.exec("upsert correlated event", `INSERT INTO correlated_events (tenant, def, key, payload, created_at, updated_at, expires_at)
+				VALUES ($1, $2, $3, $4, $5, $5, $6)
+				ON CONFLICT (tenant, def, key) DO UPDATE SET
+					payload = excluded.payload, updated_at = excluded.updated_at, expires_at = excluded.expires_at`,
+				p.Tenant, p.Def, p.Key, rawArg(p.Payload), now, nanos(p.ExpiresAt))
+			// Lock the instances that wait on the key (new markers need the
+			// key's lock, which this transaction holds).
+			b.exec("lock waiting instances", `SELECT 1 FROM instances
+				WHERE tenant = $1 AND id IN (SELECT instance_id FROM correlated_waits WHERE tenant = $1 AND def = $2 AND key = $3)
+				ORDER BY id FOR NO KEY UPDATE`, p.Tenant, p.Def, p.Key)
+			b.queryRow("deliver", func(row pgx.Row) error {
+				return row.Scan(&delivered)
+			}, putDeliverSQL, p.Tenant, p.Def, p.Key, rawArg(p.Payload), now, limit)
+			queueLoadCorrelated(&b, &out, p.Tenant, p.Def, p.Key)
+			if err := b.send(ctx, tx); err != nil {
+				return err
+			}
+			if out == nil {
+				return errors.New("correlated event vanished")
+			}
+			if p.DeleteAfterFirst && delivered > 0 {
+				var d batch
+				queueDeleteCorrelated(&d, nil, p.Tenant, p.Def, p.Key)
+				return d.send(ctx, tx)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: put correlated event %q/%q: %w", p.Def, p.Key, err)
+	}
+	if delivered > 0 {
+		s.signal(p.Tenant)
+	}
+	return out, nil
+}
+
+// CorrelatedGet returns a correlated event with its produced list (oldest
+// first), or storage.ErrNotFound. An event past its ExpiresAt is returned
+// until CorrelatedExpire deletes it.
+func (s *Store) CorrelatedGet(ctx context.Context, p *storage.CorrelatedGetParams) (*storage.CorrelatedEvent, error) {
+	if p == nil {
+		return nil, errors.New("postgres: get correlated event: nil params")
+	}
+	var out *storage.CorrelatedEvent
+	err := s.do(ctx, func(ctx context.Context) error {
+		// One snapshot for the event and its list.
+		return pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+			var b batch
+			queueLoadCorrelated(&b, &out, p.Tenant, p.Def, p.Key)
+			if err := b.send(ctx, tx); err != nil {
+				return err
+			}
+			if out == nil {
+				return storage.ErrNotFound
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: get correlated event %q/%q: %w", p.Def, p.Key, err)
+	}
+	return out, nil
+}
+
+// CorrelatedDelete deletes a correlated event and its produced list, or
+// returns storage.ErrNotFound. Markers and the ledger are untouched.
+func (s *Store) CorrelatedDelete(ctx context.Context, p *storage.CorrelatedGetParams) error {
+	if p == nil {
+		return errors.New("postgres: delete correlated event: nil params")
+	}
+	err := s.do(ctx, func(ctx context.Context) error {
+		var (
+			b     batch
+			found bool
+		)
+		queueDeleteCorrelated(&b, &found, p.Tenant, p.Def, p.Key)
+		if err := b.send(ctx, s.pool); err != nil {
+			return err
+		}
+		if !found {
+			return storage.ErrNotFound
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("postgres: delete correlated event %q/%q: %w", p.Def, p.Key, err)
+	}
+	return nil
+}
+
+// CorrelatedSearch returns the correlated events of p.Def ordered by
+// (CreatedAt, Key, bytewise), filtered as p says, each with its produced
+// list, and the bookmark of the next page ("" if this page is the last).
+// A bookmark names the last event of its page, so events created meanwhile
+// never shift a page. A malformed bookmark is an error.
+func (s *Store) CorrelatedSearch(ctx context.Context, p *storage.CorrelatedSearchParams) ([]*storage.CorrelatedEvent, string, error) {
+	if p == nil {
+		return nil, "", errors.New("postgres: search correlated events: nil params")
+	}
+	if p.Def == "" {
+		return nil, "", errors.New("postgres: search correlated events: empty event definition")
+	}
+	limit := searchLimit(p.Limit)
+	where := []string{"c.tenant = $1", "c.def = $2"}
+	args := []any{p.Tenant, p.Def}
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	if !p.Earliest.IsZero() {
+		where = append(where, "c.created_at >= "+arg(p.Earliest.UnixNano()))
+	}
+	if !p.Latest.IsZero() {
+		where = append(where, "c.created_at <= "+arg(p.Latest.UnixNano()))
+	}
+	if p.Bookmark != "" {
+		createdAt, key, err := decodeBookmark(p.Bookmark)
+		if err != nil {
+			return nil, "", fmt.Errorf("postgres: search correlated events: %w", err)
+		}
+		where = append(where, "(c.created_at, c.key) > ("+arg(createdAt)+"::bigint, "+arg(key)+"::text)")
+	}
+	if p.HasProduced != nil {
+		exists := `EXISTS (SELECT 1 FROM correlated_produced x WHERE x.tenant = c.tenant AND x.def = c.def AND x.key = c.key)`
+		if !*p.HasProduced {
+			exists = "NOT " + exists
+		}
+		where = append(where, exists)
+	}
+	q := `SELECT c.tenant, c.def, c.key, c.payload, c.created_at, c.updated_at, c.expires_at
+		FROM correlated_events c WHERE ` + strings.Join(where, " AND ") + `
+		ORDER BY c.created_at, c.key LIMIT ` + arg(limit+1)
+	var (
+		out  []*storage.CorrelatedEvent
+		next string
+	)
+	err := s.do(ctx, func(ctx context.Context) error {
+		out, next = nil, ""
+		return pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+			rows, err := tx.Query(ctx, q, args...)
+			if err != nil {
+				return err
+			}
+			for rows.Next() {
+				c, err := scanCorrelated(rows)
+				if err != nil {
+					rows.Close()
+					return err
+				}
+				out = append(out, c)
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return err
+			}
+			if len(out) > limit {
+				out = out[:limit]
+				last := out[limit-1]
+				next = encodeBookmark(last.CreatedAt.UnixNano(), last.Key)
+			}
+			if len(out) == 0 {
+				out = nil
+				return nil
+			}
+			byKey := make(map[string]*storage.CorrelatedEvent, len(out))
+			keys := make([]string, len(out))
+			for i, c := range out {
+				byKey[c.Key] = c
+				keys[i] = c.Key
+			}
+			prows, err := tx.Query(ctx, `SELECT `+producedCols+` FROM correlated_produced
+				WHERE tenant = $1 AND def = $2 AND key = ANY($3::text[]) ORDER BY rid`, p.Tenant, p.Def, keys)
+			if err != nil {
+				return err
+			}
+			defer prows.Close()
+			if err := scanProduced(prows, func(k string) *storage.CorrelatedEvent { return byKey[k] }); err != nil {
+				return err
+			}
+			return prows.Err()
+		})
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("postgres: search correlated events: %w", err)
+	}
+	return out, next, nil
+}
+
+// searchLimit applies CorrelatedSearch's default and cap.
+func searchLimit(n int) int {
+	switch {
+	case n <= 0:
+		return defaultSearchLimit
+	case n > maxSearchLimit:
+		return maxSearchLimit
+	}
+	return n
+}
+
+// bookmarkPrefix versions the bookmark format.
+const bookmarkPrefix = "c1:"
+
+// encodeBookmark makes the opaque bookmark that continues a search after
+// the correlated event (createdAt, key).
+func encodeBookmark(createdAt int64, key string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(bookmarkPrefix + strconv.FormatInt(createdAt, 10) + ":" + key))
+}
+
+// decodeBookmark reads a bookmark made by encodeBookmark.
+func decodeBookmark(b string) (int64, string, error) {
+	raw, err := base64.RawURLEncoding.DecodeString(b)
+	if err != nil || !strings.HasPrefix(string(raw), bookmarkPrefix) {
+		return 0, "", fmt.Errorf("invalid bookmark %q", b)
+	}
+	ts, key, ok := strings.Cut(strings.TrimPrefix(string(raw), bookmarkPrefix), ":")
+	if !ok {
+		return 0, "", fmt.Errorf("invalid bookmark %q", b)
+	}
+	createdAt, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil {
+		return 0, "", fmt.Errorf("invalid bookmark %q", b)
+	}
+	return createdAt, key, nil
+}
+
+// expireCorrelatedSQL deletes up to $3 correlated events of tenant $1 whose
+// expires_at is set and not after $2, most overdue first. SKIP LOCKED leaves
+// alone the events a put or a commit is delivering at that moment (they are
+// deleted by a later call) and keeps concurrent calls disjoint.
+const expireCorrelatedSQL = `WITH expired AS MATERIALIZED (
+	SELECT def, key, expires_at FROM correlated_events
+	WHERE tenant = $1 AND expires_at > 0 AND expires_at <= $2
+	ORDER BY expires_at, def, key
+	LIMIT $3
+	FOR UPDATE SKIP LOCKED
+), gone AS (
+	DELETE FROM correlated_events c USING expired x
+	WHERE c.tenant = $1 AND c.def = x.def AND c.key = x.key
+)
+SELECT def, key FROM expired ORDER BY expires_at, def, key`
+
+// CorrelatedExpire deletes, in one transaction, up to p.Limit (default
+// 1000) correlated events of the tenant whose ExpiresAt is set and not after
+// p.Now, most overdue first (then by definition and key), with their
+// produced lists, and returns their keys in that order (nil if none).
+// Markers are untouched. Concurrent calls delete disjoint events.
+func (s *Store) CorrelatedExpire(ctx context.Context, p *storage.CorrelatedExpireParams) ([]string, error) {
+	if p == nil {
+		return nil, errors.New("postgres: expire correlated events: nil params")
+	}
+	now := nowOr(p.Now).UnixNano()
+	limit := p.Limit
+	if limit <= 0 {
+		limit = defaultExpireLimit
+	}
+	var keys []string
+	err := s.do(ctx, func(ctx context.Context) error {
+		keys = nil
+		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			rows, err := tx.Query(ctx, expireCorrelatedSQL, p.Tenant, now, limit)
+			if err != nil {
+				return fmt.Errorf("delete expired correlated events: %w", err)
+			}
+			var defs []string
+			for rows.Next() {
+				var def, key string
+				if err := rows.Scan(&def, &key); err != nil {
+					rows.Close()
+					return fmt.Errorf("delete expired correlated events: %w", err)
+				}
+				defs, keys = append(defs, def), append(keys, key)
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return fmt.Errorf("delete expired correlated events: %w", err)
+			}
+			if len(keys) == 0 {
+				return nil
+			}
+			// A second statement, with a snapshot taken after the first
+			// locked the events: it also sees the produced entries of
+			// deliveries that committed while the first was running.
+			if _, err := tx.Exec(ctx, `DELETE FROM correlated_produced x
+				USING unnest($2::text[], $3::text[]) AS t(def, key)
+				WHERE x.tenant = $1 AND x.def = t.def AND x.key = t.key`, p.Tenant, defs, keys); err != nil {
+				return fmt.Errorf("delete expired produced events: %w", err)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: expire correlated events: %w", err)
+	}
+	if len(keys) == 0 {
+		keys = nil
+	}
+	return keys, nil
+}

@@ -1,0 +1,82 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/heraldwf/herald/storage"
+)
+
+// validateLeader checks LeaderElect's and LeaderResign's params.
+func validateLeader(p *storage.LeaderElectParams, needLease bool) error {
+	if p.Name == "" {
+		return errors.New("empty leadership name")
+	}
+	if p.Holder == "" {
+		return errors.New("empty holder")
+	}
+	if needLease && p.Lease <= 0 {
+		return fmt.Errorf("lease %v must be positive", p.Lease)
+	}
+	return nil
+}
+
+// LeaderElect makes p.Holder the leader of (p.Tenant, p.Name) until
+// p.Now+p.Lease if nobody holds it, if p.Holder already holds it (a renewal,
+// even of a lease that ran out), or if another holder's lease ended before
+// p.Now; it reports whether p.Holder leads. A lease ending exactly at p.Now
+// is still live. A non-positive Lease is refused. One atomic upsert: of
+// concurrent candidates exactly one wins a free leadership.
+func (s *Store) LeaderElect(ctx context.Context, p *storage.LeaderElectParams) (bool, error) {
+	if p == nil {
+		return false, errors.New("postgres: elect leader: nil params")
+	}
+	if err := validateLeader(p, true); err != nil {
+		return false, fmt.Errorf("postgres: elect leader: %w", err)
+	}
+	now := nowOr(p.Now)
+	var won bool
+	err := s.do(ctx, func(ctx context.Context) error {
+		var holder string
+		err := s.pool.QueryRow(ctx, `INSERT INTO leaders (tenant, name, holder, lease_until) VALUES ($1, $2, $3, $4)
+			ON CONFLICT (tenant, name) DO UPDATE SET holder = excluded.holder, lease_until = excluded.lease_until
+			WHERE leaders.holder = excluded.holder OR leaders.lease_until < $5
+			RETURNING holder`, p.Tenant, p.Name, p.Holder, now.Add(p.Lease).UnixNano(), now.UnixNano()).Scan(&holder)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			won = false
+		case err != nil:
+			return err
+		default:
+			won = holder == p.Holder
+		}
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("postgres: elect leader %q: %w", p.Name, err)
+	}
+	return won, nil
+}
+
+// LeaderResign ends p.Holder's leadership of (p.Tenant, p.Name) at once, if
+// it has it; otherwise it does nothing.
+func (s *Store) LeaderResign(ctx context.Context, p *storage.LeaderElectParams) error {
+	if p == nil {
+		return errors.New("postgres: resign leadership: nil params")
+	}
+	if err := validateLeader(p, false); err != nil {
+		return fmt.Errorf("postgres: resign leadership: %w", err)
+	}
+	err := s.do(ctx, func(ctx context.Context) error {
+		_, err := s.pool.Exec(ctx, `DELETE FROM leaders WHERE tenant = $1 AND name = $2 AND holder = $3`,
+			p.Tenant, p.Name, p.Holder)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("postgres: resign leadership %q: %w", p.Name, err)
+	}
+	return nil
+}

@@ -1,0 +1,82 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/heraldwf/herald/storage"
+)
+
+// validateLeader checks LeaderElect's and LeaderResign's params.
+func validateLeader(p *storage.LeaderElectParams, needLease bool) error {
+	if p.Name == "" {
+		return errors.New("empty leadership name")
+	}
+	if p.Holder == "" {
+		return errors.New("empty holder")
+	}
+	if needLease && p.Lease <= 0 {
+		return fmt.Errorf("lease %v must be positive", p.Lease)
+	}
+	return nil
+}
+
+// LeaderElect makes p.Holder the leader of (p.Tenant, p.Name) until
+// p.Now+p.Lease if nobody holds it, if p.Holder already holds it (a renewal,
+// even of a lease that ran out), or if another holder's lease ended before
+// p.Now; it reports whether p.Holder leads. A lease ending exactly at p.Now
+// is still live. A non-positive Lease is refused.
+func (s *Store) LeaderElect(ctx context.Context, p *storage.LeaderElectParams) (bool, error) {
+	if p == nil {
+		return false, errors.New("sqlite: elect leader: nil params")
+	}
+	if err := validateLeader(p, true); err != nil {
+		return false, fmt.Errorf("sqlite: elect leader: %w", err)
+	}
+	now := nowOr(p.Now)
+	var won bool
+	err := s.write(ctx, func(w *wtx) error {
+		var holder string
+		err := w.queryRow(`INSERT INTO leaders (tenant, name, holder, lease_until) VALUES (?, ?, ?, ?)
+			ON CONFLICT (tenant, name) DO UPDATE SET holder = excluded.holder, lease_until = excluded.lease_until
+			WHERE leaders.holder = excluded.holder OR leaders.lease_until < ?
+			RETURNING holder`, p.Tenant, p.Name, p.Holder, now.Add(p.Lease).UnixNano(), now.UnixNano()).Scan(&holder)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			won = false
+		case err != nil:
+			return err
+		default:
+			won = holder == p.Holder
+		}
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("sqlite: elect leader %q: %w", p.Name, err)
+	}
+	return won, nil
+}
+
+// LeaderResign ends p.Holder's leadership of (p.Tenant, p.Name) at once, if
+// it has it; otherwise it does nothing.
+func (s *Store) LeaderResign(ctx context.Context, p *storage.LeaderElectParams) error {
+	if p == nil {
+		return errors.New("sqlite: resign leadership: nil params")
+	}
+	if err := validateLeader(p, false); err != nil {
+		return fmt.Errorf("sqlite: resign leadership: %w", err)
+	}
+	err := s.write(ctx, func(w *wtx) error {
+		if _, err := w.exec(`DELETE FROM leaders WHERE tenant = ? AND name = ? AND holder = ?`,
+			p.Tenant, p.Name, p.Holder); err != nil {
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("sqlite: resign leadership %q: %w", p.Name, err)
+	}
+	return nil
+}
