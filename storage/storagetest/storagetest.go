@@ -61,6 +61,17 @@ func Run(t *testing.T, newStore func(t *testing.T) storage.Store) {
 		{"Subscribe", testSubscribe},
 		{"ConcurrentClaims", testConcurrentClaims},
 		{"ConcurrentRaises", testConcurrentRaises},
+		{"CorrelatedCRUD", testCorrelatedCRUD},
+		{"CorrelatedSearch", testCorrelatedSearch},
+		{"CorrelatedPutThenWait", testCorrelatedPutThenWait},
+		{"CorrelatedWaitThenPut", testCorrelatedWaitThenPut},
+		{"CorrelatedDeleteAfterFirst", testCorrelatedDeleteAfterFirst},
+		{"CorrelatedCancel", testCorrelatedCancel},
+		{"CorrelatedMarkersEnd", testCorrelatedMarkersEnd},
+		{"CorrelatedExpire", testCorrelatedExpire},
+		{"CorrelatedTenants", testCorrelatedTenants},
+		{"CorrelatedConcurrentDeleteAfterFirst", testCorrelatedConcurrentDeleteAfterFirst},
+		{"LeaderElection", testLeaderElection},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
