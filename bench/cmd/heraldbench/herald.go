@@ -1,0 +1,266 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/heraldwf/herald"
+	"github.com/heraldwf/herald/history"
+	"github.com/heraldwf/herald/storage"
+	"github.com/heraldwf/herald/storage/postgres"
+	"github.com/heraldwf/herald/storage/sqlite"
+)
+
+// Backends Herald runs on in the round-trip scenarios.
+const (
+	backendSQLiteFull   = "sqlite-full"
+	backendSQLiteNormal = "sqlite-normal"
+	backendPostgres     = "postgres"
+)
+
+// stampStore is the store Herald's runtime sees in the benchmark: it passes
+// every call through and notes, right after TurnCommit returns, which
+// instance's turn was committed and with what status. A resumed stamp is
+// therefore the moment the turn that took the event is committed (durable
+// with the backend's setting), not merely the moment the code ran.
+type stampStore struct {
+	storage.Store
+	onCommit func(id string, status storage.Status, at time.Time)
+}
+
+func (s *stampStore) TurnCommit(ctx context.Context, p *storage.TurnCommitParams) ([]history.Event, error) {
+	drops, err := s.Store.TurnCommit(ctx, p)
+	if err == nil {
+		s.onCommit(p.InstanceID, p.Status, time.Now())
+	}
+	return drops, err
+}
+
+// heraldSystem is Herald (a Runtime and its Client in this process) on one
+// backend.
+type heraldSystem struct {
+	name, durability string
+	store            storage.Store
+	closeStore       func() error
+	rt               *herald.Runtime
+	client           *herald.Client
+	resumed          chan Stamp
+	parked           atomic.Int64
+	commits          atomic.Int64 // every turn commit, for the replay scenario
+	onTurn           atomic.Pointer[func(id string, at time.Time)]
+}
+
+// heraldOptions are the knobs every Herald run shares.
+type heraldOptions struct {
+	dir         string // for SQLite files
+	postgresURL string
+	pgConns     int
+	turnWorkers int
+	tag         string // makes file and schema names unique per scenario
+}
+
+const waitWorkflow = "bench.wait"
+
+func openHerald(ctx context.Context, backend string, o heraldOptions) (*heraldSystem, error) {
+	h := &heraldSystem{resumed: make(chan Stamp, 1<<16)}
+	switch backend {
+	case backendSQLiteFull, backendSQLiteNormal:
+		mode, dur := sqlite.SynchronousFull, "fsync per commit (WAL, synchronous=FULL)"
+		if backend == backendSQLiteNormal {
+			mode, dur = sqlite.SynchronousNormal, "no fsync per commit (WAL, synchronous=NORMAL)"
+		}
+		path := filepath.Join(o.dir, "herald-"+o.tag+".db")
+		s, err := sqlite.Open(ctx, path, sqlite.WithSynchronous(mode))
+		if err != nil {
+			return nil, err
+		}
+		h.name, h.durability, h.store = "herald sqlite "+string(mode), dur, s
+		h.closeStore = func() error {
+			st := s.Stats()
+			progress("  %s: %d write calls in %d commits (%.1f per commit)", h.name, st.Writes, st.Commits,
+				float64(st.Writes)/float64(max(st.Commits, 1)))
+			err := s.Close()
+			for _, suffix := range []string{"", "-wal", "-shm"} {
+				os.Remove(path + suffix)
+			}
+			return err
+		}
+	case backendPostgres:
+		schema := "heraldbench_" + o.tag
+		s, err := postgres.Open(ctx, o.postgresURL, postgres.WithSchema(schema), postgres.WithMaxConns(int32(o.pgConns)))
+		if err != nil {
+			return nil, err
+		}
+		sc, err := pgSetting(ctx, o.postgresURL, "synchronous_commit")
+		if err != nil {
+			s.Close()
+			return nil, err
+		}
+		fs, _ := pgSetting(ctx, o.postgresURL, "fsync")
+		h.name = "herald postgres"
+		h.durability = fmt.Sprintf("WAL flush per commit (synchronous_commit=%s, fsync=%s)", sc, fs)
+		if sc != "on" || fs != "on" {
+			h.durability = fmt.Sprintf("NOT durable per commit (synchronous_commit=%s, fsync=%s)", sc, fs)
+		}
+		h.store = s
+		h.closeStore = func() error {
+			err := s.Close()
+			dropSchema(o.postgresURL, schema)
+			return err
+		}
+	default:
+		return nil, fmt.Errorf("unknown backend %q (want %s, %s or %s)", backend, backendSQLiteFull, backendSQLiteNormal, backendPostgres)
+	}
+	wrapped := &stampStore{Store: h.store, onCommit: h.committed}
+	rt, err := herald.NewRuntime(wrapped, &herald.Config{
+		TurnWorkers: o.turnWorkers,
+		Logger:      slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	if err != nil {
+		h.closeStore()
+		return nil, err
+	}
+	herald.RegisterWorkflow(rt, waitWorkflow, func(ctx *herald.Context, lane Lane) (string, error) {
+		var v string
+		var f herald.Future
+		if lane == LaneQueue {
+			f = ctx.Dequeue("go")
+		} else {
+			f = ctx.WaitEvent("go")
+		}
+		err := f.Get(&v)
+		return v, err
+	})
+	registerLoop(rt)
+	if err := rt.Start(context.Background()); err != nil {
+		h.closeStore()
+		return nil, err
+	}
+	h.rt, h.client = rt, rt.Client()
+	return h, nil
+}
+
+func (h *heraldSystem) committed(id string, status storage.Status, at time.Time) {
+	h.commits.Add(1)
+	if fn := h.onTurn.Load(); fn != nil {
+		(*fn)(id, at)
+	}
+	switch status {
+	case storage.StatusRunning:
+		h.parked.Add(1)
+	case storage.StatusCompleted:
+		h.resumed <- Stamp{ID: id, At: at}
+	}
+}
+
+func (h *heraldSystem) Name() string          { return h.name }
+func (h *heraldSystem) Durability() string    { return h.durability }
+func (h *heraldSystem) Resumed() <-chan Stamp { return h.resumed }
+
+func (h *heraldSystem) Park(ctx context.Context, lane Lane, ids []string) error {
+	before := h.parked.Load()
+	err := parallel(ctx, 32, len(ids), func(i int) error {
+		_, err := h.client.StartWorkflow(ctx, waitWorkflow, lane, herald.WithInstanceID(ids[i]))
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	want := before + int64(len(ids))
+	return poll(ctx, 2*time.Millisecond, func() bool { return h.parked.Load() >= want })
+}
+
+func (h *heraldSystem) Send(ctx context.Context, lane Lane, id string) error {
+	var err error
+	if lane == LaneQueue {
+		_, err = h.client.Enqueue(ctx, id, "go", "x")
+	} else {
+		_, err = h.client.RaiseEvent(ctx, id, "go", "x")
+	}
+	return err
+}
+
+func (h *heraldSystem) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := h.rt.Stop(ctx)
+	if cerr := h.closeStore(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// parallel runs fn(0..n-1) on workers goroutines and returns the first
+// error.
+func parallel(ctx context.Context, workers, n int, fn func(i int) error) error {
+	var (
+		wg    sync.WaitGroup
+		next  atomic.Int64
+		first atomic.Pointer[error]
+	)
+	for range min(workers, max(n, 1)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n || first.Load() != nil || ctx.Err() != nil {
+					return
+				}
+				if err := fn(i); err != nil {
+					first.CompareAndSwap(nil, &err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if e := first.Load(); e != nil {
+		return *e
+	}
+	return ctx.Err()
+}
+
+// poll checks cond every `every` until it holds or ctx ends.
+func poll(ctx context.Context, every time.Duration, cond func() bool) error {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
+func pgSetting(ctx context.Context, url, name string) (string, error) {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close(ctx)
+	var v string
+	err = conn.QueryRow(ctx, "SELECT current_setting($1)", name).Scan(&v)
+	return v, err
+}
+
+func dropSchema(url, schema string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return
+	}
+	defer conn.Close(ctx)
+	_, _ = conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+}

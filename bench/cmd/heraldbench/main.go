@@ -1,0 +1,288 @@
+// Command heraldbench runs Herald's benchmark scenarios (SPEC §6) and prints
+// a table, with progress lines on stderr while it runs and, with -json, the
+// results as JSON.
+//
+//	go run ./cmd/heraldbench -quick                 # smoke run, well under 2 minutes
+//	go run ./cmd/heraldbench -json results.json     # the full run
+//
+// Scenarios (-scenarios, comma-separated; default all):
+//
+//	roundtrip  N instances each wait for one positional event; the events are
+//	           raised to all from concurrent clients; instances resumed per
+//	           second and the raise → resumed latency under that load
+//	isolated   one raise → resumed round trip at a time on parked instances
+//	queue      the round trip on the queue lane (Enqueue → Dequeue)
+//	load       raise → resumed latency at half the measured peak rate (paced)
+//	physical   plain commits per second of the same SQLite file settings and
+//	           PostgreSQL database: one row per commit, and batched
+//	replay     cost of one turn for histories of 10 … 10,000 events
+//
+// A resumed time is taken when the turn that took the event has been
+// committed: the benchmark wraps the store Herald's runtime uses and notes
+// the time right after TurnCommit returns (see stampStore). That is later
+// than the moment the workflow code ran and includes the commit's fsync, so
+// it is the conservative choice; the workflow does nothing else (no extra
+// activity), which keeps the measured work the scenario's.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+var began = time.Now()
+
+func progress(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "[%6.1fs] %s\n", time.Since(began).Seconds(), fmt.Sprintf(format, args...))
+}
+
+// ticker calls line every two seconds and prints it until stop is called.
+func ticker(line func() string) (stop func()) {
+	done := make(chan struct{})
+	var once sync.Once
+	go func() {
+		t := time.NewTicker(2 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				progress("%s", line())
+			}
+		}
+	}()
+	return func() { once.Do(func() { close(done) }) }
+}
+
+type options struct {
+	n, postgresN, clients, samples int
+	backends, scenarios            []string
+	postgresURL, jsonPath, dir     string
+	quick                          bool
+	turnWorkers, pgConns           int
+	loadFor, physicalFor           time.Duration
+	replaySizes                    []int
+}
+
+func main() {
+	var (
+		o         options
+		backends  string
+		scenarios string
+	)
+	defURL := os.Getenv("HERALD_BENCH_POSTGRES_URL")
+	if defURL == "" {
+		defURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	}
+	flag.IntVar(&o.n, "n", 10000, "instances per round-trip run")
+	flag.IntVar(&o.postgresN, "postgres-n", 0, "instances per round-trip run on PostgreSQL (default -n)")
+	flag.IntVar(&o.clients, "clients", 32, "concurrent clients sending events")
+	flag.IntVar(&o.samples, "samples", 100, "round trips in the isolated-latency scenario")
+	flag.StringVar(&backends, "backends", "sqlite,postgres", "backends: sqlite (= sqlite-full,sqlite-normal), sqlite-full, sqlite-normal, postgres")
+	flag.StringVar(&scenarios, "scenarios", "roundtrip,isolated,queue,load,physical,replay", "scenarios to run")
+	flag.StringVar(&o.postgresURL, "postgres", defURL, "PostgreSQL URL (default $HERALD_BENCH_POSTGRES_URL or the local test database)")
+	flag.StringVar(&o.jsonPath, "json", "", "write the results as JSON to this file")
+	flag.StringVar(&o.dir, "dir", "", "directory for SQLite files (default a temporary directory)")
+	flag.BoolVar(&o.quick, "quick", false, "small N and short runs: a smoke test")
+	flag.IntVar(&o.turnWorkers, "turn-workers", 64, "Herald Config.TurnWorkers")
+	flag.IntVar(&o.pgConns, "pg-conns", 16, "Herald's PostgreSQL pool size")
+	flag.DurationVar(&o.loadFor, "load-for", 10*time.Second, "how long the paced load runs")
+	flag.DurationVar(&o.physicalFor, "physical-for", 3*time.Second, "how long each physical-limit run lasts")
+	flag.Parse()
+
+	set := map[string]bool{}
+	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	o.replaySizes = []int{10, 100, 1000, 10000}
+	if o.quick {
+		if !set["n"] {
+			o.n = 500
+		}
+		if !set["samples"] {
+			o.samples = 30
+		}
+		if !set["load-for"] {
+			o.loadFor = 2 * time.Second
+		}
+		if !set["physical-for"] {
+			o.physicalFor = time.Second
+		}
+		o.replaySizes = []int{10, 100, 1000}
+	}
+	if o.postgresN <= 0 {
+		o.postgresN = o.n
+	}
+	for _, b := range strings.Split(backends, ",") {
+		switch b = strings.TrimSpace(b); b {
+		case "":
+		case "sqlite":
+			o.backends = append(o.backends, backendSQLiteFull, backendSQLiteNormal)
+		case backendSQLiteFull, backendSQLiteNormal, backendPostgres:
+			o.backends = append(o.backends, b)
+		default:
+			fmt.Fprintf(os.Stderr, "heraldbench: unknown backend %q\n", b)
+			os.Exit(2)
+		}
+	}
+	known := []string{"roundtrip", "isolated", "queue", "load", "physical", "replay"}
+	for _, s := range strings.Split(scenarios, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		if !slices.Contains(known, s) {
+			fmt.Fprintf(os.Stderr, "heraldbench: unknown scenario %q (known: %s)\n", s, strings.Join(known, ","))
+			os.Exit(2)
+		}
+		o.scenarios = append(o.scenarios, s)
+	}
+	if o.dir == "" {
+		d, err := os.MkdirTemp("", "heraldbench")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "heraldbench:", err)
+			os.Exit(1)
+		}
+		defer os.RemoveAll(d)
+		o.dir = d
+	}
+
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer cancel()
+	results := run(ctx, &o)
+
+	fmt.Printf("\nheraldbench %s — %d CPUs, load average before the run %s, -n %d (PostgreSQL %d)\n\n",
+		began.UTC().Format(time.RFC3339), runtime.NumCPU(), loadAvg, o.n, o.postgresN)
+	printTable(os.Stdout, results)
+	if o.jsonPath != "" {
+		out := struct {
+			Date      time.Time `json:"date"`
+			CPUs      int       `json:"cpus"`
+			LoadAvg   string    `json:"load_average_before"`
+			GoVersion string    `json:"go_version"`
+			Args      []string  `json:"args"`
+			Results   []Result  `json:"results"`
+		}{began.UTC(), runtime.NumCPU(), loadAvg, runtime.Version(), os.Args[1:], results}
+		b, _ := json.MarshalIndent(out, "", "  ")
+		if err := os.WriteFile(o.jsonPath, append(b, '\n'), 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, "heraldbench:", err)
+			os.Exit(1)
+		}
+	}
+	for _, r := range results {
+		if r.Error != "" {
+			os.Exit(1)
+		}
+	}
+}
+
+var loadAvg = func() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}()
+
+func run(ctx context.Context, o *options) []Result {
+	var results []Result
+	add := func(rs ...Result) {
+		for _, r := range rs {
+			if r.Error != "" {
+				progress("  ERROR %s / %s: %s", r.Scenario, r.System, r.Error)
+			}
+		}
+		results = append(results, rs...)
+	}
+	has := func(s string) bool { return slices.Contains(o.scenarios, s) }
+	tag := began.UTC().Format("20060102_150405")
+	hopts := func(suffix string) heraldOptions {
+		return heraldOptions{dir: o.dir, postgresURL: o.postgresURL, pgConns: o.pgConns, turnWorkers: o.turnWorkers,
+			tag: tag + "_" + suffix}
+	}
+
+	if has("roundtrip") || has("isolated") || has("queue") || has("load") {
+		for _, b := range o.backends {
+			if ctx.Err() != nil {
+				break
+			}
+			n := o.n
+			if b == backendPostgres {
+				n = o.postgresN
+			}
+			progress("Herald on %s", b)
+			h, err := openHerald(ctx, b, hopts(strings.ReplaceAll(b, "-", "_")))
+			if err != nil {
+				add(Result{Scenario: "open", System: "herald " + b, Error: err.Error()})
+				continue
+			}
+			t := newTarget(h)
+			var peak float64
+			if has("roundtrip") || has("load") {
+				r := roundTrip(ctx, t, LanePositional, n, o.clients)
+				peak = r.Rate
+				add(r)
+			}
+			if has("isolated") {
+				add(isolated(ctx, t, LanePositional, o.samples))
+			}
+			if has("queue") {
+				add(roundTrip(ctx, t, LaneQueue, n, o.clients))
+			}
+			if has("load") && peak > 0 {
+				add(underLoad(ctx, t, LanePositional, peak/2, o.loadFor))
+			}
+			if err := h.Close(); err != nil {
+				progress("  close: %v", err)
+			}
+		}
+	}
+
+	if has("physical") && ctx.Err() == nil {
+		progress("Physical limit")
+		for _, b := range o.backends {
+			switch b {
+			case backendSQLiteFull:
+				add(physicalSQLite(ctx, o.dir, "FULL", 1, o.physicalFor))
+				add(physicalSQLite(ctx, o.dir, "FULL", 100, o.physicalFor))
+			case backendSQLiteNormal:
+				add(physicalSQLite(ctx, o.dir, "NORMAL", 1, o.physicalFor))
+			case backendPostgres:
+				add(physicalPostgres(ctx, o.postgresURL, 1, 1, o.physicalFor))
+				add(physicalPostgres(ctx, o.postgresURL, 16, 1, o.physicalFor))
+				add(physicalPostgres(ctx, o.postgresURL, 1, 1000, o.physicalFor))
+			}
+		}
+	}
+
+	if has("replay") && ctx.Err() == nil && len(o.backends) > 0 {
+		b := o.backends[0]
+		progress("Replay cost on %s", b)
+		h, err := openHerald(ctx, b, hopts("replay"))
+		if err != nil {
+			add(Result{Scenario: "open", System: "herald " + b, Error: err.Error()})
+		} else {
+			for _, size := range o.replaySizes {
+				if ctx.Err() != nil {
+					break
+				}
+				add(replayCost(ctx, h, size, 20)...)
+			}
+			if err := h.Close(); err != nil {
+				progress("  close: %v", err)
+			}
+		}
+	}
+	return results
+}

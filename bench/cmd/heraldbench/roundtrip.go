@@ -1,0 +1,183 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+)
+
+// target is a System with the book its resumed stamps go into.
+type target struct {
+	System
+	book *stampBook
+}
+
+func newTarget(s System) *target { return &target{System: s, book: newStampBook(s.Resumed())} }
+
+func ids(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s-%06d", prefix, i)
+	}
+	return out
+}
+
+// park starts the instances and reports how fast.
+func park(ctx context.Context, t *target, lane Lane, ids []string) (float64, error) {
+	progress("  %s: starting %d instances that wait on the %s lane", t.Name(), len(ids), lane)
+	start := time.Now()
+	stop := ticker(func() string { return fmt.Sprintf("  %s: starting…", t.Name()) })
+	err := t.Park(ctx, lane, ids)
+	stop()
+	if err != nil {
+		return 0, fmt.Errorf("park: %w", err)
+	}
+	return float64(len(ids)) / time.Since(start).Seconds(), nil
+}
+
+// roundTrip is SPEC §6's scenario: n instances each wait for one event, the
+// events are sent to all of them from `clients` concurrent goroutines, and
+// every instance completes. Rate is instances resumed per second from the
+// first send to the last resumed commit; latency is send → resumed commit
+// of each instance, under that load.
+func roundTrip(ctx context.Context, t *target, lane Lane, n, clients int) Result {
+	r := Result{Scenario: "round trip (" + string(lane) + ")", System: t.Name(), Durability: t.Durability(),
+		N: n, RateUnit: "inst/s"}
+	list := ids("rt-"+string(lane), n)
+	parkRate, err := park(ctx, t, lane, list)
+	if err != nil {
+		r.Error = err.Error()
+		return r
+	}
+	sent := make([]time.Time, n)
+	var nsent atomic.Int64
+	progress("  %s: sending %d events from %d clients", t.Name(), n, clients)
+	before := t.book.n()
+	stop := ticker(func() string {
+		return fmt.Sprintf("  %s: sent %d/%d, resumed %d", t.Name(), nsent.Load(), n, t.book.n()-before)
+	})
+	defer stop()
+	start := time.Now()
+	err = parallel(ctx, clients, n, func(i int) error {
+		sent[i] = time.Now()
+		err := t.Send(ctx, lane, list[i])
+		nsent.Add(1)
+		return err
+	})
+	if err != nil {
+		r.Error = "send: " + err.Error()
+		return r
+	}
+	lat := make(dist, n)
+	var last time.Time
+	for i, id := range list {
+		at, err := t.book.wait(ctx, id)
+		if err != nil {
+			r.Error = err.Error()
+			return r
+		}
+		lat[i] = at.Sub(sent[i])
+		if at.After(last) {
+			last = at
+		}
+	}
+	r.Rate = float64(n) / last.Sub(start).Seconds()
+	lat.fill(&r)
+	r.Note = fmt.Sprintf("%d concurrent clients; started and parked at %.0f inst/s", clients, parkRate)
+	return r
+}
+
+// isolated sends to one parked instance at a time and waits for it to
+// resume before the next: the latency of one round trip with nothing else
+// going on.
+func isolated(ctx context.Context, t *target, lane Lane, samples int) Result {
+	r := Result{Scenario: "isolated latency (" + string(lane) + ")", System: t.Name(), Durability: t.Durability(), N: samples}
+	list := ids("iso-"+string(lane), samples)
+	if _, err := park(ctx, t, lane, list); err != nil {
+		r.Error = err.Error()
+		return r
+	}
+	lat := make(dist, 0, samples)
+	for _, id := range list {
+		start := time.Now()
+		if err := t.Send(ctx, lane, id); err != nil {
+			r.Error = "send: " + err.Error()
+			return r
+		}
+		at, err := t.book.wait(ctx, id)
+		if err != nil {
+			r.Error = err.Error()
+			return r
+		}
+		lat = append(lat, at.Sub(start))
+	}
+	lat.fill(&r)
+	r.Note = "one send at a time, send → resumed commit"
+	return r
+}
+
+// underLoad sends at a fixed rate (open loop: each send starts at its
+// scheduled time whatever the earlier ones are doing) for dur and measures
+// scheduled send → resumed commit, so a stall is counted for every send it
+// delays.
+func underLoad(ctx context.Context, t *target, lane Lane, rate float64, dur time.Duration) Result {
+	n := max(int(rate*dur.Seconds()), 1)
+	r := Result{Scenario: "latency under load (" + string(lane) + ")", System: t.Name(), Durability: t.Durability(),
+		N: n, RateUnit: "inst/s"}
+	list := ids("load-"+string(lane), n)
+	if _, err := park(ctx, t, lane, list); err != nil {
+		r.Error = err.Error()
+		return r
+	}
+	progress("  %s: sending %d events at %.0f/s", t.Name(), n, rate)
+	sem := make(chan struct{}, 512)
+	errs := make(chan error, 1)
+	sched := make([]time.Time, n)
+	start := time.Now()
+	var nsent atomic.Int64
+	before := t.book.n()
+	stop := ticker(func() string {
+		return fmt.Sprintf("  %s: sent %d/%d, resumed %d", t.Name(), nsent.Load(), n, t.book.n()-before)
+	})
+	defer stop()
+	for i, id := range list {
+		sched[i] = start.Add(time.Duration(float64(i) / rate * float64(time.Second)))
+		if d := time.Until(sched[i]); d > 0 {
+			time.Sleep(d)
+		}
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem }()
+			if err := t.Send(ctx, lane, id); err != nil {
+				select {
+				case errs <- err:
+				default:
+				}
+			}
+			nsent.Add(1)
+		}()
+	}
+	lat := make(dist, n)
+	var last time.Time
+	for i, id := range list {
+		at, err := t.book.wait(ctx, id)
+		if err != nil {
+			r.Error = err.Error()
+			return r
+		}
+		lat[i] = at.Sub(sched[i])
+		if at.After(last) {
+			last = at
+		}
+	}
+	select {
+	case err := <-errs:
+		r.Error = "send: " + err.Error()
+	default:
+	}
+	r.Rate = float64(n) / last.Sub(start).Seconds()
+	lat.fill(&r)
+	r.Note = fmt.Sprintf("paced at %.0f sends/s (half the measured peak), latency from each send's scheduled time", rate)
+	return r
+}
