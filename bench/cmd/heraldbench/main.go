@@ -33,6 +33,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -68,6 +69,7 @@ type options struct {
 	n, postgresN, clients, samples int
 	backends, scenarios            []string
 	postgresURL, jsonPath, dir     string
+	cpuProfile                     string
 	quick                          bool
 	turnWorkers, pgConns           int
 	loadFor, physicalFor           time.Duration
@@ -93,6 +95,7 @@ func main() {
 	flag.StringVar(&o.postgresURL, "postgres", defURL, "PostgreSQL URL (default $HERALD_BENCH_POSTGRES_URL or the local test database)")
 	flag.StringVar(&o.jsonPath, "json", "", "write the results as JSON to this file")
 	flag.StringVar(&o.dir, "dir", "", "directory for SQLite files (default a temporary directory)")
+	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.BoolVar(&o.quick, "quick", false, "small N and short runs: a smoke test")
 	flag.IntVar(&o.turnWorkers, "turn-workers", 64, "Herald Config.TurnWorkers")
 	flag.IntVar(&o.pgConns, "pg-conns", 16, "Herald's PostgreSQL pool size")
@@ -150,13 +153,28 @@ func main() {
 			fmt.Fprintln(os.Stderr, "heraldbench:", err)
 			os.Exit(1)
 		}
-		defer os.RemoveAll(d)
+		defer os.RemoveAll(d) // also on the way out below, where os.Exit skips deferred calls
 		o.dir = d
+		tmpDir = d
 	}
 
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer cancel()
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "heraldbench:", err)
+			os.Exit(1)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "heraldbench:", err)
+			os.Exit(1)
+		}
+	}
 	results := run(ctx, &o)
+	if o.cpuProfile != "" {
+		pprof.StopCPUProfile()
+	}
 
 	fmt.Printf("\nheraldbench %s — %d CPUs, load average before the run %s, -n %d (PostgreSQL %d)\n\n",
 		began.UTC().Format(time.RFC3339), runtime.NumCPU(), loadAvg, o.n, o.postgresN)
@@ -178,10 +196,15 @@ func main() {
 	}
 	for _, r := range results {
 		if r.Error != "" {
+			if tmpDir != "" {
+				os.RemoveAll(tmpDir)
+			}
 			os.Exit(1)
 		}
 	}
 }
+
+var tmpDir string
 
 var loadAvg = func() string {
 	b, err := os.ReadFile("/proc/loadavg")
