@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/heraldwf/herald/history"
 	"github.com/heraldwf/herald/storage"
@@ -29,16 +32,10 @@ func TestCorrelatedDeleteAfterFirstAcrossNodes(t *testing.T) {
 	conn := connect(t)
 
 	// Rounds of one put, then rounds of several.
-	for round, puts := range []int{1, 1, 1, 1, 1, 1, 1, 1, 10, 10} {
+	for round, puts := range []int{1, 1, 1, 1, 1, 10, 10} {
 		tenant := fmt.Sprintf("t%d", round)
 		key := "doc"
-		for i := range waiters {
-			if _, err := stores[0].InstanceCreate(ctx, &storage.InstanceCreateParams{
-				Tenant: tenant, ID: fmt.Sprintf("i%02d", i), Workflow: "wf", Now: t0,
-			}); err != nil {
-				t.Fatal(err)
-			}
-		}
+		createAll(t, stores, tenant, waiters)
 		turns, err := stores[0].TurnClaim(ctx, &storage.TurnClaimParams{Tenant: tenant, Now: t0, Lease: time.Minute, Max: waiters})
 		if err != nil || len(turns) != waiters {
 			t.Fatalf("TurnClaim: %d turns, %v", len(turns), err)
@@ -162,13 +159,7 @@ func TestCorrelatedWaitPutRaceAcrossNodes(t *testing.T) {
 	ctx := context.Background()
 	conn := connect(t)
 	const tenant = "t"
-	for i := range pairs {
-		if _, err := stores[0].InstanceCreate(ctx, &storage.InstanceCreateParams{
-			Tenant: tenant, ID: fmt.Sprintf("i%03d", i), Workflow: "wf", Now: t0,
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	createAll(t, stores, tenant, pairs)
 	turns, err := stores[0].TurnClaim(ctx, &storage.TurnClaimParams{Tenant: tenant, Now: t0, Lease: time.Minute, Max: pairs})
 	if err != nil || len(turns) != pairs {
 		t.Fatalf("TurnClaim: %d turns, %v", len(turns), err)
@@ -312,5 +303,76 @@ func TestCorrelationMarkersDeleted(t *testing.T) {
 	}
 	if n := markers(); n != 1 {
 		t.Fatalf("%d markers after a put, want 1", n)
+	}
+}
+
+// createAll creates instances i000, i001, ... of tenant through the stores
+// in turn, concurrently.
+func createAll(t *testing.T, stores []*postgres.Store, tenant string, n int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := stores[i%len(stores)].InstanceCreate(context.Background(), &storage.InstanceCreateParams{
+				Tenant: tenant, ID: fmt.Sprintf("i%03d", i), Workflow: "wf", Now: t0,
+			}); err != nil {
+				t.Errorf("InstanceCreate: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+}
+
+// A schema written by a version-1 Herald is upgraded in place: its ledger
+// entries and inbox messages get an empty key, and the correlated lane works.
+func TestMigrateFromVersion1(t *testing.T) {
+	ctx := context.Background()
+	schema := newSchema(t)
+	v1, err := os.ReadFile("migrations/0001_init.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := connect(t)
+	for _, q := range []string{
+		`CREATE SCHEMA "` + schema + `"`,
+		`SET search_path TO "` + schema + `"`,
+		`CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at bigint NOT NULL)`,
+		string(v1),
+		`INSERT INTO schema_migrations VALUES (1, '0001_init.sql', 0)`,
+		`INSERT INTO instances (tenant, id, workflow, status, execution, created_at, updated_at, ready_at)
+			VALUES ('t', 'i', 'wf', 'running', 1, 1, 1, 1)`,
+		`INSERT INTO events (tenant, event_id, instance_id, lane, name, fate, received_at, updated_at)
+			VALUES ('t', 'old', 'i', 'positional', 'go', 'pending', 1, 1)`,
+		`INSERT INTO inbox (tenant, instance_id, kind, lane, event_id, name, payload, visible_at, created_at)
+			VALUES ('t', 'i', 'event', 'positional', 'old', 'go', '1', 1, 1)`,
+	} {
+		if _, err := conn.Exec(ctx, q, pgx.QueryExecModeSimpleProtocol); err != nil {
+			t.Fatalf("%.60s: %v", q, err)
+		}
+	}
+	s := open(t, schema)
+	e, err := s.EventGet(ctx, &storage.EventGetParams{Tenant: "t", EventID: "old"})
+	if err != nil || e.Key != "" || e.Fate != history.FatePending {
+		t.Fatalf("old event after the upgrade: %+v, %v", e, err)
+	}
+	turns, err := s.TurnClaim(ctx, &storage.TurnClaimParams{Tenant: "t", Now: t0, Max: 1})
+	if err != nil || len(turns) != 1 || len(turns[0].Messages) != 1 || turns[0].Messages[0].EventID != "old" || turns[0].Messages[0].Key != "" {
+		t.Fatalf("claim after the upgrade: %+v, %v", turns, err)
+	}
+	if _, err := s.TurnCommit(ctx, &storage.TurnCommitParams{
+		Tenant: "t", InstanceID: "i", LockToken: turns[0].LockToken, Execution: 1, Now: t0,
+		ConsumedMessages: []int64{turns[0].Messages[0].ID},
+		CorrelatedWaits:  []storage.CorrelatedWait{{TaskSeq: 2, Def: "d", Key: "k"}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.CorrelatedPut(ctx, &storage.CorrelatedPutParams{Tenant: "t", Def: "d", Key: "k", Payload: []byte(`1`), Now: t0})
+	if err != nil || len(c.Produced) != 1 {
+		t.Fatalf("CorrelatedPut after the upgrade: %+v, %v", c, err)
 	}
 }

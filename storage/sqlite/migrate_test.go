@@ -79,7 +79,7 @@ func TestMigrateFromVersion1(t *testing.T) {
 	if err != nil || len(turns) != 1 {
 		t.Fatalf("TurnClaim: %v, %v", turns, err)
 	}
-	if ms := turns[0].Messages; len(ms) != 2 || ms[0].EventID != "old" || ms[0].Latest || ms[0].Lane != history.LanePositional {
+	if ms := turns[0].Messages; len(ms) != 2 || ms[0].EventID != "old" || ms[0].Latest || ms[0].Lane != history.LanePositional || ms[0].Key != "" {
 		t.Fatalf("messages after the upgrade: %+v", ms)
 	}
 }
