@@ -21,7 +21,9 @@ import (
 
 	"github.com/heraldwf/herald"
 	"github.com/heraldwf/herald/history"
+	"github.com/heraldwf/herald/internal/testdb"
 	"github.com/heraldwf/herald/storage"
+	"github.com/heraldwf/herald/storage/postgres"
 	"github.com/heraldwf/herald/storage/sqlite"
 )
 
@@ -236,25 +238,62 @@ func crashRuntimeConfig(logger *slog.Logger) *herald.Config {
 	}
 }
 
-// TestCrashWorkerProcess is the worker subprocess of TestCrashSafetyKillWorker.
-// It does nothing unless HERALD_CRASH_WORKER=1. It runs a Runtime on the
-// SQLite file HERALD_CRASH_DB until its stdin closes (then it stops
-// gracefully) or it is killed.
+// crashBackend is where the crash scenario keeps its stores: each run gets a
+// fresh database, named by a locator that a worker subprocess can open too.
+type crashBackend struct {
+	name string
+	// newDB returns the locator of a fresh, empty database (a SQLite file
+	// path, a PostgreSQL schema dropped when the test ends).
+	newDB func(t *testing.T) string
+}
+
+var (
+	crashSQLite = crashBackend{name: "sqlite", newDB: func(t *testing.T) string {
+		return filepath.Join(t.TempDir(), "herald.db")
+	}}
+	crashPostgres = crashBackend{name: "postgres", newDB: func(t *testing.T) string {
+		return testdb.NewSchema(t)
+	}}
+)
+
+// openCrashStore opens the database loc of backend; PostgreSQL's server is
+// the one named by HERALD_TEST_POSTGRES_URL.
+func openCrashStore(ctx context.Context, backend, loc string) (storage.Store, error) {
+	switch backend {
+	case "sqlite":
+		return sqlite.Open(ctx, loc)
+	case "postgres":
+		url := os.Getenv(testdb.URLEnv)
+		if url == "" {
+			return nil, fmt.Errorf("%s is not set", testdb.URLEnv)
+		}
+		return postgres.Open(ctx, url, postgres.WithSchema(loc), postgres.WithMaxConns(8))
+	default:
+		return nil, fmt.Errorf("unknown crash backend %q", backend)
+	}
+}
+
+// TestCrashWorkerProcess is the worker subprocess of TestCrashSafetyKillWorker
+// and TestCrashSafetyKillWorkerPostgres. It does nothing unless
+// HERALD_CRASH_WORKER=1. It runs a Runtime on the database HERALD_CRASH_DB of
+// backend HERALD_CRASH_BACKEND (a SQLite file, or a schema on the server
+// HERALD_TEST_POSTGRES_URL), logging attempts to HERALD_CRASH_ATTEMPTS, until
+// its stdin closes (then it stops gracefully) or it is killed.
 func TestCrashWorkerProcess(t *testing.T) {
 	if os.Getenv("HERALD_CRASH_WORKER") != "1" {
 		return
 	}
-	path := os.Getenv("HERALD_CRASH_DB")
-	st, err := sqlite.Open(context.Background(), path)
+	backend, loc := os.Getenv("HERALD_CRASH_BACKEND"), os.Getenv("HERALD_CRASH_DB")
+	st, err := openCrashStore(context.Background(), backend, loc)
 	if err != nil {
-		t.Fatalf("worker: open %s: %v", path, err)
+		t.Fatalf("worker: open %s %s: %v", backend, loc, err)
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	rt, err := herald.NewRuntime(st, crashRuntimeConfig(logger))
 	if err != nil {
 		t.Fatal(err)
 	}
-	registerCrash(rt, filepath.Join(filepath.Dir(path), "attempts.log"))
+	registerCrash(rt, os.Getenv("HERALD_CRASH_ATTEMPTS"))
 	if err := rt.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -272,19 +311,32 @@ func TestCrashWorkerProcess(t *testing.T) {
 	}
 }
 
-// crashWorker is a running worker subprocess.
-type crashWorker struct {
+// workerProcess is a running worker subprocess: the test binary re-executed
+// to run one worker test function.
+type workerProcess struct {
 	cmd      *exec.Cmd
 	stdin    io.WriteCloser
 	output   *lockedWriter
 	exited   chan error    // Wait's result, once
 	finished chan struct{} // closed when the process has been waited for
+	// onLine, if set before the process starts, sees every stdout line.
+	onLine func(line string)
 }
 
-func startCrashWorker(t *testing.T, dbPath string) *crashWorker {
+func startCrashWorker(t *testing.T, backend crashBackend, loc, attemptsPath string) *workerProcess {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashWorkerProcess$", "-test.count=1", "-test.timeout=5m")
-	cmd.Env = append(os.Environ(), "HERALD_CRASH_WORKER=1", "HERALD_CRASH_DB="+dbPath)
+	return startWorkerProcess(t, "TestCrashWorkerProcess", nil, "HERALD_CRASH_WORKER=1",
+		"HERALD_CRASH_BACKEND="+backend.name, "HERALD_CRASH_DB="+loc, "HERALD_CRASH_ATTEMPTS="+attemptsPath)
+}
+
+// startWorkerProcess re-executes the test binary to run only the test
+// function named test, with env added to the environment, and waits until it
+// prints "worker ready". onLine, if not nil, sees every line it prints on
+// stdout. The process is killed when the test ends, if it still runs.
+func startWorkerProcess(t *testing.T, test string, onLine func(string), env ...string) *workerProcess {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.count=1", "-test.timeout=5m")
+	cmd.Env = append(os.Environ(), env...)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -298,13 +350,17 @@ func startCrashWorker(t *testing.T, dbPath string) *crashWorker {
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start worker: %v", err)
 	}
-	w := &crashWorker{cmd: cmd, stdin: stdin, output: out, exited: make(chan error, 1), finished: make(chan struct{})}
+	w := &workerProcess{cmd: cmd, stdin: stdin, output: out, exited: make(chan error, 1), finished: make(chan struct{}),
+		onLine: onLine}
 	ready := make(chan bool, 1)
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		signalled := false
 		for sc.Scan() {
 			line := sc.Text()
+			if w.onLine != nil {
+				w.onLine(line)
+			}
 			out.Write([]byte(line + "\n"))
 			if !signalled && line == "worker ready" {
 				signalled = true
@@ -339,7 +395,7 @@ func startCrashWorker(t *testing.T, dbPath string) *crashWorker {
 	return w
 }
 
-func (w *crashWorker) kill(t *testing.T) {
+func (w *workerProcess) kill(t *testing.T) {
 	t.Helper()
 	if err := w.cmd.Process.Signal(os.Kill); err != nil {
 		t.Fatalf("kill worker: %v", err)
@@ -352,18 +408,19 @@ func (w *crashWorker) kill(t *testing.T) {
 }
 
 // problems returns the WARN and ERROR lines the worker logged (storage
-// errors such as SQLITE_BUSY across processes would show here).
-func (w *crashWorker) problems() []string {
+// errors such as SQLITE_BUSY across processes would show here), and the race
+// detector's reports (a killed worker has no exit status to show them).
+func (w *workerProcess) problems() []string {
 	var out []string
 	for _, line := range strings.Split(w.output.String(), "\n") {
-		if strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR") {
+		if strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR") || strings.Contains(line, "DATA RACE") {
 			out = append(out, line)
 		}
 	}
 	return out
 }
 
-func (w *crashWorker) stop(t *testing.T) {
+func (w *workerProcess) stop(t *testing.T) {
 	t.Helper()
 	w.stdin.Close()
 	select {
@@ -771,10 +828,10 @@ func crashContext(t *testing.T) context.Context {
 
 // cleanCrashRun runs the scenario in-process, without a crash, and returns
 // every instance's steps.
-func cleanCrashRun(t *testing.T, ctx context.Context) map[int][]crashStep {
+func cleanCrashRun(t *testing.T, ctx context.Context, backend crashBackend) map[int][]crashStep {
 	t.Helper()
 	dir := t.TempDir()
-	st, err := sqlite.Open(ctx, filepath.Join(dir, "clean.db"))
+	st, err := openCrashStore(ctx, backend.name, backend.newDB(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -806,24 +863,40 @@ func cleanCrashRun(t *testing.T, ctx context.Context) map[int][]crashStep {
 }
 
 // TestCrashSafetyKillWorker SIGKILLs a worker process in the middle of a run
-// of 40 instances, raises events while no worker runs, starts a new worker,
-// and checks that every instance completes with the result and the history a
-// run without a crash produces: nothing lost, nothing duplicated.
+// of 40 instances on a SQLite file, raises events while no worker runs,
+// starts a new worker, and checks that every instance completes with the
+// result and the history a run without a crash produces: nothing lost,
+// nothing duplicated.
 func TestCrashSafetyKillWorker(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns worker processes")
 	}
+	runCrashSafety(t, crashSQLite)
+}
+
+// TestCrashSafetyKillWorkerPostgres is TestCrashSafetyKillWorker on
+// PostgreSQL: the workers and the clean run each use a fresh schema on the
+// server named by HERALD_TEST_POSTGRES_URL (skipped when it is not set).
+func TestCrashSafetyKillWorkerPostgres(t *testing.T) {
+	testdb.PostgresURL(t)
+	if testing.Short() {
+		t.Skip("spawns worker processes")
+	}
+	runCrashSafety(t, crashPostgres)
+}
+
+func runCrashSafety(t *testing.T, backend crashBackend) {
 	ctx := crashContext(t)
 	began := time.Now()
-	clean := cleanCrashRun(t, ctx)
+	clean := cleanCrashRun(t, ctx, backend)
 	if t.Failed() {
 		t.FailNow()
 	}
-	t.Logf("clean run: %v", time.Since(began).Round(time.Millisecond))
+	t.Logf("clean run on %s: %v", backend.name, time.Since(began).Round(time.Millisecond))
 
 	dir := t.TempDir()
-	dbPath := filepath.Join(dir, "crash.db")
-	st, err := sqlite.Open(ctx, dbPath)
+	loc := backend.newDB(t)
+	st, err := openCrashStore(ctx, backend.name, loc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -832,7 +905,8 @@ func TestCrashSafetyKillWorker(t *testing.T) {
 	c := d.c
 
 	began = time.Now()
-	w1 := startCrashWorker(t, dbPath)
+	attemptsPath := filepath.Join(dir, "attempts.log")
+	w1 := startCrashWorker(t, backend, loc, attemptsPath)
 	for i := range crashLateStart {
 		d.start(i)
 	}
@@ -842,7 +916,6 @@ func TestCrashSafetyKillWorker(t *testing.T) {
 	// two instances started are held mid-run, so there is always something
 	// left to do.
 	d.holdFrom = crashLateStart - 2
-	attemptsPath := filepath.Join(dir, "attempts.log")
 	d.until("a third of the instances to complete with an activity running", crashLateStart, crashPhaseTimeout, func() bool {
 		if len(d.done) < crashInstances/3 {
 			return false
@@ -897,18 +970,18 @@ func TestCrashSafetyKillWorker(t *testing.T) {
 
 	d.holdFrom = crashInstances
 	raisedDown += d.pass()
-	w2 := startCrashWorker(t, dbPath)
+	w2 := startCrashWorker(t, backend, loc, attemptsPath)
 	d.until("every instance to complete after the restart", crashInstances, crashPhaseTimeout, func() bool { return len(d.done) == crashInstances })
 	w2.stop(t)
-	for k, w := range []*crashWorker{w1, w2} {
+	for k, w := range []*workerProcess{w1, w2} {
 		if p := w.problems(); len(p) > 0 {
 			t.Errorf("worker %d logged problems:\n%s", k+1, strings.Join(p, "\n"))
 		}
 	}
-	t.Logf("crash run: killed worker 1 after %v with %d/%d instances done, %d in progress (%d waiting for an event, "+
+	t.Logf("crash run on %s: killed worker 1 after %v with %d/%d instances done, %d in progress (%d waiting for an event, "+
 		"activity attempts %v started, no result in history, turns of %v started, not committed); "+
 		"%d events raised with no worker; all done %v after start",
-		killedAfter.Round(time.Millisecond), doneAtKill, crashLateStart, progressed, waiting, inFlight, inTurn, raisedDown,
+		backend.name, killedAfter.Round(time.Millisecond), doneAtKill, crashLateStart, progressed, waiting, inFlight, inTurn, raisedDown,
 		time.Since(began).Round(time.Millisecond))
 
 	for i := range crashInstances {
