@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
@@ -233,33 +234,72 @@ func schemaReasons(err error) []string {
 
 var schemaPrinter = message.NewPrinter(language.English)
 
-// expiryLoop drops events kept for instances that never started once their
-// retention has passed (fate dropped/expired). It runs beside the workers
-// and never blocks them: each pass is one short write.
-func (r *Runtime) expiryLoop(ctx context.Context) {
+// maintenanceLoop runs the tenant's background maintenance on one node at a
+// time (the elected leader, SPEC §4): events kept for instances that never
+// started are dropped once their retention has passed (fate
+// dropped/expired), and correlated events past their TTL are deleted. It
+// runs beside the workers and never blocks them: each pass is a few short
+// writes.
+func (r *Runtime) maintenanceLoop(ctx context.Context) {
+	holder := uuid.NewString()
+	lease := 3 * r.cfg.ExpiryInterval
+	defer func() {
+		_ = r.store.LeaderResign(context.WithoutCancel(ctx), &storage.LeaderElectParams{Tenant: r.cfg.Tenant,
+			Name: "maintenance", Holder: holder, Lease: lease, Now: r.cfg.Now()})
+	}()
 	t := time.NewTicker(r.cfg.ExpiryInterval)
 	defer t.Stop()
 	for {
-		for {
-			ids, err := r.store.EventExpire(ctx, &storage.EventExpireParams{Tenant: r.cfg.Tenant, Now: r.cfg.Now(), Limit: 1000})
-			if err != nil {
-				if ctx.Err() == nil {
-					r.logger.Error("herald: expire events", "err", err)
-				}
-				break
-			}
-			for _, id := range ids {
-				r.stats.countDrop(string(history.DropExpired))
-				r.logger.Warn("herald: event dropped", "event_id", id, "reason", history.DropExpired)
-			}
-			if len(ids) < 1000 {
-				break
-			}
+		leader, err := r.store.LeaderElect(ctx, &storage.LeaderElectParams{Tenant: r.cfg.Tenant, Name: "maintenance",
+			Holder: holder, Lease: lease, Now: r.cfg.Now()})
+		if err != nil && ctx.Err() == nil {
+			r.logger.Error("herald: elect maintenance leader", "err", err)
+		}
+		if leader {
+			r.expireEvents(ctx)
+			r.expireCorrelated(ctx)
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+	}
+}
+
+func (r *Runtime) expireEvents(ctx context.Context) {
+	for {
+		ids, err := r.store.EventExpire(ctx, &storage.EventExpireParams{Tenant: r.cfg.Tenant, Now: r.cfg.Now(), Limit: 1000})
+		if err != nil {
+			if ctx.Err() == nil {
+				r.logger.Error("herald: expire events", "err", err)
+			}
+			return
+		}
+		for _, id := range ids {
+			r.stats.countDrop(string(history.DropExpired))
+			r.logger.Warn("herald: event dropped", "event_id", id, "reason", history.DropExpired)
+		}
+		if len(ids) < 1000 {
+			return
+		}
+	}
+}
+
+func (r *Runtime) expireCorrelated(ctx context.Context) {
+	for {
+		keys, err := r.store.CorrelatedExpire(ctx, &storage.CorrelatedExpireParams{Tenant: r.cfg.Tenant, Now: r.cfg.Now(), Limit: 1000})
+		if err != nil {
+			if ctx.Err() == nil {
+				r.logger.Error("herald: expire correlated events", "err", err)
+			}
+			return
+		}
+		if len(keys) > 0 {
+			r.logger.Info("herald: correlated events expired (ttl)", "count", len(keys))
+		}
+		if len(keys) < 1000 {
+			return
 		}
 	}
 }

@@ -46,8 +46,10 @@ type Config struct {
 	// started is kept before it is dropped (fate dropped/expired), unless
 	// its event definition says otherwise. Default 24 h.
 	EventRetention time.Duration
-	// ExpiryInterval is how often the runtime looks for expired events.
-	// Default 1 min.
+	// ExpiryInterval is how often the runtime's maintenance runs: expiry
+	// of events kept for instances that never started and of correlated
+	// events past their TTL. Among runtimes sharing a store, only the
+	// elected leader runs it. Default 1 min.
 	ExpiryInterval time.Duration
 	// TurnWorkers is how many instance turns run at once. Default 4.
 	TurnWorkers int
@@ -275,7 +277,7 @@ func (r *Runtime) Start(ctx context.Context) error {
 		r.wg.Add(3)
 		go func() { defer r.wg.Done(); r.turnLoop(ctx) }()
 		go func() { defer r.wg.Done(); r.activityLoop(ctx) }()
-		go func() { defer r.wg.Done(); r.expiryLoop(ctx) }()
+		go func() { defer r.wg.Done(); r.maintenanceLoop(ctx) }()
 	})
 	if !started {
 		return errors.New("herald: runtime already started")

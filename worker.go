@@ -132,6 +132,7 @@ func (r *Runtime) runTurn(ctx context.Context, t *storage.Turn) {
 		out.Activities[i].Tenant = r.cfg.Tenant
 		out.Activities[i].Retry = r.retryPolicy(out.Activities[i].Retry)
 	}
+	waits := r.correlatedWaits(ctx, t.Instance.ID, out.CorrelatedWaits)
 	storeDrops, err := r.store.TurnCommit(ctx, &storage.TurnCommitParams{
 		Tenant:           r.cfg.Tenant,
 		InstanceID:       t.Instance.ID,
@@ -149,6 +150,9 @@ func (r *Runtime) runTurn(ctx context.Context, t *storage.Turn) {
 		Output:           out.Result,
 		Failure:          out.Failure,
 		ContinueAsNew:    out.ContinueAsNew,
+
+		CorrelatedWaits:       waits,
+		CancelCorrelatedWaits: out.CancelCorrelatedWaits,
 	})
 	r.stats.Turns.Add(1)
 	if err != nil {
@@ -168,6 +172,31 @@ func (r *Runtime) runTurn(ctx context.Context, t *storage.Turn) {
 	if out.Failure != nil && out.Failure.Kind == replay.FailureNondeterminism {
 		r.logger.Error("herald: workflow failed: non-deterministic", "instance", t.Instance.ID, "err", out.Failure.Message)
 	}
+}
+
+// correlatedWaits turns the engine's correlated waits into the store's,
+// with the definition's delete-after-first setting as it is now. A wait on a
+// definition without correlation config can never be reached (puts to it are
+// refused): it is registered anyway, so a timeout still ends it, and logged.
+func (r *Runtime) correlatedWaits(ctx context.Context, instanceID string, ws []replay.CorrelatedWait) []storage.CorrelatedWait {
+	if len(ws) == 0 {
+		return nil
+	}
+	out := make([]storage.CorrelatedWait, len(ws))
+	for i, w := range ws {
+		out[i] = storage.CorrelatedWait{TaskSeq: w.TaskSeq, Def: w.Def, Key: w.Key}
+		def, err := r.store.EventDefinitionGet(ctx, &storage.EventDefinitionGetParams{Tenant: r.cfg.Tenant, Name: w.Def})
+		switch {
+		case err == nil && def.Correlation != nil:
+			out[i].DeleteAfterFirst = def.Correlation.DeleteAfterFirstCorrelation
+		case err == nil || errors.Is(err, storage.ErrNotFound):
+			r.logger.Warn("herald: correlated wait on a definition without correlation config: no put can reach it",
+				"instance", instanceID, "definition", w.Def, "key", w.Key)
+		default:
+			r.logger.Error("herald: read event definition", "definition", w.Def, "err", err)
+		}
+	}
+	return out
 }
 
 // reportDrops logs each dropped event at WARN and counts it: no event is

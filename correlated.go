@@ -1,0 +1,106 @@
+package herald
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/heraldwf/herald/storage"
+)
+
+// CorrelatedEvent is a piece of data put under (event definition, key),
+// addressed to no instance: every instance waiting on that key with
+// ctx.WaitCorrelated receives it (SPEC §3.3). Produced lists the events it
+// produced, one per wait it reached; each is an ordinary event with a fate
+// (Client.EventFate) whose Name and Key link back here.
+type CorrelatedEvent = storage.CorrelatedEvent
+
+// ProducedEvent links a correlated event to an event it produced.
+type ProducedEvent = storage.ProducedEvent
+
+// PutCorrelatedEvent stores payload under (def, key), or updates the payload
+// if the key exists, and in the same transaction delivers it to every
+// instance waiting on (def, key) — fan-out — or, when the definition says
+// DeleteAfterFirstCorrelation, to exactly one waiter, after which the
+// correlated event is deleted (with no waiter it is kept until the first
+// wait). A wait made later completes at once. The definition must exist and
+// have a Correlation config; its schema and payload cap apply. Errors:
+// ErrEventInvalid (no such definition, no correlation config, empty key,
+// invalid payload; nothing stored).
+func (c *Client) PutCorrelatedEvent(ctx context.Context, def, key string, payload any) (*CorrelatedEvent, error) {
+	raw, err := c.validateEvent(key, def, payload)
+	if err != nil {
+		return nil, err
+	}
+	d, err := c.store.EventDefinitionGet(ctx, &storage.EventDefinitionGetParams{Tenant: c.cfg.Tenant, Name: def})
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
+		return nil, &EventInvalidError{Name: def, Reasons: []string{"no event definition " + def + ": correlated events need one with a correlation config"}}
+	case err != nil:
+		return nil, fmt.Errorf("event definition %s: %w", def, err)
+	case d.Correlation == nil:
+		return nil, &EventInvalidError{Name: def, Reasons: []string{"event definition " + def + " has no correlation config"}}
+	}
+	if reasons, err := c.payloadReasons(d, raw); err != nil {
+		return nil, err
+	} else if len(reasons) > 0 {
+		return nil, &EventInvalidError{Name: def, Reasons: reasons}
+	}
+	now := c.cfg.Now()
+	p := &storage.CorrelatedPutParams{Tenant: c.cfg.Tenant, Def: def, Key: key, Payload: raw,
+		DeleteAfterFirst: d.Correlation.DeleteAfterFirstCorrelation, Now: now}
+	if d.Correlation.TTL > 0 {
+		p.ExpiresAt = now.Add(d.Correlation.TTL)
+	}
+	ce, err := c.store.CorrelatedPut(ctx, p)
+	if err != nil {
+		return nil, fmt.Errorf("put correlated event %s/%s: %w", def, key, err)
+	}
+	return ce, nil
+}
+
+// GetCorrelatedEvent returns the correlated event under (def, key), or
+// ErrNotFound.
+func (c *Client) GetCorrelatedEvent(ctx context.Context, def, key string) (*CorrelatedEvent, error) {
+	ce, err := c.store.CorrelatedGet(ctx, &storage.CorrelatedGetParams{Tenant: c.cfg.Tenant, Def: def, Key: key})
+	if err != nil {
+		return nil, fmt.Errorf("correlated event %s/%s: %w", def, key, err)
+	}
+	return ce, nil
+}
+
+// DeleteCorrelatedEvent deletes the correlated event under (def, key)
+// (ErrNotFound if none). Events it already produced keep their fates.
+func (c *Client) DeleteCorrelatedEvent(ctx context.Context, def, key string) error {
+	if err := c.store.CorrelatedDelete(ctx, &storage.CorrelatedGetParams{Tenant: c.cfg.Tenant, Def: def, Key: key}); err != nil {
+		return fmt.Errorf("delete correlated event %s/%s: %w", def, key, err)
+	}
+	return nil
+}
+
+// CorrelatedSearch filters SearchCorrelatedEvents. Zero fields do not
+// filter.
+type CorrelatedSearch struct {
+	// Earliest and Latest bound the creation time (inclusive).
+	Earliest, Latest time.Time
+	// HasCorrelatedEvents keeps only correlated events that did (true) or
+	// did not (false) produce an event — false finds orphans.
+	HasCorrelatedEvents *bool
+	// Limit is the page size: default 100, at most 1000.
+	Limit int
+	// Bookmark is the value the previous page returned; "" for the first.
+	Bookmark string
+}
+
+// SearchCorrelatedEvents lists the correlated events of def, oldest first,
+// one page at a time: it returns the page and the bookmark of the next one
+// ("" after the last page).
+func (c *Client) SearchCorrelatedEvents(ctx context.Context, def string, q CorrelatedSearch) ([]*CorrelatedEvent, string, error) {
+	evs, next, err := c.store.CorrelatedSearch(ctx, &storage.CorrelatedSearchParams{Tenant: c.cfg.Tenant, Def: def,
+		Earliest: q.Earliest, Latest: q.Latest, HasProduced: q.HasCorrelatedEvents, Limit: q.Limit, Bookmark: q.Bookmark})
+	if err != nil {
+		return nil, "", fmt.Errorf("search correlated events %s: %w", def, err)
+	}
+	return evs, next, nil
+}
