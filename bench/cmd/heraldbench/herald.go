@@ -128,6 +128,19 @@ func openHerald(ctx context.Context, backend string, o heraldOptions) (*heraldSy
 		h.closeStore()
 		return nil, err
 	}
+	registerWait(rt)
+	registerLoop(rt)
+	if err := rt.Start(context.Background()); err != nil {
+		h.closeStore()
+		return nil, err
+	}
+	h.rt, h.client = rt, rt.Client()
+	return h, nil
+}
+
+// registerWait registers the workflow of the round-trip scenarios: wait for
+// one event named "go" on the lane given as input, then complete.
+func registerWait(rt *herald.Runtime) {
 	herald.RegisterWorkflow(rt, waitWorkflow, func(ctx *herald.Context, lane Lane) (string, error) {
 		var v string
 		var f herald.Future
@@ -139,13 +152,6 @@ func openHerald(ctx context.Context, backend string, o heraldOptions) (*heraldSy
 		err := f.Get(&v)
 		return v, err
 	})
-	registerLoop(rt)
-	if err := rt.Start(context.Background()); err != nil {
-		h.closeStore()
-		return nil, err
-	}
-	h.rt, h.client = rt, rt.Client()
-	return h, nil
 }
 
 func (h *heraldSystem) committed(id string, status storage.Status, at time.Time) {

@@ -16,6 +16,8 @@
 //	physical   plain commits per second of the same SQLite file settings and
 //	           PostgreSQL database: one row per commit, and batched
 //	replay     cost of one turn for histories of 10 … 10,000 events
+//	scaleout   the round trip with Herald's workers in 1 and in 3 separate
+//	           processes on one PostgreSQL schema (needs the postgres backend)
 //
 // A resumed time is taken when the turn that took the event has been
 // committed: the benchmark wraps the store Herald's runtime uses and notes
@@ -69,7 +71,7 @@ type options struct {
 	n, postgresN, clients, samples int
 	backends, scenarios            []string
 	postgresURL, jsonPath, dir     string
-	cpuProfile                     string
+	cpuProfile, workerSchema       string
 	quick                          bool
 	turnWorkers, pgConns           int
 	loadFor, physicalFor           time.Duration
@@ -91,7 +93,7 @@ func main() {
 	flag.IntVar(&o.clients, "clients", 32, "concurrent clients sending events")
 	flag.IntVar(&o.samples, "samples", 100, "round trips in the isolated-latency scenario")
 	flag.StringVar(&backends, "backends", "sqlite,postgres", "backends: sqlite (= sqlite-full,sqlite-normal), sqlite-full, sqlite-normal, postgres")
-	flag.StringVar(&scenarios, "scenarios", "roundtrip,isolated,queue,load,physical,replay", "scenarios to run")
+	flag.StringVar(&scenarios, "scenarios", "roundtrip,isolated,queue,load,physical,replay,scaleout", "scenarios to run")
 	flag.StringVar(&o.postgresURL, "postgres", defURL, "PostgreSQL URL (default $HERALD_BENCH_POSTGRES_URL or the local test database)")
 	flag.StringVar(&o.jsonPath, "json", "", "write the results as JSON to this file")
 	flag.StringVar(&o.dir, "dir", "", "directory for SQLite files (default a temporary directory)")
@@ -101,7 +103,15 @@ func main() {
 	flag.IntVar(&o.pgConns, "pg-conns", 16, "Herald's PostgreSQL pool size")
 	flag.DurationVar(&o.loadFor, "load-for", 10*time.Second, "how long the paced load runs")
 	flag.DurationVar(&o.physicalFor, "physical-for", 3*time.Second, "how long each physical-limit run lasts")
+	flag.StringVar(&o.workerSchema, "worker-schema", "", "internal: run as a scale-out worker process on this PostgreSQL schema")
 	flag.Parse()
+	if o.workerSchema != "" {
+		if err := runWorker(o.postgresURL, o.workerSchema, o.pgConns, o.turnWorkers); err != nil {
+			fmt.Fprintln(os.Stderr, "heraldbench worker:", err)
+			os.Exit(1)
+		}
+		return
+	}
 
 	set := map[string]bool{}
 	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -136,7 +146,7 @@ func main() {
 			os.Exit(2)
 		}
 	}
-	known := []string{"roundtrip", "isolated", "queue", "load", "physical", "replay"}
+	known := []string{"roundtrip", "isolated", "queue", "load", "physical", "replay", "scaleout"}
 	for _, s := range strings.Split(scenarios, ",") {
 		if s = strings.TrimSpace(s); s == "" {
 			continue
@@ -287,6 +297,10 @@ func run(ctx context.Context, o *options) []Result {
 				add(physicalPostgres(ctx, o.postgresURL, 1, 1000, o.physicalFor))
 			}
 		}
+	}
+
+	if has("scaleout") && ctx.Err() == nil && slices.Contains(o.backends, backendPostgres) {
+		add(scaleOut(ctx, o.postgresN, o.clients, hopts)...)
 	}
 
 	if has("replay") && ctx.Err() == nil && len(o.backends) > 0 {
