@@ -16,6 +16,9 @@ import (
 	"github.com/heraldwf/herald/storage"
 )
 
+// claimTimeout bounds one claim call; it does not end with Stop.
+const claimTimeout = 30 * time.Second
+
 // waiter sleeps until the store signals new work, the next known wake time
 // arrives, the poll interval passes, or ctx ends.
 type waiter struct {
@@ -73,9 +76,14 @@ func (r *Runtime) turnLoop(ctx context.Context) {
 			}
 			continue
 		}
-		turns, err := r.store.TurnClaim(ctx, &storage.TurnClaimParams{
+		// The claim must not be cut off by Stop: a claim the database
+		// committed but the caller saw cancelled would strand its work until
+		// the lease ran out. What a claim returns is run, even when stopping.
+		claimCtx, cancelClaim := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
+		turns, err := r.store.TurnClaim(claimCtx, &storage.TurnClaimParams{
 			Tenant: r.cfg.Tenant, Now: r.cfg.Now(), Lease: r.cfg.TurnLease, Max: free,
 		})
+		cancelClaim()
 		if err != nil {
 			if ctx.Err() == nil {
 				r.logger.Error("herald: claim turns", "err", err)
@@ -282,9 +290,11 @@ func (r *Runtime) activityLoop(ctx context.Context) {
 			}
 			continue
 		}
-		tasks, err := r.store.ActivityClaim(ctx, &storage.ActivityClaimParams{
+		claimCtx, cancelClaim := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
+		tasks, err := r.store.ActivityClaim(claimCtx, &storage.ActivityClaimParams{
 			Tenant: r.cfg.Tenant, Now: r.cfg.Now(), Lease: r.cfg.ActivityLease, Max: free,
 		})
+		cancelClaim()
 		if err != nil {
 			if ctx.Err() == nil {
 				r.logger.Error("herald: claim activities", "err", err)
