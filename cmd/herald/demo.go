@@ -12,6 +12,7 @@ import (
 	"github.com/heraldwf/herald"
 	"github.com/heraldwf/herald/examples/approval"
 	"github.com/heraldwf/herald/examples/mailbox"
+	"github.com/heraldwf/herald/examples/signing"
 	"github.com/heraldwf/herald/history"
 )
 
@@ -38,6 +39,7 @@ func runDemo(ctx context.Context, args []string, w io.Writer) error {
 	}
 	approval.Register(rt)
 	mailbox.Register(rt)
+	signing.Register(rt)
 	if err := rt.Start(ctx); err != nil {
 		return err
 	}
@@ -158,7 +160,37 @@ func runDemo(ctx context.Context, args []string, w io.Writer) error {
 		return err
 	}
 
-	ids := []string{"order-1", "order-2", "order-3", "meter-1", "mailbox-1"}
+	// 6. The correlated lane. The signing service's webhook knows a document
+	//    id, not an instance: one put under the id reaches every party
+	//    waiting on it (fan-out). A put before the wait works too: "dave"
+	//    starts after the webhook for DOC-8 fired and completes at once.
+	if _, err := c.PutEventDefinition(ctx, herald.EventDefinition{Name: signing.DocumentSigned,
+		Correlation: &herald.CorrelationConfig{TTL: 24 * time.Hour}}); err != nil {
+		return err
+	}
+	for _, party := range []string{"alice", "bob", "carol"} {
+		if _, err := c.StartWorkflow(ctx, "onboard", signing.Request{Party: party, Document: "DOC-7", Deadline: time.Hour},
+			herald.WithInstanceID("sign-"+party)); err != nil {
+			return err
+		}
+		if err := waitHistory(ctx, c, "sign-"+party, history.EventSubscribed); err != nil {
+			return err
+		}
+	}
+	ce, err := c.PutCorrelatedEvent(ctx, signing.DocumentSigned, "DOC-7", signing.Signed{Document: "DOC-7", SignedBy: "the board"})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "webhook: put %s/DOC-7 → reached %d waiting instances\n", signing.DocumentSigned, len(ce.Produced))
+	if _, err := c.PutCorrelatedEvent(ctx, signing.DocumentSigned, "DOC-8", signing.Signed{Document: "DOC-8", SignedBy: "dave"}); err != nil {
+		return err
+	}
+	if _, err := c.StartWorkflow(ctx, "onboard", signing.Request{Party: "dave", Document: "DOC-8", Deadline: time.Hour},
+		herald.WithInstanceID("sign-dave")); err != nil {
+		return err
+	}
+
+	ids := []string{"order-1", "order-2", "order-3", "meter-1", "mailbox-1", "sign-alice", "sign-bob", "sign-carol", "sign-dave"}
 	for _, id := range ids {
 		if _, err := c.WaitForCompletion(ctx, id); err != nil {
 			return fmt.Errorf("wait for %s: %w", id, err)
@@ -169,7 +201,7 @@ func runDemo(ctx context.Context, args []string, w io.Writer) error {
 			return err
 		}
 	}
-	// 6. An event for an instance that has ended is refused, and nothing is stored.
+	// 7. An event for an instance that has ended is refused, and nothing is stored.
 	_, err = c.RaiseEvent(ctx, "order-1", "decision", approval.Decision{Approved: false, By: "eve"})
 	fmt.Fprintf(w, "\nraise to completed order-1 → %v\n", err)
 	return nil

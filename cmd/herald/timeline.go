@@ -78,6 +78,8 @@ func describe(ev history.Event, execution int) string {
 			s = fmt.Sprintf("try to receive from queue %q", ev.Name)
 		case ev.Lane == history.LaneQueue:
 			s = fmt.Sprintf("receive from queue %q", ev.Name)
+		case ev.Lane == history.LaneCorrelated:
+			s = fmt.Sprintf("wait for correlated %q key %q", ev.Name, ev.Key)
 		}
 		switch {
 		case ev.EventID != "":
@@ -94,8 +96,11 @@ func describe(ev history.Event, execution int) string {
 		}
 	case history.EventRaised:
 		s := fmt.Sprintf("%q id=%s payload=%s", ev.Name, ev.EventID, ev.Payload)
-		if ev.Lane == history.LaneQueue {
+		switch ev.Lane {
+		case history.LaneQueue:
 			s = "[queue] " + s
+		case history.LaneCorrelated:
+			s = fmt.Sprintf("[correlated key %q] %s", ev.Key, s)
 		}
 		switch {
 		case ev.TaskSeq > 0:
@@ -128,8 +133,11 @@ func fate(r *herald.EventRecord) string {
 	switch r.Fate {
 	case history.FateDelivered:
 		what := "wait"
-		if r.Lane == history.LaneQueue {
+		switch r.Lane {
+		case history.LaneQueue:
 			what = "receive"
+		case history.LaneCorrelated:
+			what = fmt.Sprintf("correlated wait (key %q)", r.Key)
 		}
 		s := fmt.Sprintf("delivered to %s #%d of execution %d", what, r.WaitNumber, r.Execution)
 		if r.OriginExecution != 0 && r.OriginExecution != r.Execution {
