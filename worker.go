@@ -56,19 +56,24 @@ func (w *waiter) wait(ctx context.Context) {
 	}
 }
 
-// turnLoop claims turns while worker slots are free and runs each in its own
-// goroutine.
-func (r *Runtime) turnLoop(ctx context.Context) {
+// claimLoop claims work while worker slots are free and runs each item in
+// its own goroutine, sleeping on the waiter when there is none. It is the
+// loop of both the turn and the activity workers.
+//
+// A claim is not cut off by Stop: a claim the database committed but the
+// caller saw cancelled would strand its work until the lease ran out. What
+// a claim returns is run, even when stopping; Stop waits for it.
+func claimLoop[T any](ctx context.Context, r *Runtime, what string, workers int,
+	claim func(ctx context.Context, max int) ([]T, error), run func(ctx context.Context, item T)) {
 	w, done := r.newWaiter()
 	defer done()
-	slots := make(chan struct{}, r.cfg.TurnWorkers)
+	slots := make(chan struct{}, workers)
 	var inflight sync.WaitGroup
 	defer inflight.Wait()
 	for ctx.Err() == nil {
 		free := cap(slots) - len(slots)
 		if free == 0 {
-			// Wait for a slot.
-			select {
+			select { // wait for a slot
 			case slots <- struct{}{}:
 				<-slots
 			case <-ctx.Done():
@@ -76,34 +81,36 @@ func (r *Runtime) turnLoop(ctx context.Context) {
 			}
 			continue
 		}
-		// The claim must not be cut off by Stop: a claim the database
-		// committed but the caller saw cancelled would strand its work until
-		// the lease ran out. What a claim returns is run, even when stopping.
 		claimCtx, cancelClaim := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
-		turns, err := r.store.TurnClaim(claimCtx, &storage.TurnClaimParams{
-			Tenant: r.cfg.Tenant, Now: r.cfg.Now(), Lease: r.cfg.TurnLease, Max: free,
-		})
+		items, err := claim(claimCtx, free)
 		cancelClaim()
 		if err != nil {
 			if ctx.Err() == nil {
-				r.logger.Error("herald: claim turns", "err", err)
+				r.logger.Error("herald: claim "+what, "err", err)
 			}
 			w.wait(ctx)
 			continue
 		}
-		if len(turns) == 0 {
+		if len(items) == 0 {
 			w.wait(ctx)
 			continue
 		}
-		for _, t := range turns {
+		for _, item := range items {
 			slots <- struct{}{}
 			inflight.Add(1)
 			go func() {
 				defer func() { <-slots; inflight.Done() }()
-				r.runTurn(context.WithoutCancel(ctx), t)
+				run(context.WithoutCancel(ctx), item)
 			}()
 		}
 	}
+}
+
+// turnLoop claims and runs turns.
+func (r *Runtime) turnLoop(ctx context.Context) {
+	claimLoop(ctx, r, "turns", r.cfg.TurnWorkers, func(ctx context.Context, max int) ([]*storage.Turn, error) {
+		return r.store.TurnClaim(ctx, &storage.TurnClaimParams{Tenant: r.cfg.Tenant, Now: r.cfg.Now(), Lease: r.cfg.TurnLease, Max: max})
+	}, r.runTurn)
 }
 
 // runTurn replays one instance, applies its new messages and commits the
@@ -273,48 +280,11 @@ func (e *nonRetryable) Unwrap() error { return e.err }
 // once instead of being retried.
 func NonRetryable(err error) error { return &nonRetryable{err} }
 
+// activityLoop claims and runs activities.
 func (r *Runtime) activityLoop(ctx context.Context) {
-	w, done := r.newWaiter()
-	defer done()
-	slots := make(chan struct{}, r.cfg.ActivityWorkers)
-	var inflight sync.WaitGroup
-	defer inflight.Wait()
-	for ctx.Err() == nil {
-		free := cap(slots) - len(slots)
-		if free == 0 {
-			select {
-			case slots <- struct{}{}:
-				<-slots
-			case <-ctx.Done():
-				return
-			}
-			continue
-		}
-		claimCtx, cancelClaim := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
-		tasks, err := r.store.ActivityClaim(claimCtx, &storage.ActivityClaimParams{
-			Tenant: r.cfg.Tenant, Now: r.cfg.Now(), Lease: r.cfg.ActivityLease, Max: free,
-		})
-		cancelClaim()
-		if err != nil {
-			if ctx.Err() == nil {
-				r.logger.Error("herald: claim activities", "err", err)
-			}
-			w.wait(ctx)
-			continue
-		}
-		if len(tasks) == 0 {
-			w.wait(ctx)
-			continue
-		}
-		for _, t := range tasks {
-			slots <- struct{}{}
-			inflight.Add(1)
-			go func() {
-				defer func() { <-slots; inflight.Done() }()
-				r.runActivity(context.WithoutCancel(ctx), t)
-			}()
-		}
-	}
+	claimLoop(ctx, r, "activities", r.cfg.ActivityWorkers, func(ctx context.Context, max int) ([]*storage.ActivityTask, error) {
+		return r.store.ActivityClaim(ctx, &storage.ActivityClaimParams{Tenant: r.cfg.Tenant, Now: r.cfg.Now(), Lease: r.cfg.ActivityLease, Max: max})
+	}, r.runActivity)
 }
 
 func (r *Runtime) runActivity(base context.Context, t *storage.ActivityTask) {
