@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/heraldwf/herald/storage"
+	"github.com/heraldwf/herald/storage/internal/backend"
 )
 
 const activityColsA = `a.tenant, a.instance_id, a.execution, a.task_seq, a.name, a.input, a.attempt, a.retry, a.lock_token, a.lease_until, a.cancel_requested`
@@ -29,7 +30,7 @@ func scanActivity(row pgx.Row, extra ...any) (*storage.ActivityTask, error) {
 	if err := row.Scan(dest...); err != nil {
 		return nil, err
 	}
-	a.Input = rawOf(input)
+	a.Input = backend.RawOf(input)
 	if len(retry) > 0 {
 		if err := json.Unmarshal(retry, &a.Retry); err != nil {
 			return nil, fmt.Errorf("decode retry policy: %w", err)
@@ -38,7 +39,7 @@ func scanActivity(row pgx.Row, extra ...any) (*storage.ActivityTask, error) {
 	if token != nil {
 		a.LockToken = *token
 	}
-	a.LeaseUntil = fromNanos(leaseUntil)
+	a.LeaseUntil = backend.FromNanos(leaseUntil)
 	return &a, nil
 }
 
@@ -87,15 +88,9 @@ func (s *Store) ActivityClaim(ctx context.Context, p *storage.ActivityClaimParam
 	if p == nil {
 		return nil, errors.New("postgres: claim activities: nil params")
 	}
-	now := nowOr(p.Now)
-	max := p.Max
-	if max <= 0 {
-		max = defaultClaimMax
-	}
-	lease := p.Lease
-	if lease <= 0 {
-		lease = defaultLease
-	}
+	now := backend.NowOr(p.Now)
+	max := backend.ClaimMax(p.Max)
+	lease := backend.Lease(p.Lease)
 	leaseUntil := now.Add(lease).UnixNano()
 	type claimed struct {
 		task         *storage.ActivityTask
@@ -178,7 +173,7 @@ func (s *Store) ActivityComplete(ctx context.Context, p *storage.ActivityComplet
 	if p == nil {
 		return errors.New("postgres: complete activity: nil params")
 	}
-	now := nowOr(p.Now).UnixNano()
+	now := backend.NowOr(p.Now).UnixNano()
 	kind := storage.MsgActivityCompleted
 	if p.Failure != nil {
 		kind = storage.MsgActivityFailed
@@ -195,7 +190,7 @@ func (s *Store) ActivityComplete(ctx context.Context, p *storage.ActivityComplet
 		b.queryRow("complete task", func(row pgx.Row) error {
 			return row.Scan(&found, &delivered)
 		}, completeSQL, p.Tenant, p.InstanceID, p.Execution, p.TaskSeq, p.LockToken,
-			string(kind), rawArg(p.Result), failure, now)
+			string(kind), backend.RawArg(p.Result), failure, now)
 		if err := b.send(ctx, s.pool); err != nil {
 			return err
 		}
@@ -230,7 +225,7 @@ func (s *Store) ActivityRetry(ctx context.Context, p *storage.ActivityRetryParam
 		}, `UPDATE activities SET attempt = attempt + 1, visible_at = $6, lock_token = NULL, lease_until = 0
 			WHERE tenant = $1 AND instance_id = $2 AND execution = $3 AND task_seq = $4 AND lock_token = $5
 			  AND NOT cancel_requested`,
-			p.Tenant, p.InstanceID, p.Execution, p.TaskSeq, p.LockToken, nanos(p.RetryAt))
+			p.Tenant, p.InstanceID, p.Execution, p.TaskSeq, p.LockToken, backend.Nanos(p.RetryAt))
 		b.execTag("delete cancelled task", func(ct pgconn.CommandTag) error {
 			deleted = ct.RowsAffected()
 			return nil
@@ -266,7 +261,7 @@ func (s *Store) ActivityHeartbeat(ctx context.Context, p *storage.ActivityHeartb
 	q := `UPDATE activities SET lease_until = $6
 		WHERE tenant = $1 AND instance_id = $2 AND execution = $3 AND task_seq = $4 AND lock_token = $5
 		RETURNING cancel_requested`
-	args := []any{p.Tenant, p.InstanceID, p.Execution, p.TaskSeq, p.LockToken, nanos(p.LeaseUntil)}
+	args := []any{p.Tenant, p.InstanceID, p.Execution, p.TaskSeq, p.LockToken, backend.Nanos(p.LeaseUntil)}
 	if p.LeaseUntil.IsZero() {
 		q = `SELECT cancel_requested FROM activities
 			WHERE tenant = $1 AND instance_id = $2 AND execution = $3 AND task_seq = $4 AND lock_token = $5`

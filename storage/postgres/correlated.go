@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -15,12 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/heraldwf/herald/storage"
-)
-
-// Limits of CorrelatedSearch.
-const (
-	defaultSearchLimit = 100
-	maxSearchLimit     = 1000
+	"github.com/heraldwf/herald/storage/internal/backend"
 )
 
 // correlatedLockKey is the transaction-level advisory lock that serialises
@@ -36,17 +30,6 @@ func (s *Store) correlatedLockKey(tenant, def, key string) int64 {
 	h.Write([]byte{0})
 	h.Write([]byte(key))
 	return int64(h.Sum64() ^ s.lockKey)
-}
-
-// validateCorrelated checks the name of a correlated event.
-func validateCorrelated(def, key string) error {
-	if def == "" {
-		return errors.New("empty event definition")
-	}
-	if key == "" {
-		return errors.New("empty correlation key")
-	}
-	return nil
 }
 
 // correlatedWaits returns the waits of a commit that registers them: those
@@ -144,10 +127,10 @@ func scanCorrelated(row pgx.Row) (*storage.CorrelatedEvent, error) {
 	if err := row.Scan(&c.Tenant, &c.Def, &c.Key, &payload, &createdAt, &updatedAt, &expiresAt); err != nil {
 		return nil, err
 	}
-	c.Payload = rawOf(payload)
-	c.CreatedAt = fromNanos(createdAt)
-	c.UpdatedAt = fromNanos(updatedAt)
-	c.ExpiresAt = fromNanos(expiresAt)
+	c.Payload = backend.RawOf(payload)
+	c.CreatedAt = backend.FromNanos(createdAt)
+	c.UpdatedAt = backend.FromNanos(updatedAt)
+	c.ExpiresAt = backend.FromNanos(expiresAt)
 	return &c, nil
 }
 
@@ -165,7 +148,7 @@ func scanProduced(rows pgx.Rows, byKey func(string) *storage.CorrelatedEvent) er
 		if err := rows.Scan(&key, &pe.EventID, &pe.InstanceID, &pe.Execution, &pe.TaskSeq, &createdAt); err != nil {
 			return err
 		}
-		pe.CreatedAt = fromNanos(createdAt)
+		pe.CreatedAt = backend.FromNanos(createdAt)
 		if c := byKey(key); c != nil {
 			c.Produced = append(c.Produced, pe)
 		}
@@ -260,10 +243,10 @@ func (s *Store) CorrelatedPut(ctx context.Context, p *storage.CorrelatedPutParam
 	if p == nil {
 		return nil, errors.New("postgres: put correlated event: nil params")
 	}
-	if err := validateCorrelated(p.Def, p.Key); err != nil {
+	if err := backend.ValidateCorrelated(p.Def, p.Key); err != nil {
 		return nil, fmt.Errorf("postgres: put correlated event: %w", err)
 	}
-	now := nowOr(p.Now).UnixNano()
+	now := backend.NowOr(p.Now).UnixNano()
 	var limit any // NULL: every marker
 	if p.DeleteAfterFirst {
 		limit = int64(1)
@@ -289,7 +272,7 @@ func (s *Store) CorrelatedPut(ctx context.Context, p *storage.CorrelatedPutParam
 				VALUES ($1, $2, $3, $4, $5, $5, $6)
 				ON CONFLICT (tenant, def, key) DO UPDATE SET
 					payload = excluded.payload, updated_at = excluded.updated_at, expires_at = excluded.expires_at`,
-				p.Tenant, p.Def, p.Key, rawArg(p.Payload), now, nanos(p.ExpiresAt))
+				p.Tenant, p.Def, p.Key, backend.RawArg(p.Payload), now, backend.Nanos(p.ExpiresAt))
 			// Lock the instances that wait on the key (new markers need the
 			// key's lock, which this transaction holds).
 			b.exec("lock waiting instances", `SELECT 1 FROM instances
@@ -297,7 +280,7 @@ func (s *Store) CorrelatedPut(ctx context.Context, p *storage.CorrelatedPutParam
 				ORDER BY id FOR NO KEY UPDATE`, p.Tenant, p.Def, p.Key)
 			b.queryRow("deliver", func(row pgx.Row) error {
 				return row.Scan(&delivered)
-			}, putDeliverSQL, p.Tenant, p.Def, p.Key, rawArg(p.Payload), now, limit)
+			}, putDeliverSQL, p.Tenant, p.Def, p.Key, backend.RawArg(p.Payload), now, limit)
 			queueLoadCorrelated(&b, &out, p.Tenant, p.Def, p.Key)
 			if err := b.send(ctx, tx); err != nil {
 				return err
@@ -388,7 +371,7 @@ func (s *Store) CorrelatedSearch(ctx context.Context, p *storage.CorrelatedSearc
 	if p.Def == "" {
 		return nil, "", errors.New("postgres: search correlated events: empty event definition")
 	}
-	limit := searchLimit(p.Limit)
+	limit := backend.SearchLimit(p.Limit)
 	where := []string{"c.tenant = $1", "c.def = $2"}
 	args := []any{p.Tenant, p.Def}
 	arg := func(v any) string {
@@ -402,7 +385,7 @@ func (s *Store) CorrelatedSearch(ctx context.Context, p *storage.CorrelatedSearc
 		where = append(where, "c.created_at <= "+arg(p.Latest.UnixNano()))
 	}
 	if p.Bookmark != "" {
-		createdAt, key, err := decodeBookmark(p.Bookmark)
+		createdAt, key, err := backend.DecodeBookmark(p.Bookmark)
 		if err != nil {
 			return nil, "", fmt.Errorf("postgres: search correlated events: %w", err)
 		}
@@ -444,7 +427,7 @@ func (s *Store) CorrelatedSearch(ctx context.Context, p *storage.CorrelatedSearc
 			if len(out) > limit {
 				out = out[:limit]
 				last := out[limit-1]
-				next = encodeBookmark(last.CreatedAt.UnixNano(), last.Key)
+				next = backend.EncodeBookmark(last.CreatedAt.UnixNano(), last.Key)
 			}
 			if len(out) == 0 {
 				out = nil
@@ -474,43 +457,6 @@ func (s *Store) CorrelatedSearch(ctx context.Context, p *storage.CorrelatedSearc
 	return out, next, nil
 }
 
-// searchLimit applies CorrelatedSearch's default and cap.
-func searchLimit(n int) int {
-	switch {
-	case n <= 0:
-		return defaultSearchLimit
-	case n > maxSearchLimit:
-		return maxSearchLimit
-	}
-	return n
-}
-
-// bookmarkPrefix versions the bookmark format.
-const bookmarkPrefix = "c1:"
-
-// encodeBookmark makes the opaque bookmark that continues a search after
-// the correlated event (createdAt, key).
-func encodeBookmark(createdAt int64, key string) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(bookmarkPrefix + strconv.FormatInt(createdAt, 10) + ":" + key))
-}
-
-// decodeBookmark reads a bookmark made by encodeBookmark.
-func decodeBookmark(b string) (int64, string, error) {
-	raw, err := base64.RawURLEncoding.DecodeString(b)
-	if err != nil || !strings.HasPrefix(string(raw), bookmarkPrefix) {
-		return 0, "", fmt.Errorf("invalid bookmark %q", b)
-	}
-	ts, key, ok := strings.Cut(strings.TrimPrefix(string(raw), bookmarkPrefix), ":")
-	if !ok {
-		return 0, "", fmt.Errorf("invalid bookmark %q", b)
-	}
-	createdAt, err := strconv.ParseInt(ts, 10, 64)
-	if err != nil {
-		return 0, "", fmt.Errorf("invalid bookmark %q", b)
-	}
-	return createdAt, key, nil
-}
-
 // expireCorrelatedSQL deletes up to $3 correlated events of tenant $1 whose
 // expires_at is set and not after $2, most overdue first. SKIP LOCKED leaves
 // alone the events a put or a commit is delivering at that moment (they are
@@ -536,11 +482,8 @@ func (s *Store) CorrelatedExpire(ctx context.Context, p *storage.CorrelatedExpir
 	if p == nil {
 		return nil, errors.New("postgres: expire correlated events: nil params")
 	}
-	now := nowOr(p.Now).UnixNano()
-	limit := p.Limit
-	if limit <= 0 {
-		limit = defaultExpireLimit
-	}
+	now := backend.NowOr(p.Now).UnixNano()
+	limit := backend.ExpireLimit(p.Limit)
 	var keys []string
 	err := s.do(ctx, func(ctx context.Context) error {
 		keys = nil

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/heraldwf/herald/storage"
+	"github.com/heraldwf/herald/storage/internal/backend"
 )
 
 const definitionCols = `tenant, name, schema, buffer, retention_ns, max_payload_bytes, correlation, version, created_at, updated_at`
@@ -26,7 +27,7 @@ func scanDefinition(row pgx.Row) (*storage.EventDefinition, error) {
 		&correlation, &d.Version, &createdAt, &updatedAt); err != nil {
 		return nil, err
 	}
-	d.Schema = rawOf(schema)
+	d.Schema = backend.RawOf(schema)
 	d.Retention = time.Duration(retention)
 	d.MaxPayloadBytes = int(maxBytes)
 	if len(correlation) > 0 {
@@ -36,36 +37,9 @@ func scanDefinition(row pgx.Row) (*storage.EventDefinition, error) {
 		}
 		d.Correlation = &c
 	}
-	d.CreatedAt = fromNanos(createdAt)
-	d.UpdatedAt = fromNanos(updatedAt)
+	d.CreatedAt = backend.FromNanos(createdAt)
+	d.UpdatedAt = backend.FromNanos(updatedAt)
 	return &d, nil
-}
-
-// validateDefinition checks the fields the store keeps and returns the
-// buffer policy to store (an empty one is storage.BufferFIFO). The schema is
-// not looked at: the engine compiles it before calling.
-func validateDefinition(d *storage.EventDefinition) (string, error) {
-	if d.Name == "" {
-		return "", errors.New("empty event name")
-	}
-	buffer := d.Buffer
-	switch buffer {
-	case "":
-		buffer = storage.BufferFIFO
-	case storage.BufferFIFO, storage.BufferLatest:
-	default:
-		return "", fmt.Errorf("unknown buffer policy %q (want %q or %q)", d.Buffer, storage.BufferFIFO, storage.BufferLatest)
-	}
-	if d.Retention < 0 {
-		return "", fmt.Errorf("negative retention %v", d.Retention)
-	}
-	if d.MaxPayloadBytes < 0 {
-		return "", fmt.Errorf("negative payload cap %d", d.MaxPayloadBytes)
-	}
-	if c := d.Correlation; c != nil && c.TTL < 0 {
-		return "", fmt.Errorf("negative correlation TTL %v", c.TTL)
-	}
-	return buffer, nil
 }
 
 // EventDefinitionPut creates the definition of (Definition.Tenant,
@@ -82,7 +56,7 @@ func (s *Store) EventDefinitionPut(ctx context.Context, p *storage.EventDefiniti
 		return nil, errors.New("postgres: put event definition: nil params")
 	}
 	d := &p.Definition
-	buffer, err := validateDefinition(d)
+	buffer, err := backend.ValidateDefinition(d)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: put event definition %q: %w", d.Name, err)
 	}
@@ -92,7 +66,7 @@ func (s *Store) EventDefinitionPut(ctx context.Context, p *storage.EventDefiniti
 			return nil, fmt.Errorf("postgres: put event definition %q: %w", d.Name, err)
 		}
 	}
-	now := nowOr(p.Now).UnixNano()
+	now := backend.NowOr(p.Now).UnixNano()
 	var out *storage.EventDefinition
 	err = s.do(ctx, func(ctx context.Context) error {
 		var err error
@@ -106,7 +80,7 @@ func (s *Store) EventDefinitionPut(ctx context.Context, p *storage.EventDefiniti
 				created_at = CASE WHEN d.deleted THEN excluded.created_at ELSE d.created_at END,
 				deleted = false
 			RETURNING `+definitionCols,
-			d.Tenant, d.Name, rawArg(d.Schema), buffer, int64(d.Retention), int64(d.MaxPayloadBytes), correlation, now))
+			d.Tenant, d.Name, backend.RawArg(d.Schema), buffer, int64(d.Retention), int64(d.MaxPayloadBytes), correlation, now))
 		return err
 	})
 	if err != nil {
@@ -224,11 +198,8 @@ func (s *Store) EventExpire(ctx context.Context, p *storage.EventExpireParams) (
 	if p == nil {
 		return nil, errors.New("postgres: expire events: nil params")
 	}
-	now := nowOr(p.Now).UnixNano()
-	limit := p.Limit
-	if limit <= 0 {
-		limit = defaultExpireLimit
-	}
+	now := backend.NowOr(p.Now).UnixNano()
+	limit := backend.ExpireLimit(p.Limit)
 	var dropped []string
 	err := s.do(ctx, func(ctx context.Context) error {
 		dropped = nil

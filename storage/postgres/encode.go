@@ -9,61 +9,11 @@ import (
 
 	"github.com/heraldwf/herald/history"
 	"github.com/heraldwf/herald/storage"
-)
-
-// Defaults of params fields left zero.
-const (
-	defaultClaimMax    = 1
-	defaultLease       = 30 * time.Second
-	defaultMaxMessages = 1000
-	defaultListLimit   = 100
-	defaultEventLimit  = 1000
-	defaultExpireLimit = 1000
+	"github.com/heraldwf/herald/storage/internal/backend"
 )
 
 // nonTerminal is the SQL list of statuses that can still run.
 const nonTerminal = `('pending', 'running')`
-
-// nowOr returns t (or the current time if t is zero) truncated to what the
-// store keeps: unix nanoseconds, in UTC.
-func nowOr(t time.Time) time.Time {
-	if t.IsZero() {
-		t = time.Now()
-	}
-	return time.Unix(0, t.UnixNano()).UTC()
-}
-
-// nanos encodes t; the zero time is 0.
-func nanos(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixNano()
-}
-
-// fromNanos decodes a time stored by nanos.
-func fromNanos(n int64) time.Time {
-	if n == 0 {
-		return time.Time{}
-	}
-	return time.Unix(0, n).UTC()
-}
-
-// rawArg stores a JSON payload as text; an empty one is NULL.
-func rawArg(m json.RawMessage) any {
-	if len(m) == 0 {
-		return nil
-	}
-	return string(m)
-}
-
-// rawOf decodes a payload stored by rawArg.
-func rawOf(b []byte) json.RawMessage {
-	if len(b) == 0 {
-		return nil
-	}
-	return json.RawMessage(b)
-}
 
 // jsonArg stores v as JSON text.
 func jsonArg(v any) (string, error) {
@@ -80,17 +30,6 @@ func failureArg(f *history.Failure) (any, error) {
 		return nil, nil
 	}
 	return jsonArg(f)
-}
-
-func failureOf(b []byte) (*history.Failure, error) {
-	if len(b) == 0 {
-		return nil, nil
-	}
-	var f history.Failure
-	if err := json.Unmarshal(b, &f); err != nil {
-		return nil, fmt.Errorf("decode failure: %w", err)
-	}
-	return &f, nil
 }
 
 // ---- instances ----
@@ -118,15 +57,15 @@ func scanInstance(row pgx.Row, extra ...any) (*instanceRow, error) {
 		return nil, err
 	}
 	r.Status = storage.Status(status)
-	r.Input = rawOf(input)
-	r.Output = rawOf(output)
-	f, err := failureOf(failure)
+	r.Input = backend.RawOf(input)
+	r.Output = backend.RawOf(output)
+	f, err := backend.FailureOf(failure)
 	if err != nil {
 		return nil, err
 	}
 	r.Failure = f
-	r.CreatedAt = fromNanos(createdAt)
-	r.UpdatedAt = fromNanos(updatedAt)
+	r.CreatedAt = backend.FromNanos(createdAt)
+	r.UpdatedAt = backend.FromNanos(updatedAt)
 	return &r, nil
 }
 
@@ -204,15 +143,15 @@ func scanMessage(row pgx.Row, extra ...any) (storage.Message, error) {
 	}
 	m.Kind = storage.MessageKind(kind)
 	m.Lane = history.Lane(lane)
-	m.Payload = rawOf(payload)
-	m.Result = rawOf(result)
-	f, err := failureOf(failure)
+	m.Payload = backend.RawOf(payload)
+	m.Result = backend.RawOf(result)
+	f, err := backend.FailureOf(failure)
 	if err != nil {
 		return m, err
 	}
 	m.Failure = f
-	m.VisibleAt = fromNanos(visibleAt)
-	m.CreatedAt = fromNanos(createdAt)
+	m.VisibleAt = backend.FromNanos(visibleAt)
+	m.CreatedAt = backend.FromNanos(createdAt)
 	return m, nil
 }
 
@@ -242,8 +181,8 @@ func scanEvent(row pgx.Row) (*storage.EventRecord, error) {
 	e.Lane = history.Lane(lane)
 	e.Fate = history.Fate(fate)
 	e.Reason = history.DropReason(reason)
-	e.ReceivedAt = fromNanos(receivedAt)
-	e.UpdatedAt = fromNanos(updatedAt)
+	e.ReceivedAt = backend.FromNanos(receivedAt)
+	e.UpdatedAt = backend.FromNanos(updatedAt)
 	return &e, nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/heraldwf/herald/storage"
+	"github.com/heraldwf/herald/storage/internal/backend"
 )
 
 // raiseSQL is EventRaise's common case in one statement: lock the instance
@@ -58,33 +59,22 @@ func (s *Store) EventRaise(ctx context.Context, p *storage.EventRaiseParams) (*s
 	if p == nil {
 		return nil, errors.New("postgres: raise event: nil params")
 	}
-	if p.InstanceID == "" {
-		return nil, errors.New("postgres: raise event: empty instance id")
+	if err := backend.ValidateRaise(p); err != nil {
+		return nil, fmt.Errorf("postgres: raise event: %w", err)
 	}
-	if p.EventID == "" {
-		return nil, errors.New("postgres: raise event: empty event id")
+	start, err := backend.StartIfAbsent(p)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: raise event %q: start if absent: %w", p.EventID, err)
 	}
-	var start *storage.InstanceCreateParams
-	if p.StartIfAbsent != nil {
-		c := *p.StartIfAbsent
-		c.Tenant, c.ID = p.Tenant, p.InstanceID
-		if c.Now.IsZero() {
-			c.Now = p.Now
-		}
-		if err := validateCreate(&c); err != nil {
-			return nil, fmt.Errorf("postgres: raise event %q: start if absent: %w", p.EventID, err)
-		}
-		start = &c
-	}
-	now := nowOr(p.Now)
+	now := backend.NowOr(p.Now)
 	var (
 		res    *storage.EventRaiseResult
 		stored bool
 	)
-	err := s.do(ctx, func(ctx context.Context) error {
+	err = s.do(ctx, func(ctx context.Context) error {
 		var status *string
 		if err := s.pool.QueryRow(ctx, raiseSQL, p.Tenant, p.InstanceID, p.EventID, string(p.Lane), p.Name,
-			rawArg(p.Payload), p.Latest, now.UnixNano()).Scan(&status, &stored); err != nil {
+			backend.RawArg(p.Payload), p.Latest, now.UnixNano()).Scan(&status, &stored); err != nil {
 			return err
 		}
 		if stored {
@@ -163,20 +153,20 @@ func (s *Store) raiseSlow(ctx context.Context, p *storage.EventRaiseParams, star
 		// once the instance exists its events are the engine's business.
 		var expiresAt int64
 		if !exists {
-			expiresAt = nanos(p.ExpiresAt)
+			expiresAt = backend.Nanos(p.ExpiresAt)
 		}
 		var b batch
 		b.exec("insert event message", `INSERT INTO inbox
 			(tenant, instance_id, kind, lane, event_id, name, payload, latest, visible_at, created_at, expires_at)
 			VALUES ($1, $2, 'event', $3, $4, $5, $6, $7, $8, $8, $9)`,
-			p.Tenant, p.InstanceID, string(p.Lane), p.EventID, p.Name, rawArg(p.Payload), p.Latest, now, expiresAt)
+			p.Tenant, p.InstanceID, string(p.Lane), p.EventID, p.Name, backend.RawArg(p.Payload), p.Latest, now, expiresAt)
 		if exists {
 			b.exec("update ready time", lowerReadySQL, p.Tenant, p.InstanceID, now)
 		}
 		if err := b.send(ctx, tx); err != nil {
 			return err
 		}
-		res = &storage.EventRaiseResult{EventID: p.EventID, ReceivedAt: fromNanos(now), Started: started}
+		res = &storage.EventRaiseResult{EventID: p.EventID, ReceivedAt: backend.FromNanos(now), Started: started}
 		stored = true
 		return nil
 	})
@@ -203,7 +193,7 @@ func ledgerReceipt(ctx context.Context, tx pgx.Tx, p *storage.EventRaiseParams) 
 		return nil, fmt.Errorf("first raised for instance %q, lane %q, name %q: %w",
 			instanceID, lane, name, storage.ErrEventIDConflict)
 	}
-	return &storage.EventRaiseResult{EventID: p.EventID, ReceivedAt: fromNanos(receivedAt), Duplicate: true}, nil
+	return &storage.EventRaiseResult{EventID: p.EventID, ReceivedAt: backend.FromNanos(receivedAt), Duplicate: true}, nil
 }
 
 // lockInstance locks an instance row and returns its status ("" if it does
@@ -267,10 +257,7 @@ func (s *Store) EventList(ctx context.Context, p *storage.EventListParams) ([]*s
 	if p.Fate != "" {
 		add("fate", string(p.Fate))
 	}
-	limit := p.Limit
-	if limit <= 0 {
-		limit = defaultEventLimit
-	}
+	limit := backend.EventLimit(p.Limit)
 	args = append(args, limit)
 	q := `SELECT ` + eventCols + ` FROM events WHERE ` + strings.Join(where, " AND ") +
 		` ORDER BY rid LIMIT $` + strconv.Itoa(len(args))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/heraldwf/herald/history"
 	"github.com/heraldwf/herald/storage"
+	"github.com/heraldwf/herald/storage/internal/backend"
 )
 
 // InstanceCreate creates an instance (status pending, execution 1) with its
@@ -22,7 +23,7 @@ func (s *Store) InstanceCreate(ctx context.Context, p *storage.InstanceCreatePar
 	if p == nil {
 		return nil, errors.New("postgres: create instance: nil params")
 	}
-	if err := validateCreate(p); err != nil {
+	if err := backend.ValidateCreate(p); err != nil {
 		return nil, fmt.Errorf("postgres: create instance: %w", err)
 	}
 	var inst *storage.Instance
@@ -39,16 +40,6 @@ func (s *Store) InstanceCreate(ctx context.Context, p *storage.InstanceCreatePar
 	}
 	s.signal(p.Tenant)
 	return inst, nil
-}
-
-func validateCreate(p *storage.InstanceCreateParams) error {
-	if p.ID == "" {
-		return errors.New("empty instance id")
-	}
-	if p.Workflow == "" {
-		return errors.New("empty workflow name")
-	}
-	return nil
 }
 
 // createErr maps the duplicate key of an instance to ErrInstanceExists.
@@ -83,27 +74,27 @@ UPDATE inbox SET expires_at = 0 WHERE tenant = $1 AND instance_id = $2 AND expir
 // that does not exist, so that an event kept for the id is either seen here
 // (ready_at) or sees the instance.
 func (s *Store) queueCreate(b *batch, p *storage.InstanceCreateParams) (*storage.Instance, error) {
-	now := nowOr(p.Now)
+	now := backend.NowOr(p.Now)
 	started, err := jsonArg(history.Event{
 		Seq:       1,
 		Time:      now,
 		Kind:      history.ExecutionStarted,
 		Workflow:  p.Workflow,
-		Input:     rawOf(p.Input),
+		Input:     backend.RawOf(p.Input),
 		Execution: 1,
 	})
 	if err != nil {
 		return nil, err
 	}
 	b.exec("lock instance id", `SELECT pg_advisory_xact_lock($1)`, s.instanceLockKey(p.Tenant, p.ID))
-	b.exec("", createInstanceSQL, p.Tenant, p.ID, p.Workflow, rawArg(p.Input), now.UnixNano(), started)
+	b.exec("", createInstanceSQL, p.Tenant, p.ID, p.Workflow, backend.RawArg(p.Input), now.UnixNano(), started)
 	return &storage.Instance{
 		Tenant:    p.Tenant,
 		ID:        p.ID,
 		Workflow:  p.Workflow,
 		Status:    storage.StatusPending,
 		Execution: 1,
-		Input:     rawOf(p.Input),
+		Input:     backend.RawOf(p.Input),
 		CreatedAt: now,
 		UpdatedAt: now,
 	}, nil
@@ -146,10 +137,7 @@ func (s *Store) InstanceList(ctx context.Context, p *storage.InstanceListParams)
 		args = append(args, string(p.Status))
 		where = append(where, "status = $"+strconv.Itoa(len(args)))
 	}
-	limit := p.Limit
-	if limit <= 0 {
-		limit = defaultListLimit
-	}
+	limit := backend.ListLimit(p.Limit)
 	args = append(args, limit)
 	q := `SELECT ` + instanceCols + ` FROM instances WHERE ` + strings.Join(where, " AND ") +
 		` ORDER BY created_at DESC, rid DESC LIMIT $` + strconv.Itoa(len(args))
@@ -189,7 +177,7 @@ func (s *Store) InstanceTerminate(ctx context.Context, p *storage.InstanceTermin
 	if p == nil {
 		return nil, errors.New("postgres: terminate instance: nil params")
 	}
-	now := nowOr(p.Now)
+	now := backend.NowOr(p.Now)
 	failure := &history.Failure{Kind: "terminated", Message: p.Reason}
 	f, err := failureArg(failure)
 	if err != nil {

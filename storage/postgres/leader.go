@@ -8,21 +8,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/heraldwf/herald/storage"
+	"github.com/heraldwf/herald/storage/internal/backend"
 )
-
-// validateLeader checks LeaderElect's and LeaderResign's params.
-func validateLeader(p *storage.LeaderElectParams, needLease bool) error {
-	if p.Name == "" {
-		return errors.New("empty leadership name")
-	}
-	if p.Holder == "" {
-		return errors.New("empty holder")
-	}
-	if needLease && p.Lease <= 0 {
-		return fmt.Errorf("lease %v must be positive", p.Lease)
-	}
-	return nil
-}
 
 // LeaderElect makes p.Holder the leader of (p.Tenant, p.Name) until
 // p.Now+p.Lease if nobody holds it, if p.Holder already holds it (a renewal,
@@ -34,10 +21,10 @@ func (s *Store) LeaderElect(ctx context.Context, p *storage.LeaderElectParams) (
 	if p == nil {
 		return false, errors.New("postgres: elect leader: nil params")
 	}
-	if err := validateLeader(p, true); err != nil {
+	if err := backend.ValidateLeader(p, true); err != nil {
 		return false, fmt.Errorf("postgres: elect leader: %w", err)
 	}
-	now := nowOr(p.Now)
+	now := backend.NowOr(p.Now)
 	var won bool
 	err := s.do(ctx, func(ctx context.Context) error {
 		var holder string
@@ -67,7 +54,7 @@ func (s *Store) LeaderResign(ctx context.Context, p *storage.LeaderElectParams) 
 	if p == nil {
 		return errors.New("postgres: resign leadership: nil params")
 	}
-	if err := validateLeader(p, false); err != nil {
+	if err := backend.ValidateLeader(p, false); err != nil {
 		return fmt.Errorf("postgres: resign leadership: %w", err)
 	}
 	err := s.do(ctx, func(ctx context.Context) error {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/heraldwf/herald/history"
 	"github.com/heraldwf/herald/storage"
+	"github.com/heraldwf/herald/storage/internal/backend"
 )
 
 // claimTurnsSQL leases up to $3 claimable instances of tenant $1 at $2 until
@@ -96,19 +97,10 @@ func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*s
 	if p == nil {
 		return nil, errors.New("postgres: claim turns: nil params")
 	}
-	now := nowOr(p.Now)
-	max := p.Max
-	if max <= 0 {
-		max = defaultClaimMax
-	}
-	lease := p.Lease
-	if lease <= 0 {
-		lease = defaultLease
-	}
-	maxMessages := p.MaxMessages
-	if maxMessages <= 0 {
-		maxMessages = defaultMaxMessages
-	}
+	now := backend.NowOr(p.Now)
+	max := backend.ClaimMax(p.Max)
+	lease := backend.Lease(p.Lease)
+	maxMessages := backend.MaxMessages(p.MaxMessages)
 	leaseUntil := now.Add(lease)
 	type claimed struct {
 		turn    *storage.Turn
@@ -263,7 +255,7 @@ func (s *Store) TurnCommit(ctx context.Context, p *storage.TurnCommitParams) ([]
 	if p.LockToken == "" {
 		return nil, fmt.Errorf("postgres: commit turn of %q: empty lock token: %w", p.InstanceID, storage.ErrLeaseLost)
 	}
-	now := nowOr(p.Now)
+	now := backend.NowOr(p.Now)
 	var res *commitResult
 	err := s.do(ctx, func(ctx context.Context) error {
 		var (
@@ -368,7 +360,7 @@ func (s *Store) queueCommit(b *batch, p *storage.TurnCommitParams, status storag
 	if len(p.Timers) > 0 {
 		seqs, fireAt := make([]int32, len(p.Timers)), make([]int64, len(p.Timers))
 		for i, t := range p.Timers {
-			seqs[i], fireAt[i] = int32(t.TaskSeq), nanos(t.FireAt)
+			seqs[i], fireAt[i] = int32(t.TaskSeq), backend.Nanos(t.FireAt)
 		}
 		b.exec("schedule timers", `INSERT INTO inbox (tenant, instance_id, kind, execution, task_seq, visible_at, created_at)
 			SELECT $1, $2, 'timer_fired', $3, t.task_seq, t.fire_at, $6
@@ -458,7 +450,7 @@ func (s *Store) queueCommit(b *batch, p *storage.TurnCommitParams, status storag
 	}
 	var input any
 	if p.ContinueAsNew != nil {
-		input = rawArg(p.ContinueAsNew.Input)
+		input = backend.RawArg(p.ContinueAsNew.Input)
 	}
 	b.queryRow("update instance", func(row pgx.Row) error {
 		return row.Scan(&res.ready)
@@ -467,7 +459,7 @@ func (s *Store) queueCommit(b *batch, p *storage.TurnCommitParams, status storag
 			lock_token = NULL, lease_until = 0, not_before = 0, ready_at = `+readyAtSQL+`
 		WHERE tenant = $1 AND id = $2
 		RETURNING ready_at`,
-		tenant, id, string(status), rawArg(p.Output), failure, nowN, next, p.ContinueAsNew != nil, input)
+		tenant, id, string(status), backend.RawArg(p.Output), failure, nowN, next, p.ContinueAsNew != nil, input)
 
 	return res, nil
 }
@@ -484,7 +476,7 @@ func (s *Store) TurnAbandon(ctx context.Context, p *storage.TurnAbandonParams) e
 	}
 	err := s.do(ctx, func(ctx context.Context) error {
 		ct, err := s.pool.Exec(ctx, `UPDATE instances SET lock_token = NULL, lease_until = 0, not_before = $4
-			WHERE tenant = $1 AND id = $2 AND lock_token = $3`, p.Tenant, p.InstanceID, p.LockToken, nanos(p.RetryAt))
+			WHERE tenant = $1 AND id = $2 AND lock_token = $3`, p.Tenant, p.InstanceID, p.LockToken, backend.Nanos(p.RetryAt))
 		if err != nil {
 			return fmt.Errorf("release lease: %w", err)
 		}
@@ -536,7 +528,7 @@ func (s *Store) NextWake(ctx context.Context, p *storage.NextWakeParams) (time.T
 	if p == nil {
 		return time.Time{}, false, errors.New("postgres: next wake: nil params")
 	}
-	now := nowOr(p.Now).UnixNano()
+	now := backend.NowOr(p.Now).UnixNano()
 	var at *int64
 	err := s.do(ctx, func(ctx context.Context) error {
 		return s.pool.QueryRow(ctx, nextWakeSQL, p.Tenant, now).Scan(&at)
@@ -547,5 +539,5 @@ func (s *Store) NextWake(ctx context.Context, p *storage.NextWakeParams) (time.T
 	if at == nil {
 		return time.Time{}, false, nil
 	}
-	return fromNanos(*at), true, nil
+	return backend.FromNanos(*at), true, nil
 }

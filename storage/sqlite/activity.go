@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"github.com/heraldwf/herald/storage"
+	"github.com/heraldwf/herald/storage/internal/backend"
 )
 
 const activityCols = `tenant, instance_id, execution, task_seq, name, input, attempt, retry, lock_token, lease_until, cancel_requested`
@@ -23,14 +24,14 @@ func scanActivity(sc scanner) (*storage.ActivityTask, error) {
 		&retry, &token, &leaseUntil, &a.CancelRequested); err != nil {
 		return nil, err
 	}
-	a.Input = rawOf(input)
+	a.Input = backend.RawOf(input)
 	if len(retry) > 0 {
 		if err := json.Unmarshal(retry, &a.Retry); err != nil {
 			return nil, fmt.Errorf("decode retry policy: %w", err)
 		}
 	}
 	a.LockToken = token.String
-	a.LeaseUntil = fromNanos(leaseUntil)
+	a.LeaseUntil = backend.FromNanos(leaseUntil)
 	return &a, nil
 }
 
@@ -43,15 +44,9 @@ func (s *Store) ActivityClaim(ctx context.Context, p *storage.ActivityClaimParam
 	if p == nil {
 		return nil, errors.New("sqlite: claim activities: nil params")
 	}
-	now := nowOr(p.Now)
-	max := p.Max
-	if max <= 0 {
-		max = defaultClaimMax
-	}
-	lease := p.Lease
-	if lease <= 0 {
-		lease = defaultLease
-	}
+	now := backend.NowOr(p.Now)
+	max := backend.ClaimMax(p.Max)
+	lease := backend.Lease(p.Lease)
 	leaseUntil := now.Add(lease).UnixNano()
 	var tasks []*storage.ActivityTask
 	err := s.write(ctx, func(w *wtx) error {
@@ -149,7 +144,7 @@ func (s *Store) ActivityComplete(ctx context.Context, p *storage.ActivityComplet
 	if p == nil {
 		return errors.New("sqlite: complete activity: nil params")
 	}
-	now := nowOr(p.Now)
+	now := backend.NowOr(p.Now)
 	err := s.write(ctx, func(w *wtx) error {
 		cancel, name, err := taskLease(w, p.Tenant, p.InstanceID, p.Execution, p.TaskSeq, p.LockToken)
 		if err != nil {
@@ -226,7 +221,7 @@ func (s *Store) ActivityRetry(ctx context.Context, p *storage.ActivityRetryParam
 		}
 		if _, err := w.exec(`UPDATE activities SET attempt = attempt + 1, visible_at = ?, lock_token = NULL, lease_until = 0
 			WHERE tenant = ? AND instance_id = ? AND execution = ? AND task_seq = ?`,
-			nanos(p.RetryAt), p.Tenant, p.InstanceID, p.Execution, p.TaskSeq); err != nil {
+			backend.Nanos(p.RetryAt), p.Tenant, p.InstanceID, p.Execution, p.TaskSeq); err != nil {
 			return fmt.Errorf("reschedule task: %w", err)
 		}
 		w.signal(p.Tenant)

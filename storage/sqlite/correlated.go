@@ -3,23 +3,16 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/google/uuid"
 
 	"github.com/heraldwf/herald/history"
 	"github.com/heraldwf/herald/storage"
-)
-
-// Limits of CorrelatedSearch.
-const (
-	defaultSearchLimit = 100
-	maxSearchLimit     = 1000
+	"github.com/heraldwf/herald/storage/internal/backend"
 )
 
 const correlatedCols = `tenant, def, key, payload, created_at, updated_at, expires_at`
@@ -33,27 +26,16 @@ func scanCorrelated(sc scanner) (*storage.CorrelatedEvent, error) {
 	if err := sc.Scan(&c.Tenant, &c.Def, &c.Key, &payload, &createdAt, &updatedAt, &expiresAt); err != nil {
 		return nil, err
 	}
-	c.Payload = rawOf(payload)
-	c.CreatedAt = fromNanos(createdAt)
-	c.UpdatedAt = fromNanos(updatedAt)
-	c.ExpiresAt = fromNanos(expiresAt)
+	c.Payload = backend.RawOf(payload)
+	c.CreatedAt = backend.FromNanos(createdAt)
+	c.UpdatedAt = backend.FromNanos(updatedAt)
+	c.ExpiresAt = backend.FromNanos(expiresAt)
 	return &c, nil
 }
 
 // newCorrelatedEventID returns the id of an event a correlated event
 // produces.
 func newCorrelatedEventID() string { return "corr-" + uuid.NewString() }
-
-// validateCorrelated checks the name of a correlated event.
-func validateCorrelated(def, key string) error {
-	if def == "" {
-		return errors.New("empty event definition")
-	}
-	if key == "" {
-		return errors.New("empty correlation key")
-	}
-	return nil
-}
 
 // loadCorrelated reads a correlated event with its produced list; it wraps
 // storage.ErrNotFound if there is none.
@@ -90,7 +72,7 @@ func scanProduced(rows *sql.Rows, byKey func(string) *storage.CorrelatedEvent) e
 		if err := rows.Scan(&key, &pe.EventID, &pe.InstanceID, &pe.Execution, &pe.TaskSeq, &createdAt); err != nil {
 			return fmt.Errorf("load produced events: %w", err)
 		}
-		pe.CreatedAt = fromNanos(createdAt)
+		pe.CreatedAt = backend.FromNanos(createdAt)
 		if c := byKey(key); c != nil {
 			c.Produced = append(c.Produced, pe)
 		}
@@ -138,7 +120,7 @@ func produce(w *wtx, tenant, instanceID string, execution, taskSeq int, def, key
 		Name:      def,
 		Key:       key,
 		Payload:   payload,
-		VisibleAt: fromNanos(now),
+		VisibleAt: backend.FromNanos(now),
 	}, now); err != nil {
 		return err
 	}
@@ -184,7 +166,7 @@ func commitCorrelated(w *wtx, p *storage.TurnCommitParams, execution int, now in
 			tenant, cw.Def, cw.Key, now).Scan(&payload)
 		switch {
 		case err == nil:
-			if err := produce(w, tenant, id, execution, cw.TaskSeq, cw.Def, cw.Key, rawOf(payload), now); err != nil {
+			if err := produce(w, tenant, id, execution, cw.TaskSeq, cw.Def, cw.Key, backend.RawOf(payload), now); err != nil {
 				return fmt.Errorf("correlated wait seq %d: %w", cw.TaskSeq, err)
 			}
 			if cw.DeleteAfterFirst {
@@ -231,10 +213,10 @@ func (s *Store) CorrelatedPut(ctx context.Context, p *storage.CorrelatedPutParam
 	if p == nil {
 		return nil, errors.New("sqlite: put correlated event: nil params")
 	}
-	if err := validateCorrelated(p.Def, p.Key); err != nil {
+	if err := backend.ValidateCorrelated(p.Def, p.Key); err != nil {
 		return nil, fmt.Errorf("sqlite: put correlated event: %w", err)
 	}
-	now := nowOr(p.Now).UnixNano()
+	now := backend.NowOr(p.Now).UnixNano()
 	var out *storage.CorrelatedEvent
 	err := s.write(ctx, func(w *wtx) error {
 		out = nil
@@ -255,7 +237,7 @@ func (s *Store) CorrelatedPut(ctx context.Context, p *storage.CorrelatedPutParam
 			VALUES (?, ?, ?, ?, ?5, ?5, ?6)
 			ON CONFLICT (tenant, def, key) DO UPDATE SET
 				payload = excluded.payload, updated_at = excluded.updated_at, expires_at = excluded.expires_at`,
-			p.Tenant, p.Def, p.Key, rawArg(p.Payload), now, nanos(p.ExpiresAt)); err != nil {
+			p.Tenant, p.Def, p.Key, backend.RawArg(p.Payload), now, backend.Nanos(p.ExpiresAt)); err != nil {
 			return fmt.Errorf("upsert correlated event: %w", err)
 		}
 
@@ -372,7 +354,7 @@ func (s *Store) CorrelatedSearch(ctx context.Context, p *storage.CorrelatedSearc
 	if s.closed.Load() {
 		return nil, "", storage.ErrClosed
 	}
-	limit := searchLimit(p.Limit)
+	limit := backend.SearchLimit(p.Limit)
 	where := []string{"c.tenant = ?", "c.def = ?"}
 	args := []any{p.Tenant, p.Def}
 	if !p.Earliest.IsZero() {
@@ -384,7 +366,7 @@ func (s *Store) CorrelatedSearch(ctx context.Context, p *storage.CorrelatedSearc
 		args = append(args, p.Latest.UnixNano())
 	}
 	if p.Bookmark != "" {
-		createdAt, key, err := decodeBookmark(p.Bookmark)
+		createdAt, key, err := backend.DecodeBookmark(p.Bookmark)
 		if err != nil {
 			return nil, "", fmt.Errorf("sqlite: search correlated events: %w", err)
 		}
@@ -429,7 +411,7 @@ func (s *Store) CorrelatedSearch(ctx context.Context, p *storage.CorrelatedSearc
 	if len(out) > limit {
 		out = out[:limit]
 		last := out[limit-1]
-		next = encodeBookmark(last.CreatedAt.UnixNano(), last.Key)
+		next = backend.EncodeBookmark(last.CreatedAt.UnixNano(), last.Key)
 	}
 	if len(out) == 0 {
 		return nil, "", nil
@@ -457,43 +439,6 @@ func (s *Store) CorrelatedSearch(ctx context.Context, p *storage.CorrelatedSearc
 	return out, next, nil
 }
 
-// searchLimit applies CorrelatedSearch's default and cap.
-func searchLimit(n int) int {
-	switch {
-	case n <= 0:
-		return defaultSearchLimit
-	case n > maxSearchLimit:
-		return maxSearchLimit
-	}
-	return n
-}
-
-// bookmarkPrefix versions the bookmark format.
-const bookmarkPrefix = "c1:"
-
-// encodeBookmark makes the opaque bookmark that continues a search after
-// the correlated event (createdAt, key).
-func encodeBookmark(createdAt int64, key string) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(bookmarkPrefix + strconv.FormatInt(createdAt, 10) + ":" + key))
-}
-
-// decodeBookmark reads a bookmark made by encodeBookmark.
-func decodeBookmark(b string) (int64, string, error) {
-	raw, err := base64.RawURLEncoding.DecodeString(b)
-	if err != nil || !strings.HasPrefix(string(raw), bookmarkPrefix) {
-		return 0, "", fmt.Errorf("invalid bookmark %q", b)
-	}
-	ts, key, ok := strings.Cut(strings.TrimPrefix(string(raw), bookmarkPrefix), ":")
-	if !ok {
-		return 0, "", fmt.Errorf("invalid bookmark %q", b)
-	}
-	createdAt, err := strconv.ParseInt(ts, 10, 64)
-	if err != nil {
-		return 0, "", fmt.Errorf("invalid bookmark %q", b)
-	}
-	return createdAt, key, nil
-}
-
 // CorrelatedExpire deletes, in one transaction, up to p.Limit (default
 // 1000) correlated events of the tenant whose ExpiresAt is set and not after
 // p.Now, most overdue first (then by definition and key), with their
@@ -503,11 +448,8 @@ func (s *Store) CorrelatedExpire(ctx context.Context, p *storage.CorrelatedExpir
 	if p == nil {
 		return nil, errors.New("sqlite: expire correlated events: nil params")
 	}
-	now := nowOr(p.Now).UnixNano()
-	limit := p.Limit
-	if limit <= 0 {
-		limit = defaultExpireLimit
-	}
+	now := backend.NowOr(p.Now).UnixNano()
+	limit := backend.ExpireLimit(p.Limit)
 	var keys []string
 	err := s.write(ctx, func(w *wtx) error {
 		keys = nil

@@ -10,10 +10,8 @@ import (
 
 	"github.com/heraldwf/herald/history"
 	"github.com/heraldwf/herald/storage"
+	"github.com/heraldwf/herald/storage/internal/backend"
 )
-
-// defaultExpireLimit is EventExpire's batch size when p.Limit is not set.
-const defaultExpireLimit = 1000
 
 const definitionCols = `tenant, name, schema, buffer, retention_ns, max_payload_bytes, correlation, version, created_at, updated_at`
 
@@ -28,7 +26,7 @@ func scanDefinition(sc scanner) (*storage.EventDefinition, error) {
 		&correlation, &d.Version, &createdAt, &updatedAt); err != nil {
 		return nil, err
 	}
-	d.Schema = rawOf(schema)
+	d.Schema = backend.RawOf(schema)
 	d.Retention = time.Duration(retention)
 	if len(correlation) > 0 {
 		var c storage.CorrelationConfig
@@ -37,36 +35,9 @@ func scanDefinition(sc scanner) (*storage.EventDefinition, error) {
 		}
 		d.Correlation = &c
 	}
-	d.CreatedAt = fromNanos(createdAt)
-	d.UpdatedAt = fromNanos(updatedAt)
+	d.CreatedAt = backend.FromNanos(createdAt)
+	d.UpdatedAt = backend.FromNanos(updatedAt)
 	return &d, nil
-}
-
-// validateDefinition checks the fields the store keeps and returns the
-// buffer policy to store (an empty one is storage.BufferFIFO). The schema is
-// not looked at: the engine compiles it before calling.
-func validateDefinition(d *storage.EventDefinition) (string, error) {
-	if d.Name == "" {
-		return "", errors.New("empty event name")
-	}
-	buffer := d.Buffer
-	switch buffer {
-	case "":
-		buffer = storage.BufferFIFO
-	case storage.BufferFIFO, storage.BufferLatest:
-	default:
-		return "", fmt.Errorf("unknown buffer policy %q (want %q or %q)", d.Buffer, storage.BufferFIFO, storage.BufferLatest)
-	}
-	if d.Retention < 0 {
-		return "", fmt.Errorf("negative retention %v", d.Retention)
-	}
-	if d.MaxPayloadBytes < 0 {
-		return "", fmt.Errorf("negative payload cap %d", d.MaxPayloadBytes)
-	}
-	if c := d.Correlation; c != nil && c.TTL < 0 {
-		return "", fmt.Errorf("negative correlation TTL %v", c.TTL)
-	}
-	return buffer, nil
 }
 
 // EventDefinitionPut creates the definition of (Definition.Tenant,
@@ -83,7 +54,7 @@ func (s *Store) EventDefinitionPut(ctx context.Context, p *storage.EventDefiniti
 		return nil, errors.New("sqlite: put event definition: nil params")
 	}
 	d := &p.Definition
-	buffer, err := validateDefinition(d)
+	buffer, err := backend.ValidateDefinition(d)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: put event definition %q: %w", d.Name, err)
 	}
@@ -93,7 +64,7 @@ func (s *Store) EventDefinitionPut(ctx context.Context, p *storage.EventDefiniti
 			return nil, fmt.Errorf("sqlite: put event definition %q: %w", d.Name, err)
 		}
 	}
-	now := nowOr(p.Now).UnixNano()
+	now := backend.NowOr(p.Now).UnixNano()
 	var out *storage.EventDefinition
 	err = s.write(ctx, func(w *wtx) error {
 		var err error
@@ -107,7 +78,7 @@ func (s *Store) EventDefinitionPut(ctx context.Context, p *storage.EventDefiniti
 				created_at = CASE WHEN deleted THEN excluded.created_at ELSE created_at END,
 				deleted = 0
 			RETURNING `+definitionCols,
-			d.Tenant, d.Name, rawArg(d.Schema), buffer, int64(d.Retention), d.MaxPayloadBytes, correlation, now))
+			d.Tenant, d.Name, backend.RawArg(d.Schema), buffer, int64(d.Retention), d.MaxPayloadBytes, correlation, now))
 		if err != nil {
 			return fmt.Errorf("upsert: %w", err)
 		}
@@ -214,11 +185,8 @@ func (s *Store) EventExpire(ctx context.Context, p *storage.EventExpireParams) (
 	if p == nil {
 		return nil, errors.New("sqlite: expire events: nil params")
 	}
-	now := nowOr(p.Now).UnixNano()
-	limit := p.Limit
-	if limit <= 0 {
-		limit = defaultExpireLimit
-	}
+	now := backend.NowOr(p.Now).UnixNano()
+	limit := backend.ExpireLimit(p.Limit)
 	var dropped []string
 	err := s.write(ctx, func(w *wtx) error {
 		dropped = nil

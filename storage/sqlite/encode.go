@@ -8,13 +8,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/heraldwf/herald/history"
 	"github.com/heraldwf/herald/storage"
+	"github.com/heraldwf/herald/storage/internal/backend"
 )
 
 // querier is what the helpers need from a *sql.Tx or *sql.DB.
@@ -23,58 +23,8 @@ type querier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
-// Defaults of params fields left zero.
-const (
-	defaultClaimMax    = 1
-	defaultLease       = 30 * time.Second
-	defaultMaxMessages = 1000
-	defaultListLimit   = 100
-	defaultEventLimit  = 1000
-)
-
 // nonTerminal is the SQL list of statuses that can still run.
 const nonTerminal = `('pending', 'running')`
-
-// nowOr returns t (or the current time if t is zero) truncated to what the
-// store keeps: unix nanoseconds, in UTC.
-func nowOr(t time.Time) time.Time {
-	if t.IsZero() {
-		t = time.Now()
-	}
-	return time.Unix(0, t.UnixNano()).UTC()
-}
-
-// nanos encodes t; the zero time is 0.
-func nanos(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixNano()
-}
-
-// fromNanos decodes a time stored by nanos.
-func fromNanos(n int64) time.Time {
-	if n == 0 {
-		return time.Time{}
-	}
-	return time.Unix(0, n).UTC()
-}
-
-// rawArg stores a JSON payload as TEXT; an empty one is NULL.
-func rawArg(m json.RawMessage) any {
-	if len(m) == 0 {
-		return nil
-	}
-	return string(m)
-}
-
-// rawOf decodes a payload scanned by rawArg's column.
-func rawOf(b []byte) json.RawMessage {
-	if len(b) == 0 {
-		return nil
-	}
-	return json.RawMessage(b)
-}
 
 // jsonArg stores v as JSON TEXT.
 func jsonArg(v any) (any, error) {
@@ -94,17 +44,6 @@ func failureArg(f *history.Failure) (any, error) {
 		return nil, fmt.Errorf("encode failure: %w", err)
 	}
 	return string(b), nil
-}
-
-func failureOf(b []byte) (*history.Failure, error) {
-	if len(b) == 0 {
-		return nil, nil
-	}
-	var f history.Failure
-	if err := json.Unmarshal(b, &f); err != nil {
-		return nil, fmt.Errorf("decode failure: %w", err)
-	}
-	return &f, nil
 }
 
 // newToken returns a random lock token (128 bits, hex).
@@ -204,15 +143,15 @@ func scanInstance(sc scanner) (*instanceRow, error) {
 		return nil, err
 	}
 	r.Status = storage.Status(status)
-	r.Input = rawOf(input)
-	r.Output = rawOf(output)
-	f, err := failureOf(failure)
+	r.Input = backend.RawOf(input)
+	r.Output = backend.RawOf(output)
+	f, err := backend.FailureOf(failure)
 	if err != nil {
 		return nil, err
 	}
 	r.Failure = f
-	r.CreatedAt = fromNanos(createdAt)
-	r.UpdatedAt = fromNanos(updatedAt)
+	r.CreatedAt = backend.FromNanos(createdAt)
+	r.UpdatedAt = backend.FromNanos(updatedAt)
 	return &r, nil
 }
 
@@ -323,13 +262,13 @@ func loadMessages(ctx context.Context, q querier, tenant, id string, now int64, 
 		}
 		m.Kind = storage.MessageKind(kind)
 		m.Lane = history.Lane(lane)
-		m.Payload = rawOf(payload)
-		m.Result = rawOf(result)
-		if m.Failure, err = failureOf(failure); err != nil {
+		m.Payload = backend.RawOf(payload)
+		m.Result = backend.RawOf(result)
+		if m.Failure, err = backend.FailureOf(failure); err != nil {
 			return nil, err
 		}
-		m.VisibleAt = fromNanos(visibleAt)
-		m.CreatedAt = fromNanos(createdAt)
+		m.VisibleAt = backend.FromNanos(visibleAt)
+		m.CreatedAt = backend.FromNanos(createdAt)
 		ms = append(ms, m)
 	}
 	if err := rows.Err(); err != nil {
@@ -355,7 +294,7 @@ func insertExpiringMessage(w *wtx, tenant, id string, m *storage.Message, expire
 		(tenant, instance_id, kind, execution, task_seq, lane, event_id, name, key, payload, latest, result, failure, visible_at, created_at, expires_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		tenant, id, string(m.Kind), m.Execution, m.TaskSeq, string(m.Lane), m.EventID, m.Name, m.Key,
-		rawArg(m.Payload), m.Latest, rawArg(m.Result), f, nanos(m.VisibleAt), now, expiresAt); err != nil {
+		backend.RawArg(m.Payload), m.Latest, backend.RawArg(m.Result), f, backend.Nanos(m.VisibleAt), now, expiresAt); err != nil {
 		return fmt.Errorf("insert %s message: %w", m.Kind, err)
 	}
 	return nil
@@ -392,7 +331,7 @@ func scanEvent(sc scanner) (*storage.EventRecord, error) {
 	e.Lane = history.Lane(lane)
 	e.Fate = history.Fate(fate)
 	e.Reason = history.DropReason(reason)
-	e.ReceivedAt = fromNanos(receivedAt)
-	e.UpdatedAt = fromNanos(updatedAt)
+	e.ReceivedAt = backend.FromNanos(receivedAt)
+	e.UpdatedAt = backend.FromNanos(updatedAt)
 	return &e, nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/heraldwf/herald/history"
 	"github.com/heraldwf/herald/storage"
+	"github.com/heraldwf/herald/storage/internal/backend"
 )
 
 // EventRaise records an external event in one transaction:
@@ -31,27 +32,16 @@ func (s *Store) EventRaise(ctx context.Context, p *storage.EventRaiseParams) (*s
 	if p == nil {
 		return nil, errors.New("sqlite: raise event: nil params")
 	}
-	if p.InstanceID == "" {
-		return nil, errors.New("sqlite: raise event: empty instance id")
+	if err := backend.ValidateRaise(p); err != nil {
+		return nil, fmt.Errorf("sqlite: raise event: %w", err)
 	}
-	if p.EventID == "" {
-		return nil, errors.New("sqlite: raise event: empty event id")
+	start, err := backend.StartIfAbsent(p)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: raise event %q: start if absent: %w", p.EventID, err)
 	}
-	var start *storage.InstanceCreateParams
-	if p.StartIfAbsent != nil {
-		c := *p.StartIfAbsent
-		c.Tenant, c.ID = p.Tenant, p.InstanceID
-		if c.Now.IsZero() {
-			c.Now = p.Now
-		}
-		if err := validateCreate(&c); err != nil {
-			return nil, fmt.Errorf("sqlite: raise event %q: start if absent: %w", p.EventID, err)
-		}
-		start = &c
-	}
-	now := nowOr(p.Now)
+	now := backend.NowOr(p.Now)
 	var res *storage.EventRaiseResult
-	err := s.write(ctx, func(w *wtx) error {
+	err = s.write(ctx, func(w *wtx) error {
 		res = nil
 		var (
 			instanceID, lane, name string
@@ -65,7 +55,7 @@ func (s *Store) EventRaise(ctx context.Context, p *storage.EventRaiseParams) (*s
 				return fmt.Errorf("first raised for instance %q, lane %q, name %q: %w",
 					instanceID, lane, name, storage.ErrEventIDConflict)
 			}
-			res = &storage.EventRaiseResult{EventID: p.EventID, ReceivedAt: fromNanos(receivedAt), Duplicate: true}
+			res = &storage.EventRaiseResult{EventID: p.EventID, ReceivedAt: backend.FromNanos(receivedAt), Duplicate: true}
 			return nil
 		case !errors.Is(err, sql.ErrNoRows):
 			return fmt.Errorf("check event id: %w", err)
@@ -101,7 +91,7 @@ func (s *Store) EventRaise(ctx context.Context, p *storage.EventRaiseParams) (*s
 		exists := status != "" || started
 		var expiresAt int64
 		if !exists {
-			expiresAt = nanos(p.ExpiresAt)
+			expiresAt = backend.Nanos(p.ExpiresAt)
 		}
 		if err := insertExpiringMessage(w, p.Tenant, p.InstanceID, &storage.Message{
 			Kind:      storage.MsgEvent,
@@ -178,10 +168,7 @@ func (s *Store) EventList(ctx context.Context, p *storage.EventListParams) ([]*s
 		where = append(where, "fate = ?")
 		args = append(args, string(p.Fate))
 	}
-	limit := p.Limit
-	if limit <= 0 {
-		limit = defaultEventLimit
-	}
+	limit := backend.EventLimit(p.Limit)
 	args = append(args, limit)
 	rows, err := s.reader(nil).QueryContext(ctx, `SELECT `+eventCols+` FROM events
 		WHERE `+strings.Join(where, " AND ")+` ORDER BY rid LIMIT ?`, args...)

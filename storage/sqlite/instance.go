@@ -9,6 +9,7 @@ import (
 
 	"github.com/heraldwf/herald/history"
 	"github.com/heraldwf/herald/storage"
+	"github.com/heraldwf/herald/storage/internal/backend"
 )
 
 // InstanceCreate creates an instance (status pending, execution 1) with its
@@ -20,7 +21,7 @@ func (s *Store) InstanceCreate(ctx context.Context, p *storage.InstanceCreatePar
 	if p == nil {
 		return nil, errors.New("sqlite: create instance: nil params")
 	}
-	if err := validateCreate(p); err != nil {
+	if err := backend.ValidateCreate(p); err != nil {
 		return nil, fmt.Errorf("sqlite: create instance: %w", err)
 	}
 	var inst *storage.Instance
@@ -35,25 +36,15 @@ func (s *Store) InstanceCreate(ctx context.Context, p *storage.InstanceCreatePar
 	return inst, nil
 }
 
-func validateCreate(p *storage.InstanceCreateParams) error {
-	if p.ID == "" {
-		return errors.New("empty instance id")
-	}
-	if p.Workflow == "" {
-		return errors.New("empty workflow name")
-	}
-	return nil
-}
-
 // createInstance is InstanceCreate inside a write transaction.
 func createInstance(w *wtx, p *storage.InstanceCreateParams) (*storage.Instance, error) {
-	now := nowOr(p.Now)
+	now := backend.NowOr(p.Now)
 	// ready_at: the kick added below, or an event kept for the id earlier.
 	res, err := w.exec(`INSERT INTO instances (tenant, id, workflow, status, execution, input, created_at, updated_at, ready_at)
 		VALUES (?1, ?2, ?3, ?4, 1, ?5, ?6, ?6,
 			MIN(?6, COALESCE((SELECT MIN(visible_at) FROM inbox WHERE tenant = ?1 AND instance_id = ?2), ?6)))
 		ON CONFLICT (tenant, id) DO NOTHING`,
-		p.Tenant, p.ID, p.Workflow, string(storage.StatusPending), rawArg(p.Input), now.UnixNano())
+		p.Tenant, p.ID, p.Workflow, string(storage.StatusPending), backend.RawArg(p.Input), now.UnixNano())
 	if err != nil {
 		return nil, fmt.Errorf("insert instance: %w", err)
 	}
@@ -67,7 +58,7 @@ func createInstance(w *wtx, p *storage.InstanceCreateParams) (*storage.Instance,
 		Time:      now,
 		Kind:      history.ExecutionStarted,
 		Workflow:  p.Workflow,
-		Input:     rawOf(p.Input),
+		Input:     backend.RawOf(p.Input),
 		Execution: 1,
 	}
 	if err := appendHistory(w, p.Tenant, p.ID, 1, []history.Event{started}); err != nil {
@@ -88,7 +79,7 @@ func createInstance(w *wtx, p *storage.InstanceCreateParams) (*storage.Instance,
 		Workflow:  p.Workflow,
 		Status:    storage.StatusPending,
 		Execution: 1,
-		Input:     rawOf(p.Input),
+		Input:     backend.RawOf(p.Input),
 		CreatedAt: now,
 		UpdatedAt: now,
 	}, nil
@@ -130,10 +121,7 @@ func (s *Store) InstanceList(ctx context.Context, p *storage.InstanceListParams)
 		where = append(where, "status = ?")
 		args = append(args, string(p.Status))
 	}
-	limit := p.Limit
-	if limit <= 0 {
-		limit = defaultListLimit
-	}
+	limit := backend.ListLimit(p.Limit)
 	args = append(args, limit)
 	rows, err := s.reader(nil).QueryContext(ctx, `SELECT `+instanceCols+` FROM instances
 		WHERE `+strings.Join(where, " AND ")+`
@@ -168,7 +156,7 @@ func (s *Store) InstanceTerminate(ctx context.Context, p *storage.InstanceTermin
 	if p == nil {
 		return nil, errors.New("sqlite: terminate instance: nil params")
 	}
-	now := nowOr(p.Now)
+	now := backend.NowOr(p.Now)
 	var dropped []history.Event
 	err := s.write(ctx, func(w *wtx) error {
 		dropped = nil
@@ -256,7 +244,7 @@ func endInstance(w *wtx, tenant, id string, execution int, now int64) ([]history
 			}
 			crumbs[i] = history.Event{
 				Seq:     seq + 1 + i,
-				Time:    fromNanos(now),
+				Time:    backend.FromNanos(now),
 				Kind:    history.EventDropped,
 				Lane:    history.Lane(e.lane),
 				EventID: e.id,

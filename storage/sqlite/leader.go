@@ -7,21 +7,8 @@ import (
 	"fmt"
 
 	"github.com/heraldwf/herald/storage"
+	"github.com/heraldwf/herald/storage/internal/backend"
 )
-
-// validateLeader checks LeaderElect's and LeaderResign's params.
-func validateLeader(p *storage.LeaderElectParams, needLease bool) error {
-	if p.Name == "" {
-		return errors.New("empty leadership name")
-	}
-	if p.Holder == "" {
-		return errors.New("empty holder")
-	}
-	if needLease && p.Lease <= 0 {
-		return fmt.Errorf("lease %v must be positive", p.Lease)
-	}
-	return nil
-}
 
 // LeaderElect makes p.Holder the leader of (p.Tenant, p.Name) until
 // p.Now+p.Lease if nobody holds it, if p.Holder already holds it (a renewal,
@@ -32,10 +19,10 @@ func (s *Store) LeaderElect(ctx context.Context, p *storage.LeaderElectParams) (
 	if p == nil {
 		return false, errors.New("sqlite: elect leader: nil params")
 	}
-	if err := validateLeader(p, true); err != nil {
+	if err := backend.ValidateLeader(p, true); err != nil {
 		return false, fmt.Errorf("sqlite: elect leader: %w", err)
 	}
-	now := nowOr(p.Now)
+	now := backend.NowOr(p.Now)
 	var won bool
 	err := s.write(ctx, func(w *wtx) error {
 		var holder string
@@ -65,7 +52,7 @@ func (s *Store) LeaderResign(ctx context.Context, p *storage.LeaderElectParams) 
 	if p == nil {
 		return errors.New("sqlite: resign leadership: nil params")
 	}
-	if err := validateLeader(p, false); err != nil {
+	if err := backend.ValidateLeader(p, false); err != nil {
 		return fmt.Errorf("sqlite: resign leadership: %w", err)
 	}
 	err := s.write(ctx, func(w *wtx) error {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/heraldwf/herald/storage"
+	"github.com/heraldwf/herald/storage/internal/backend"
 )
 
 // TurnClaim claims up to p.Max (default 1) instances of the tenant that are
@@ -26,19 +27,10 @@ func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*s
 	if p == nil {
 		return nil, errors.New("sqlite: claim turns: nil params")
 	}
-	now := nowOr(p.Now)
-	max := p.Max
-	if max <= 0 {
-		max = defaultClaimMax
-	}
-	lease := p.Lease
-	if lease <= 0 {
-		lease = defaultLease
-	}
-	maxMessages := p.MaxMessages
-	if maxMessages <= 0 {
-		maxMessages = defaultMaxMessages
-	}
+	now := backend.NowOr(p.Now)
+	max := backend.ClaimMax(p.Max)
+	lease := backend.Lease(p.Lease)
+	maxMessages := backend.MaxMessages(p.MaxMessages)
 	leaseUntil := now.Add(lease)
 	var turns []*storage.Turn
 	err := s.write(ctx, func(w *wtx) error {
@@ -149,7 +141,7 @@ func (s *Store) TurnCommit(ctx context.Context, p *storage.TurnCommitParams) ([]
 	if p.LockToken == "" {
 		return nil, fmt.Errorf("sqlite: commit turn of %q: empty lock token: %w", p.InstanceID, storage.ErrLeaseLost)
 	}
-	now := nowOr(p.Now)
+	now := backend.NowOr(p.Now)
 	var dropped []history.Event
 	err := s.write(ctx, func(w *wtx) error {
 		dropped = nil
@@ -214,7 +206,7 @@ func commitTurn(w *wtx, p *storage.TurnCommitParams, status storage.Status, now 
 		if _, err := w.exec(`INSERT INTO activities
 			(tenant, instance_id, execution, task_seq, name, input, attempt, retry, visible_at, created_at)
 			VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?)`,
-			tenant, id, exec, a.TaskSeq, a.Name, rawArg(a.Input), retry, nowN, nowN); err != nil {
+			tenant, id, exec, a.TaskSeq, a.Name, backend.RawArg(a.Input), retry, nowN, nowN); err != nil {
 			if isConstraint(err) {
 				return fmt.Errorf("activity seq %d of execution %d is already scheduled", a.TaskSeq, exec)
 			}
@@ -272,7 +264,7 @@ func commitTurn(w *wtx, p *storage.TurnCommitParams, status storage.Status, now 
 
 	next, input := execution, any(nil)
 	if can := p.ContinueAsNew; can != nil {
-		next, input = execution+1, rawArg(can.Input)
+		next, input = execution+1, backend.RawArg(can.Input)
 		if err := appendHistory(w, tenant, id, next, can.StartEvents); err != nil {
 			return fmt.Errorf("continue as new: %w", err)
 		}
@@ -309,7 +301,7 @@ func commitTurn(w *wtx, p *storage.TurnCommitParams, status storage.Status, now 
 		lock_token = NULL, lease_until = 0, not_before = 0, ready_at = `+readyAt+`
 		WHERE tenant = ?1 AND id = ?2
 		RETURNING ready_at`,
-		tenant, id, string(status), rawArg(p.Output), failure, nowN,
+		tenant, id, string(status), backend.RawArg(p.Output), failure, nowN,
 		next, p.ContinueAsNew != nil, input).Scan(&ready); err != nil {
 		return fmt.Errorf("update instance: %w", err)
 	}
@@ -335,7 +327,7 @@ func (s *Store) TurnAbandon(ctx context.Context, p *storage.TurnAbandonParams) e
 	}
 	err := s.write(ctx, func(w *wtx) error {
 		res, err := w.exec(`UPDATE instances SET lock_token = NULL, lease_until = 0, not_before = ?
-			WHERE tenant = ? AND id = ? AND lock_token = ?`, nanos(p.RetryAt), p.Tenant, p.InstanceID, p.LockToken)
+			WHERE tenant = ? AND id = ? AND lock_token = ?`, backend.Nanos(p.RetryAt), p.Tenant, p.InstanceID, p.LockToken)
 		if err != nil {
 			return fmt.Errorf("release lease: %w", err)
 		}
@@ -366,7 +358,7 @@ func (s *Store) NextWake(ctx context.Context, p *storage.NextWakeParams) (time.T
 	if s.closed.Load() {
 		return time.Time{}, false, storage.ErrClosed
 	}
-	now := nowOr(p.Now).UnixNano()
+	now := backend.NowOr(p.Now).UnixNano()
 	var at sql.NullInt64
 	err := s.reader(nil).QueryRowContext(ctx, `SELECT MIN(t) FROM (
 		SELECT MIN(m.visible_at) AS t FROM inbox m
@@ -393,5 +385,5 @@ func (s *Store) NextWake(ctx context.Context, p *storage.NextWakeParams) (time.T
 	if !at.Valid {
 		return time.Time{}, false, nil
 	}
-	return fromNanos(at.Int64), true, nil
+	return backend.FromNanos(at.Int64), true, nil
 }

@@ -1,0 +1,102 @@
+package backend
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/heraldwf/herald/storage"
+)
+
+// ValidateCreate checks InstanceCreate's params (also those of an
+// EventRaise's StartIfAbsent).
+func ValidateCreate(p *storage.InstanceCreateParams) error {
+	if p.ID == "" {
+		return errors.New("empty instance id")
+	}
+	if p.Workflow == "" {
+		return errors.New("empty workflow name")
+	}
+	return nil
+}
+
+// ValidateRaise checks the ids of EventRaise's params.
+func ValidateRaise(p *storage.EventRaiseParams) error {
+	if p.InstanceID == "" {
+		return errors.New("empty instance id")
+	}
+	if p.EventID == "" {
+		return errors.New("empty event id")
+	}
+	return nil
+}
+
+// StartIfAbsent returns the InstanceCreate params of an EventRaise's
+// StartIfAbsent (nil if it is not set): the tenant and id are those of p,
+// and a zero Now is p.Now. It checks them as ValidateCreate does.
+func StartIfAbsent(p *storage.EventRaiseParams) (*storage.InstanceCreateParams, error) {
+	if p.StartIfAbsent == nil {
+		return nil, nil
+	}
+	c := *p.StartIfAbsent
+	c.Tenant, c.ID = p.Tenant, p.InstanceID
+	if c.Now.IsZero() {
+		c.Now = p.Now
+	}
+	if err := ValidateCreate(&c); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// ValidateDefinition checks the fields of an event definition the stores
+// keep and returns the buffer policy to store (an empty one is
+// storage.BufferFIFO). The schema is not looked at: the engine compiles it
+// before calling.
+func ValidateDefinition(d *storage.EventDefinition) (string, error) {
+	if d.Name == "" {
+		return "", errors.New("empty event name")
+	}
+	buffer := d.Buffer
+	switch buffer {
+	case "":
+		buffer = storage.BufferFIFO
+	case storage.BufferFIFO, storage.BufferLatest:
+	default:
+		return "", fmt.Errorf("unknown buffer policy %q (want %q or %q)", d.Buffer, storage.BufferFIFO, storage.BufferLatest)
+	}
+	if d.Retention < 0 {
+		return "", fmt.Errorf("negative retention %v", d.Retention)
+	}
+	if d.MaxPayloadBytes < 0 {
+		return "", fmt.Errorf("negative payload cap %d", d.MaxPayloadBytes)
+	}
+	if c := d.Correlation; c != nil && c.TTL < 0 {
+		return "", fmt.Errorf("negative correlation TTL %v", c.TTL)
+	}
+	return buffer, nil
+}
+
+// ValidateCorrelated checks the name of a correlated event.
+func ValidateCorrelated(def, key string) error {
+	if def == "" {
+		return errors.New("empty event definition")
+	}
+	if key == "" {
+		return errors.New("empty correlation key")
+	}
+	return nil
+}
+
+// ValidateLeader checks LeaderElect's params (needLease) and LeaderResign's.
+func ValidateLeader(p *storage.LeaderElectParams, needLease bool) error {
+	if p.Name == "" {
+		return errors.New("empty leadership name")
+	}
+	if p.Holder == "" {
+		return errors.New("empty holder")
+	}
+	if needLease && p.Lease <= 0 {
+		return fmt.Errorf("lease %v must be positive", p.Lease)
+	}
+	return nil
+}
