@@ -15,6 +15,11 @@ type target struct {
 
 func newTarget(s System) *target { return &target{System: s, book: newStampBook(s.Resumed())} }
 
+// scenarioTimeout bounds each scenario, so that an instance that never
+// resumes (or a worker process that never started) fails the row instead of
+// hanging the run.
+const scenarioTimeout = 10 * time.Minute
+
 func ids(prefix string, n int) []string {
 	out := make([]string, n)
 	for i := range out {
@@ -42,6 +47,8 @@ func park(ctx context.Context, t *target, lane Lane, ids []string) (float64, err
 // first send to the last resumed commit; latency is send → resumed commit
 // of each instance, under that load.
 func roundTrip(ctx context.Context, t *target, lane Lane, n, clients int) Result {
+	ctx, cancel := context.WithTimeout(ctx, scenarioTimeout)
+	defer cancel()
 	r := Result{Scenario: "round trip (" + string(lane) + ")", System: t.Name(), Durability: t.Durability(),
 		N: n, RateUnit: "inst/s"}
 	list := ids("rt-"+string(lane), n)
@@ -92,6 +99,8 @@ func roundTrip(ctx context.Context, t *target, lane Lane, n, clients int) Result
 // resume before the next: the latency of one round trip with nothing else
 // going on.
 func isolated(ctx context.Context, t *target, lane Lane, samples int) Result {
+	ctx, cancel := context.WithTimeout(ctx, scenarioTimeout)
+	defer cancel()
 	r := Result{Scenario: "isolated latency (" + string(lane) + ")", System: t.Name(), Durability: t.Durability(), N: samples}
 	list := ids("iso-"+string(lane), samples)
 	if _, err := park(ctx, t, lane, list); err != nil {
@@ -122,6 +131,8 @@ func isolated(ctx context.Context, t *target, lane Lane, samples int) Result {
 // scheduled send → resumed commit, so a stall is counted for every send it
 // delays.
 func underLoad(ctx context.Context, t *target, lane Lane, rate float64, dur time.Duration) Result {
+	ctx, cancel := context.WithTimeout(ctx, scenarioTimeout)
+	defer cancel()
 	n := max(int(rate*dur.Seconds()), 1)
 	r := Result{Scenario: "latency under load (" + string(lane) + ")", System: t.Name(), Durability: t.Durability(),
 		N: n, RateUnit: "inst/s"}
@@ -158,6 +169,15 @@ func underLoad(ctx context.Context, t *target, lane Lane, rate float64, dur time
 			nsent.Add(1)
 		}()
 	}
+	for range cap(sem) { // every send has returned
+		sem <- struct{}{}
+	}
+	select {
+	case err := <-errs:
+		r.Error = "send: " + err.Error()
+		return r
+	default:
+	}
 	lat := make(dist, n)
 	var last time.Time
 	for i, id := range list {
@@ -170,11 +190,6 @@ func underLoad(ctx context.Context, t *target, lane Lane, rate float64, dur time
 		if at.After(last) {
 			last = at
 		}
-	}
-	select {
-	case err := <-errs:
-		r.Error = "send: " + err.Error()
-	default:
 	}
 	r.Rate = float64(n) / last.Sub(start).Seconds()
 	lat.fill(&r)
