@@ -138,20 +138,68 @@ func openHerald(ctx context.Context, backend string, o heraldOptions) (*heraldSy
 	return h, nil
 }
 
+// waitInput is the round-trip workflow's input.
+type waitInput struct {
+	Lane Lane   `json:"lane"`
+	Key  string `json:"key,omitempty"` // correlated lane
+}
+
+// correlatedDef is the event definition of the correlated lane's runs.
+const correlatedDef = "bench.doc"
+
 // registerWait registers the workflow of the round-trip scenarios: wait for
-// one event named "go" on the lane given as input, then complete.
+// one event named "go" (on the correlated lane: a correlated event of
+// correlatedDef under the input's key), then complete.
 func registerWait(rt *herald.Runtime) {
-	herald.RegisterWorkflow(rt, waitWorkflow, func(ctx *herald.Context, lane Lane) (string, error) {
+	herald.RegisterWorkflow(rt, waitWorkflow, func(ctx *herald.Context, in waitInput) (string, error) {
 		var v string
 		var f herald.Future
-		if lane == LaneQueue {
+		switch in.Lane {
+		case LaneQueue:
 			f = ctx.Dequeue("go")
-		} else {
+		case LaneCorrelated:
+			f = ctx.WaitCorrelated(correlatedDef, in.Key)
+		default:
 			f = ctx.WaitEvent("go")
 		}
 		err := f.Get(&v)
 		return v, err
 	})
+}
+
+// parkInstances starts the wait workflow for each id through c.
+func parkInstances(ctx context.Context, c *herald.Client, lane Lane, ids []string, key func(i int) string) error {
+	if lane == LaneCorrelated {
+		if _, err := c.PutEventDefinition(ctx, herald.EventDefinition{Name: correlatedDef,
+			Correlation: &herald.CorrelationConfig{}}); err != nil {
+			return err
+		}
+	}
+	return parallel(ctx, 32, len(ids), func(i int) error {
+		in := waitInput{Lane: lane}
+		if lane == LaneCorrelated {
+			in.Key = ids[i]
+			if key != nil {
+				in.Key = key(i)
+			}
+		}
+		_, err := c.StartWorkflow(ctx, waitWorkflow, in, herald.WithInstanceID(ids[i]))
+		return err
+	})
+}
+
+// send sends "go" through c on lane.
+func send(ctx context.Context, c *herald.Client, lane Lane, to string) error {
+	var err error
+	switch lane {
+	case LaneQueue:
+		_, err = c.Enqueue(ctx, to, "go", "x")
+	case LaneCorrelated:
+		_, err = c.PutCorrelatedEvent(ctx, correlatedDef, to, "x")
+	default:
+		_, err = c.RaiseEvent(ctx, to, "go", "x")
+	}
+	return err
 }
 
 func (h *heraldSystem) committed(id string, status storage.Status, at time.Time) {
@@ -171,27 +219,17 @@ func (h *heraldSystem) Name() string          { return h.name }
 func (h *heraldSystem) Durability() string    { return h.durability }
 func (h *heraldSystem) Resumed() <-chan Stamp { return h.resumed }
 
-func (h *heraldSystem) Park(ctx context.Context, lane Lane, ids []string) error {
+func (h *heraldSystem) Park(ctx context.Context, lane Lane, ids []string, key func(i int) string) error {
 	before := h.parked.Load()
-	err := parallel(ctx, 32, len(ids), func(i int) error {
-		_, err := h.client.StartWorkflow(ctx, waitWorkflow, lane, herald.WithInstanceID(ids[i]))
-		return err
-	})
-	if err != nil {
+	if err := parkInstances(ctx, h.client, lane, ids, key); err != nil {
 		return err
 	}
 	want := before + int64(len(ids))
 	return poll(ctx, 2*time.Millisecond, func() bool { return h.parked.Load() >= want })
 }
 
-func (h *heraldSystem) Send(ctx context.Context, lane Lane, id string) error {
-	var err error
-	if lane == LaneQueue {
-		_, err = h.client.Enqueue(ctx, id, "go", "x")
-	} else {
-		_, err = h.client.RaiseEvent(ctx, id, "go", "x")
-	}
-	return err
+func (h *heraldSystem) Send(ctx context.Context, lane Lane, to string) error {
+	return send(ctx, h.client, lane, to)
 }
 
 func (h *heraldSystem) Close() error {

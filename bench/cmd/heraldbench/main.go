@@ -12,6 +12,8 @@
 //	           second and the raise → resumed latency under that load
 //	isolated   one raise → resumed round trip at a time on parked instances
 //	queue      the round trip on the queue lane (Enqueue → Dequeue)
+//	correlated the round trip on the correlated lane (one key per instance),
+//	           and fan-out: one put reaches the 100 instances waiting on its key
 //	load       raise → resumed latency at half the measured peak rate (paced)
 //	physical   plain commits per second of the same SQLite file settings and
 //	           PostgreSQL database: one row per commit, and batched
@@ -93,7 +95,7 @@ func main() {
 	flag.IntVar(&o.clients, "clients", 32, "concurrent clients sending events")
 	flag.IntVar(&o.samples, "samples", 100, "round trips in the isolated-latency scenario")
 	flag.StringVar(&backends, "backends", "sqlite,postgres", "backends: sqlite (= sqlite-full,sqlite-normal), sqlite-full, sqlite-normal, postgres")
-	flag.StringVar(&scenarios, "scenarios", "roundtrip,isolated,queue,load,physical,replay,scaleout", "scenarios to run")
+	flag.StringVar(&scenarios, "scenarios", "roundtrip,isolated,queue,correlated,load,physical,replay,scaleout", "scenarios to run")
 	flag.StringVar(&o.postgresURL, "postgres", defURL, "PostgreSQL URL (default $HERALD_BENCH_POSTGRES_URL or the local test database)")
 	flag.StringVar(&o.jsonPath, "json", "", "write the results as JSON to this file")
 	flag.StringVar(&o.dir, "dir", "", "directory for SQLite files (default a temporary directory)")
@@ -146,7 +148,7 @@ func main() {
 			os.Exit(2)
 		}
 	}
-	known := []string{"roundtrip", "isolated", "queue", "load", "physical", "replay", "scaleout"}
+	known := []string{"roundtrip", "isolated", "queue", "correlated", "load", "physical", "replay", "scaleout"}
 	for _, s := range strings.Split(scenarios, ",") {
 		if s = strings.TrimSpace(s); s == "" {
 			continue
@@ -245,7 +247,7 @@ func run(ctx context.Context, o *options) []Result {
 			tag: tag + "_" + suffix}
 	}
 
-	if has("roundtrip") || has("isolated") || has("queue") || has("load") {
+	if has("roundtrip") || has("isolated") || has("queue") || has("correlated") || has("load") {
 		for _, b := range o.backends {
 			if ctx.Err() != nil {
 				break
@@ -272,6 +274,10 @@ func run(ctx context.Context, o *options) []Result {
 			}
 			if has("queue") {
 				add(roundTrip(ctx, t, LaneQueue, n, o.clients))
+			}
+			if has("correlated") {
+				add(roundTrip(ctx, t, LaneCorrelated, n, o.clients))
+				add(fanOut(ctx, t, n, 100, o.clients))
 			}
 			if has("load") && peak > 0 {
 				add(underLoad(ctx, t, LanePositional, peak/2, o.loadFor))

@@ -29,11 +29,11 @@ func ids(prefix string, n int) []string {
 }
 
 // park starts the instances and reports how fast.
-func park(ctx context.Context, t *target, lane Lane, ids []string) (float64, error) {
+func park(ctx context.Context, t *target, lane Lane, ids []string, key func(i int) string) (float64, error) {
 	progress("  %s: starting %d instances that wait on the %s lane", t.Name(), len(ids), lane)
 	start := time.Now()
 	stop := ticker(func() string { return fmt.Sprintf("  %s: starting…", t.Name()) })
-	err := t.Park(ctx, lane, ids)
+	err := t.Park(ctx, lane, ids, key)
 	stop()
 	if err != nil {
 		return 0, fmt.Errorf("park: %w", err)
@@ -52,7 +52,7 @@ func roundTrip(ctx context.Context, t *target, lane Lane, n, clients int) Result
 	r := Result{Scenario: "round trip (" + string(lane) + ")", System: t.Name(), Durability: t.Durability(),
 		N: n, RateUnit: "inst/s"}
 	list := ids("rt-"+string(lane), n)
-	parkRate, err := park(ctx, t, lane, list)
+	parkRate, err := park(ctx, t, lane, list, nil)
 	if err != nil {
 		r.Error = err.Error()
 		return r
@@ -103,7 +103,7 @@ func isolated(ctx context.Context, t *target, lane Lane, samples int) Result {
 	defer cancel()
 	r := Result{Scenario: "isolated latency (" + string(lane) + ")", System: t.Name(), Durability: t.Durability(), N: samples}
 	list := ids("iso-"+string(lane), samples)
-	if _, err := park(ctx, t, lane, list); err != nil {
+	if _, err := park(ctx, t, lane, list, nil); err != nil {
 		r.Error = err.Error()
 		return r
 	}
@@ -137,7 +137,7 @@ func underLoad(ctx context.Context, t *target, lane Lane, rate float64, dur time
 	r := Result{Scenario: "latency under load (" + string(lane) + ")", System: t.Name(), Durability: t.Durability(),
 		N: n, RateUnit: "inst/s"}
 	list := ids("load-"+string(lane), n)
-	if _, err := park(ctx, t, lane, list); err != nil {
+	if _, err := park(ctx, t, lane, list, nil); err != nil {
 		r.Error = err.Error()
 		return r
 	}
@@ -194,5 +194,56 @@ func underLoad(ctx context.Context, t *target, lane Lane, rate float64, dur time
 	r.Rate = float64(n) / last.Sub(start).Seconds()
 	lat.fill(&r)
 	r.Note = fmt.Sprintf("paced at %.0f sends/s (half the measured peak), latency from each send's scheduled time", rate)
+	return r
+}
+
+// fanOut parks n instances in groups of `per` waiting on one correlated key
+// each, then puts one correlated event per key (from `clients` concurrent
+// goroutines): each put reaches every instance of its group. Rate is
+// instances resumed per second from the first put to the last resumed
+// commit; latency is the put's start → each instance's resumed commit.
+func fanOut(ctx context.Context, t *target, n, per, clients int) Result {
+	ctx, cancel := context.WithTimeout(ctx, scenarioTimeout)
+	defer cancel()
+	keys := (n + per - 1) / per
+	r := Result{Scenario: fmt.Sprintf("correlated fan-out (1 put → %d)", per), System: t.Name(),
+		Durability: t.Durability(), N: n, RateUnit: "inst/s"}
+	list := ids("fan", n)
+	keyOf := func(i int) string { return fmt.Sprintf("doc-%06d", i%keys) }
+	parkRate, err := park(ctx, t, LaneCorrelated, list, keyOf)
+	if err != nil {
+		r.Error = err.Error()
+		return r
+	}
+	sent := make([]time.Time, keys)
+	progress("  %s: putting %d correlated events from %d clients", t.Name(), keys, clients)
+	before := t.book.n()
+	stop := ticker(func() string { return fmt.Sprintf("  %s: resumed %d/%d", t.Name(), t.book.n()-before, n) })
+	defer stop()
+	start := time.Now()
+	if err := parallel(ctx, clients, keys, func(k int) error {
+		sent[k] = time.Now()
+		return t.Send(ctx, LaneCorrelated, fmt.Sprintf("doc-%06d", k))
+	}); err != nil {
+		r.Error = "put: " + err.Error()
+		return r
+	}
+	lat := make(dist, n)
+	var last time.Time
+	for i, id := range list {
+		at, err := t.book.wait(ctx, id)
+		if err != nil {
+			r.Error = err.Error()
+			return r
+		}
+		lat[i] = at.Sub(sent[i%keys])
+		if at.After(last) {
+			last = at
+		}
+	}
+	r.Rate = float64(n) / last.Sub(start).Seconds()
+	lat.fill(&r)
+	r.Note = fmt.Sprintf("%d keys × %d waiting instances, %d concurrent clients; started and parked at %.0f inst/s",
+		keys, per, clients, parkRate)
 	return r
 }

@@ -146,26 +146,17 @@ func (s *nodesSystem) Name() string          { return s.name }
 func (s *nodesSystem) Durability() string    { return s.durability }
 func (s *nodesSystem) Resumed() <-chan Stamp { return s.resumed }
 
-func (s *nodesSystem) Park(ctx context.Context, lane Lane, ids []string) error {
+func (s *nodesSystem) Park(ctx context.Context, lane Lane, ids []string, key func(i int) string) error {
 	before := s.parked.Load()
-	if err := parallel(ctx, 32, len(ids), func(i int) error {
-		_, err := s.client.StartWorkflow(ctx, waitWorkflow, lane, herald.WithInstanceID(ids[i]))
-		return err
-	}); err != nil {
+	if err := parkInstances(ctx, s.client, lane, ids, key); err != nil {
 		return err
 	}
 	want := before + int64(len(ids))
 	return poll(ctx, 2*time.Millisecond, func() bool { return s.parked.Load() >= want })
 }
 
-func (s *nodesSystem) Send(ctx context.Context, lane Lane, id string) error {
-	var err error
-	if lane == LaneQueue {
-		_, err = s.client.Enqueue(ctx, id, "go", "x")
-	} else {
-		_, err = s.client.RaiseEvent(ctx, id, "go", "x")
-	}
-	return err
+func (s *nodesSystem) Send(ctx context.Context, lane Lane, to string) error {
+	return send(ctx, s.client, lane, to)
 }
 
 func (s *nodesSystem) Close() error {

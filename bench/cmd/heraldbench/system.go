@@ -15,6 +15,9 @@ type Lane string
 const (
 	LanePositional Lane = "positional" // WaitEvent ⟷ RaiseEvent (or the peer's signal/event)
 	LaneQueue      Lane = "queue"      // Dequeue ⟷ Enqueue
+	// LaneCorrelated: WaitCorrelated(def, key) ⟷ PutCorrelatedEvent(def,
+	// key); one put reaches every instance waiting on the key.
+	LaneCorrelated Lane = "correlated"
 )
 
 // ErrUnsupported is returned by a System for a lane it does not have.
@@ -34,11 +37,13 @@ type System interface {
 	// commit"; comparisons are only fair at equal durability.
 	Durability() string
 	// Park starts one instance per id and returns once every one of them
-	// is durably waiting for its event on lane.
-	Park(ctx context.Context, lane Lane, ids []string) error
-	// Send sends the event "go" to instance id on lane and returns when the
-	// system has accepted it.
-	Send(ctx context.Context, lane Lane, id string) error
+	// is durably waiting for its event on lane. On the correlated lane
+	// instance i waits on key(i) (its own id when key is nil).
+	Park(ctx context.Context, lane Lane, ids []string, key func(i int) string) error
+	// Send sends the event "go" on lane to instance `to` (on the correlated
+	// lane: puts it under the key `to`) and returns when the system has
+	// accepted it.
+	Send(ctx context.Context, lane Lane, to string) error
 	// Resumed delivers one Stamp per instance whose wait was answered: the
 	// moment the turn that resumed it was committed.
 	Resumed() <-chan Stamp
