@@ -5,55 +5,20 @@ import (
 	"embed"
 	"fmt"
 	"hash/fnv"
-	"io/fs"
-	"sort"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/heraldwf/herald/storage/internal/backend"
 )
 
 //go:embed migrations/*.sql
 var migrationFS embed.FS
 
-// migration is one embedded schema change, named NNNN_description.sql.
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
-func loadMigrations() ([]migration, error) {
-	names, err := fs.Glob(migrationFS, "migrations/*.sql")
-	if err != nil {
-		return nil, err
-	}
-	var ms []migration
-	seen := make(map[int]string)
-	for _, n := range names {
-		base := strings.TrimPrefix(n, "migrations/")
-		prefix, _, ok := strings.Cut(base, "_")
-		if !ok {
-			return nil, fmt.Errorf("migration %s: name must be NNNN_description.sql", base)
-		}
-		v, err := strconv.Atoi(prefix)
-		if err != nil || v <= 0 {
-			return nil, fmt.Errorf("migration %s: bad version %q", base, prefix)
-		}
-		if other, dup := seen[v]; dup {
-			return nil, fmt.Errorf("migrations %s and %s share version %d", other, base, v)
-		}
-		seen[v] = base
-		b, err := migrationFS.ReadFile(n)
-		if err != nil {
-			return nil, err
-		}
-		ms = append(ms, migration{version: v, name: base, sql: string(b)})
-	}
-	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
-	return ms, nil
+// loadMigrations returns the embedded migrations in version order.
+func loadMigrations() ([]backend.Migration, error) {
+	return backend.Migrations(migrationFS, "migrations")
 }
 
 // migrationLockKey is the advisory lock that serializes migrations of one
@@ -96,20 +61,20 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 		if err := tx.QueryRow(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&latest); err != nil {
 			return fmt.Errorf("read schema version: %w", err)
 		}
-		if known := ms[len(ms)-1].version; latest > known {
+		if known := ms[len(ms)-1].Version; latest > known {
 			return fmt.Errorf("schema version %d is newer than this Herald's (%d)", latest, known)
 		}
 		for _, m := range ms {
-			if m.version <= latest {
+			if m.Version <= latest {
 				continue
 			}
 			// Simple protocol: a migration file holds several statements.
-			if _, err := tx.Exec(ctx, m.sql, pgx.QueryExecModeSimpleProtocol); err != nil {
-				return fmt.Errorf("migration %s: %w", m.name, err)
+			if _, err := tx.Exec(ctx, m.SQL, pgx.QueryExecModeSimpleProtocol); err != nil {
+				return fmt.Errorf("migration %s: %w", m.Name, err)
 			}
 			if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)`,
-				m.version, m.name, time.Now().UnixNano()); err != nil {
-				return fmt.Errorf("migration %s: %w", m.name, err)
+				m.Version, m.Name, time.Now().UnixNano()); err != nil {
+				return fmt.Errorf("migration %s: %w", m.Name, err)
 			}
 		}
 		return nil

@@ -197,7 +197,7 @@ func (l *listener) session() (connected bool, err error) {
 	case <-l.ready:
 		// A reconnection: notifications sent while no LISTEN was in effect
 		// are lost, so wake every subscriber to look for work.
-		l.s.hub.notifyAll()
+		l.s.hub.NotifyAll()
 	default:
 		l.setReady()
 	}
@@ -206,6 +206,6 @@ func (l *listener) session() (connected bool, err error) {
 		if err != nil {
 			return true, err
 		}
-		l.s.hub.notify(n.Payload)
+		l.s.hub.Notify(n.Payload)
 	}
 }

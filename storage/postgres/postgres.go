@@ -144,6 +144,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/heraldwf/herald/storage"
+	"github.com/heraldwf/herald/storage/internal/backend"
 )
 
 // DefaultSchema is the PostgreSQL schema Open uses without WithSchema.
@@ -242,7 +243,7 @@ type Store struct {
 	closeOnce sync.Once
 	closing   chan struct{}
 
-	hub      hub
+	hub      backend.Hub
 	notifier notifier
 	listener listener
 }
@@ -337,7 +338,7 @@ func (s *Store) Channel() string { return s.channel }
 // wherever it happens. Writers never block on the channel. cancel
 // unsubscribes; it is idempotent. The channel is never closed.
 func (s *Store) Subscribe(tenant string) (<-chan struct{}, func()) {
-	ch, cancel := s.hub.subscribe(tenant)
+	ch, cancel := s.hub.Subscribe(tenant)
 	if !s.closed.Load() {
 		s.listener.ensure()
 	}
@@ -347,7 +348,7 @@ func (s *Store) Subscribe(tenant string) (<-chan struct{}, func()) {
 // signal tells subscribers, here and in other processes, that tenant has new
 // work. Call it after the write has committed.
 func (s *Store) signal(tenant string) {
-	s.hub.notify(tenant)
+	s.hub.Notify(tenant)
 	s.notifier.add(tenant)
 }
 
@@ -497,70 +498,3 @@ func (b *batch) send(ctx context.Context, q sender) error {
 // without waiting for its WAL to reach disk (claims only: see the package
 // comment).
 const syncCommitOff = `SELECT set_config('synchronous_commit', 'off', true)`
-
-// ---- hub ----
-
-// hub is the in-process broadcast of "new work for tenant".
-type hub struct {
-	mu   sync.Mutex
-	subs map[string]map[chan struct{}]struct{}
-}
-
-func (h *hub) subscribe(tenant string) (<-chan struct{}, func()) {
-	ch := make(chan struct{}, 1)
-	h.mu.Lock()
-	if h.subs == nil {
-		h.subs = make(map[string]map[chan struct{}]struct{})
-	}
-	m := h.subs[tenant]
-	if m == nil {
-		m = make(map[chan struct{}]struct{})
-		h.subs[tenant] = m
-	}
-	m[ch] = struct{}{}
-	h.mu.Unlock()
-	var once sync.Once
-	return ch, func() {
-		once.Do(func() {
-			h.mu.Lock()
-			defer h.mu.Unlock()
-			if m := h.subs[tenant]; m != nil {
-				delete(m, ch)
-				if len(m) == 0 {
-					delete(h.subs, tenant)
-				}
-			}
-		})
-	}
-}
-
-func (h *hub) notify(tenant string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for ch := range h.subs[tenant] {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
-	}
-}
-
-// notifyAll wakes every subscriber of every tenant.
-func (h *hub) notifyAll() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for _, m := range h.subs {
-		for ch := range m {
-			select {
-			case ch <- struct{}{}:
-			default:
-			}
-		}
-	}
-}
-
-func (h *hub) empty() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.subs) == 0
-}

@@ -22,8 +22,8 @@ func TestMigrateFromVersion1(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ms[0].version != 1 {
-		t.Fatalf("first migration is %s", ms[0].name)
+	if ms[0].Version != 1 {
+		t.Fatalf("first migration is %s", ms[0].Name)
 	}
 	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_txlock=immediate")
 	if err != nil {

@@ -93,6 +93,7 @@ import (
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
 	"github.com/heraldwf/herald/storage"
+	"github.com/heraldwf/herald/storage/internal/backend"
 )
 
 // Synchronous is SQLite's synchronous setting for the writer connection: how
@@ -189,7 +190,7 @@ type Store struct {
 	closeErr   error
 	closed     atomic.Bool
 
-	hub hub
+	hub backend.Hub
 
 	commits atomic.Int64
 	writes  atomic.Int64
@@ -315,50 +316,5 @@ func (s *Store) Stats() Stats {
 // Writers never block on it. cancel unsubscribes; it is idempotent. The
 // channel is never closed.
 func (s *Store) Subscribe(tenant string) (<-chan struct{}, func()) {
-	return s.hub.subscribe(tenant)
-}
-
-// hub is the in-process broadcast of "new work for tenant".
-type hub struct {
-	mu   sync.Mutex
-	subs map[string]map[chan struct{}]struct{}
-}
-
-func (h *hub) subscribe(tenant string) (<-chan struct{}, func()) {
-	ch := make(chan struct{}, 1)
-	h.mu.Lock()
-	if h.subs == nil {
-		h.subs = make(map[string]map[chan struct{}]struct{})
-	}
-	m := h.subs[tenant]
-	if m == nil {
-		m = make(map[chan struct{}]struct{})
-		h.subs[tenant] = m
-	}
-	m[ch] = struct{}{}
-	h.mu.Unlock()
-	var once sync.Once
-	return ch, func() {
-		once.Do(func() {
-			h.mu.Lock()
-			defer h.mu.Unlock()
-			if m := h.subs[tenant]; m != nil {
-				delete(m, ch)
-				if len(m) == 0 {
-					delete(h.subs, tenant)
-				}
-			}
-		})
-	}
-}
-
-func (h *hub) notify(tenant string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for ch := range h.subs[tenant] {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
-	}
+	return s.hub.Subscribe(tenant)
 }

@@ -300,7 +300,7 @@ func call(r *writeReq, w *wtx) (err error) {
 
 func (s *Store) signal(tenants []string) {
 	for _, t := range tenants {
-		s.hub.notify(t)
+		s.hub.Notify(t)
 	}
 }
 
