@@ -1060,3 +1060,195 @@ func TestCorrelated_SelectTimerWins(t *testing.T) {
 	}
 	coCheckProduced(b, coGet(b, "doc.signed", "doc-s"), map[string]coProduced{"sel2": {ev, seq2}})
 }
+
+// co.multi: the same key twice in a row (the correlated event stays, so the
+// second wait completes at once with a new produced event), then two waits
+// on one key at once (one put reaches both), then a timer so the deliveries
+// are replayed in a later turn.
+func coMulti(ctx *herald.Context, in coIn) ([]string, error) {
+	var out []string
+	for range 2 {
+		var s string
+		if err := ctx.WaitCorrelated(in.Def, in.Key).Get(&s); err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	a, b := ctx.WaitCorrelated(in.Def, in.Key+"-pair"), ctx.WaitCorrelated(in.Def, in.Key+"-pair")
+	if err := ctx.All(a, b); err != nil {
+		return nil, err
+	}
+	for _, f := range []herald.Future{a, b} {
+		var v any
+		if err := f.Get(&v); err != nil {
+			return nil, err
+		}
+		out = append(out, fmt.Sprint(v))
+	}
+	if err := ctx.Sleep(time.Millisecond); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// co.can: execution 1 makes a correlated wait it never awaits, waits for
+// "go" and continues as new; execution 2 waits on the same key.
+func coCan(ctx *herald.Context, in coIn) (string, error) {
+	if ctx.Execution() == 1 {
+		ctx.WaitCorrelated(in.Def, in.Key)
+		if err := ctx.WaitEvent("go").Get(nil); err != nil {
+			return "", err
+		}
+		return "", ctx.ContinueAsNew(in)
+	}
+	var s string
+	if err := ctx.WaitCorrelated(in.Def, in.Key).Get(&s); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("execution %d got %s", ctx.Execution(), s), nil
+}
+
+// co.abandon: makes a correlated wait it never awaits and ends on "go".
+func coAbandon(ctx *herald.Context, in coIn) (string, error) {
+	ctx.WaitCorrelated(in.Def, in.Key)
+	return "abandoned", ctx.WaitEvent("go").Get(nil)
+}
+
+// Repeated and parallel waits in one instance; replay of correlated
+// deliveries.
+func TestCorrelated_RepeatedAndParallelWaits(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil, func(rt *herald.Runtime) { herald.RegisterWorkflow(rt, "co.multi", coMulti) })
+	coDefine(b, coDef("doc.signed", nil))
+	coPut(b, "doc.signed", "m", "v1")
+	if _, err := b.client.StartWorkflow(b.ctx, "co.multi", coIn{Def: "doc.signed", Key: "m"}, herald.WithInstanceID("multi")); err != nil {
+		t.Fatal(err)
+	}
+	b.waitFor("both waits on m-pair", func() bool {
+		evs, err := b.client.History(b.ctx, "multi", 0)
+		return err == nil && countKind(evs, history.EventSubscribed, "doc.signed") == 4
+	})
+	ce := coPut(b, "doc.signed", "m-pair", nil) // a null payload is a payload
+	if len(ce.Produced) != 2 || ce.Produced[0].InstanceID != "multi" || ce.Produced[1].InstanceID != "multi" ||
+		ce.Produced[0].TaskSeq == ce.Produced[1].TaskSeq || string(ce.Payload) != "null" {
+		t.Fatalf("one put should reach both waits of the instance: %+v payload %s", ce.Produced, ce.Payload)
+	}
+	var out []string
+	if err := b.waitDone("multi").Result(&out); err != nil || !slices.Equal(out, []string{"v1", "v1", "<nil>", "<nil>"}) {
+		t.Fatalf("multi result %v, %v", out, err)
+	}
+	evs := coHistory(b, "multi")
+	subs := map[int]string{}
+	for _, ev := range evs {
+		if ev.Kind == history.EventSubscribed && ev.Lane == history.LaneCorrelated {
+			subs[ev.Seq] = ev.Key
+		}
+	}
+	got := map[string][]int{} // key → the wait seqs its produced events name
+	for _, ev := range coCorrelatedRaised(evs) {
+		if ev.Kind != history.EventRaised || subs[ev.TaskSeq] != ev.Key {
+			t.Fatalf("event %+v does not answer a wait on its key; history:%s", ev, coDump(evs))
+		}
+		if rec := b.fate(ev.EventID); rec.Fate != history.FateDelivered || rec.Key != ev.Key || rec.Name != "doc.signed" {
+			t.Fatalf("fate %+v", rec)
+		}
+		delete(subs, ev.TaskSeq)
+		got[ev.Key] = append(got[ev.Key], ev.TaskSeq)
+	}
+	if len(subs) != 0 || len(got["m"]) != 2 || len(got["m-pair"]) != 2 {
+		t.Fatalf("every wait should receive exactly one event: unanswered %v, answered %v; history:%s", subs, got, coDump(evs))
+	}
+	for key, seqs := range got {
+		ce := coGet(b, "doc.signed", key)
+		var pseqs []int
+		for _, p := range ce.Produced {
+			pseqs = append(pseqs, p.TaskSeq)
+		}
+		slices.Sort(pseqs)
+		slices.Sort(seqs)
+		if !slices.Equal(pseqs, seqs) {
+			t.Fatalf("%s produced for seqs %v, history delivered to %v", key, pseqs, seqs)
+		}
+	}
+}
+
+// An instance's markers go with it: continue-as-new, termination and
+// completion remove them; delete-after-first keeps an unclaimed event for
+// the first wait only.
+func TestCorrelated_MarkersEndWithTheInstance(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil, func(rt *herald.Runtime) {
+		coRegister(rt)
+		herald.RegisterWorkflow(rt, "co.can", coCan)
+		herald.RegisterWorkflow(rt, "co.abandon", coAbandon)
+	})
+	coDefine(b, coDef("doc.signed", nil))
+	coDefine(b, coDef("otp", &herald.CorrelationConfig{DeleteAfterFirstCorrelation: true}))
+
+	// Continue-as-new: execution 1's marker is gone; the put reaches only
+	// execution 2's wait.
+	coStart(b, "co.can", "can", coIn{Def: "doc.signed", Key: "c"})
+	coWaitSubscribed(b, "can")
+	if _, err := b.client.RaiseEvent(b.ctx, "can", "go", nil); err != nil {
+		t.Fatal(err)
+	}
+	b.waitFor("execution 2's wait", func() bool {
+		info, err := b.client.Status(b.ctx, "can")
+		if err != nil || info.Execution != 2 {
+			return false
+		}
+		evs, err := b.client.History(b.ctx, "can", 2)
+		return err == nil && countKind(evs, history.EventSubscribed, "doc.signed") == 1
+	})
+	ce := coPut(b, "doc.signed", "c", "p")
+	if len(ce.Produced) != 1 || ce.Produced[0].Execution != 2 {
+		t.Fatalf("put after continue-as-new reached %+v, want execution 2 only", ce.Produced)
+	}
+	if r := coResult(b, "can"); r != "execution 2 got p" {
+		t.Fatalf("can result %q", r)
+	}
+	if rec := b.fate(ce.Produced[0].EventID); rec.Fate != history.FateDelivered || rec.Execution != 2 || rec.Key != "c" {
+		t.Fatalf("fate %+v", rec)
+	}
+	if evs, err := b.client.History(b.ctx, "can", 1); err != nil || len(coCorrelatedRaised(evs)) != 0 {
+		t.Fatalf("execution 1 received a correlated event: %v%s", err, coDump(evs))
+	}
+
+	// Terminated while waiting, and completed with a wait never awaited:
+	// later puts reach neither.
+	coStart(b, coWaitWF, "term", coIn{Def: "doc.signed", Key: "t"})
+	coStart(b, "co.abandon", "abandon", coIn{Def: "doc.signed", Key: "t"})
+	coWaitSubscribed(b, "term", "abandon")
+	if err := b.client.Terminate(b.ctx, "term", "test"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.client.RaiseEvent(b.ctx, "abandon", "go", nil); err != nil {
+		t.Fatal(err)
+	}
+	if r := coResult(b, "abandon"); r != "abandoned" {
+		t.Fatalf("abandon result %q", r)
+	}
+	if ce := coPut(b, "doc.signed", "t", "nobody"); len(ce.Produced) != 0 {
+		t.Fatalf("put reached ended instances: %+v", ce.Produced)
+	}
+	coNoCorrelated(b, "term")
+	coNoCorrelated(b, "abandon")
+
+	// Delete-after-first with no waiter: kept until the first wait, which
+	// takes it; the second wait gets nothing.
+	if ce := coPut(b, "otp", "o", "4711"); len(ce.Produced) != 0 {
+		t.Fatalf("produced %+v", ce.Produced)
+	}
+	coGet(b, "otp", "o")
+	coStart(b, coWaitWF, "o1", coIn{Def: "otp", Key: "o"})
+	if r := coResult(b, "o1"); r != "got:4711" {
+		t.Fatalf("o1 result %q", r)
+	}
+	coCheckDelivered(b, "o1", "otp", "o", "4711")
+	coGone(b, "otp", "o")
+	coStart(b, coWaitWF, "o2", coIn{Def: "otp", Key: "o", Timeout: 50 * time.Millisecond})
+	if r := coResult(b, "o2"); r != "timeout" {
+		t.Fatalf("o2 result %q", r)
+	}
+	coNoCorrelated(b, "o2")
+}
