@@ -119,19 +119,11 @@ func newCorrelatedEventID() string { return "corr-" + uuid.NewString() }
 const correlatedCols = `tenant, def, key, payload, created_at, updated_at, expires_at`
 
 func scanCorrelated(row pgx.Row) (*storage.CorrelatedEvent, error) {
-	var (
-		c                               storage.CorrelatedEvent
-		payload                         []byte
-		createdAt, updatedAt, expiresAt int64
-	)
-	if err := row.Scan(&c.Tenant, &c.Def, &c.Key, &payload, &createdAt, &updatedAt, &expiresAt); err != nil {
+	var r backend.CorrelatedRow
+	if err := row.Scan(r.Dest()...); err != nil {
 		return nil, err
 	}
-	c.Payload = backend.RawOf(payload)
-	c.CreatedAt = backend.FromNanos(createdAt)
-	c.UpdatedAt = backend.FromNanos(updatedAt)
-	c.ExpiresAt = backend.FromNanos(expiresAt)
-	return &c, nil
+	return r.Correlated(), nil
 }
 
 // producedCols are the columns scanProduced reads.

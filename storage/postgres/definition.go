@@ -2,10 +2,8 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -17,29 +15,11 @@ import (
 const definitionCols = `tenant, name, schema, buffer, retention_ns, max_payload_bytes, correlation, version, created_at, updated_at`
 
 func scanDefinition(row pgx.Row) (*storage.EventDefinition, error) {
-	var (
-		d                    storage.EventDefinition
-		schema, correlation  []byte
-		retention, maxBytes  int64
-		createdAt, updatedAt int64
-	)
-	if err := row.Scan(&d.Tenant, &d.Name, &schema, &d.Buffer, &retention, &maxBytes,
-		&correlation, &d.Version, &createdAt, &updatedAt); err != nil {
+	var r backend.DefinitionRow
+	if err := row.Scan(r.Dest()...); err != nil {
 		return nil, err
 	}
-	d.Schema = backend.RawOf(schema)
-	d.Retention = time.Duration(retention)
-	d.MaxPayloadBytes = int(maxBytes)
-	if len(correlation) > 0 {
-		var c storage.CorrelationConfig
-		if err := json.Unmarshal(correlation, &c); err != nil {
-			return nil, fmt.Errorf("decode correlation config: %w", err)
-		}
-		d.Correlation = &c
-	}
-	d.CreatedAt = backend.FromNanos(createdAt)
-	d.UpdatedAt = backend.FromNanos(updatedAt)
-	return &d, nil
+	return r.Definition()
 }
 
 // EventDefinitionPut creates the definition of (Definition.Tenant,

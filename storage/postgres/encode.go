@@ -46,26 +46,18 @@ type instanceRow struct {
 // scanInstance scans instanceCols, then extra.
 func scanInstance(row pgx.Row, extra ...any) (*instanceRow, error) {
 	var (
-		r                      instanceRow
-		input, output, failure []byte
-		createdAt, updatedAt   int64
-		status                 string
+		r  instanceRow
+		ir backend.InstanceRow
 	)
-	dest := append([]any{&r.Tenant, &r.ID, &r.Workflow, &status, &r.Execution, &input, &output, &failure,
-		&createdAt, &updatedAt, &r.lockToken, &r.leaseUntil}, extra...)
+	dest := append(append(ir.Dest(), &r.lockToken, &r.leaseUntil), extra...)
 	if err := row.Scan(dest...); err != nil {
 		return nil, err
 	}
-	r.Status = storage.Status(status)
-	r.Input = backend.RawOf(input)
-	r.Output = backend.RawOf(output)
-	f, err := backend.FailureOf(failure)
+	inst, err := ir.Instance()
 	if err != nil {
 		return nil, err
 	}
-	r.Failure = f
-	r.CreatedAt = backend.FromNanos(createdAt)
-	r.UpdatedAt = backend.FromNanos(updatedAt)
+	r.Instance = inst
 	return &r, nil
 }
 
@@ -130,29 +122,12 @@ const messageCols = `id, kind, execution, task_seq, lane, event_id, name, key, p
 
 // scanMessage scans extra, then messageCols.
 func scanMessage(row pgx.Row, extra ...any) (storage.Message, error) {
-	var (
-		m                        storage.Message
-		kind, lane               string
-		payload, result, failure []byte
-		visibleAt, createdAt     int64
-	)
-	dest := append(extra, &m.ID, &kind, &m.Execution, &m.TaskSeq, &lane, &m.EventID, &m.Name, &m.Key,
-		&payload, &m.Latest, &result, &failure, &visibleAt, &createdAt)
+	var r backend.MessageRow
+	dest := append(extra, r.Dest()...)
 	if err := row.Scan(dest...); err != nil {
-		return m, err
+		return storage.Message{}, err
 	}
-	m.Kind = storage.MessageKind(kind)
-	m.Lane = history.Lane(lane)
-	m.Payload = backend.RawOf(payload)
-	m.Result = backend.RawOf(result)
-	f, err := backend.FailureOf(failure)
-	if err != nil {
-		return m, err
-	}
-	m.Failure = f
-	m.VisibleAt = backend.FromNanos(visibleAt)
-	m.CreatedAt = backend.FromNanos(createdAt)
-	return m, nil
+	return r.Message()
 }
 
 // readyAtSQL is the SQL expression of an instance's ready_at (the earliest
@@ -169,21 +144,11 @@ const lowerReadySQL = `UPDATE instances SET ready_at = LEAST(COALESCE(ready_at, 
 const eventCols = `tenant, event_id, instance_id, lane, name, fate, reason, execution, origin_execution, wait_number, key, received_at, updated_at`
 
 func scanEvent(row pgx.Row) (*storage.EventRecord, error) {
-	var (
-		e                     storage.EventRecord
-		lane, fate, reason    string
-		receivedAt, updatedAt int64
-	)
-	if err := row.Scan(&e.Tenant, &e.EventID, &e.InstanceID, &lane, &e.Name, &fate, &reason,
-		&e.Execution, &e.OriginExecution, &e.WaitNumber, &e.Key, &receivedAt, &updatedAt); err != nil {
+	var r backend.EventRow
+	if err := row.Scan(r.Dest()...); err != nil {
 		return nil, err
 	}
-	e.Lane = history.Lane(lane)
-	e.Fate = history.Fate(fate)
-	e.Reason = history.DropReason(reason)
-	e.ReceivedAt = backend.FromNanos(receivedAt)
-	e.UpdatedAt = backend.FromNanos(updatedAt)
-	return &e, nil
+	return r.Event(), nil
 }
 
 // endInstanceSQL does what every terminal transition does after the final

@@ -18,19 +18,11 @@ import (
 const correlatedCols = `tenant, def, key, payload, created_at, updated_at, expires_at`
 
 func scanCorrelated(sc scanner) (*storage.CorrelatedEvent, error) {
-	var (
-		c                               storage.CorrelatedEvent
-		payload                         []byte
-		createdAt, updatedAt, expiresAt int64
-	)
-	if err := sc.Scan(&c.Tenant, &c.Def, &c.Key, &payload, &createdAt, &updatedAt, &expiresAt); err != nil {
+	var r backend.CorrelatedRow
+	if err := sc.Scan(r.Dest()...); err != nil {
 		return nil, err
 	}
-	c.Payload = backend.RawOf(payload)
-	c.CreatedAt = backend.FromNanos(createdAt)
-	c.UpdatedAt = backend.FromNanos(updatedAt)
-	c.ExpiresAt = backend.FromNanos(expiresAt)
-	return &c, nil
+	return r.Correlated(), nil
 }
 
 // newCorrelatedEventID returns the id of an event a correlated event

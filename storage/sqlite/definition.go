@@ -3,10 +3,8 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/heraldwf/herald/history"
 	"github.com/heraldwf/herald/storage"
@@ -16,28 +14,11 @@ import (
 const definitionCols = `tenant, name, schema, buffer, retention_ns, max_payload_bytes, correlation, version, created_at, updated_at`
 
 func scanDefinition(sc scanner) (*storage.EventDefinition, error) {
-	var (
-		d                    storage.EventDefinition
-		schema, correlation  []byte
-		retention            int64
-		createdAt, updatedAt int64
-	)
-	if err := sc.Scan(&d.Tenant, &d.Name, &schema, &d.Buffer, &retention, &d.MaxPayloadBytes,
-		&correlation, &d.Version, &createdAt, &updatedAt); err != nil {
+	var r backend.DefinitionRow
+	if err := sc.Scan(r.Dest()...); err != nil {
 		return nil, err
 	}
-	d.Schema = backend.RawOf(schema)
-	d.Retention = time.Duration(retention)
-	if len(correlation) > 0 {
-		var c storage.CorrelationConfig
-		if err := json.Unmarshal(correlation, &c); err != nil {
-			return nil, fmt.Errorf("decode correlation config: %w", err)
-		}
-		d.Correlation = &c
-	}
-	d.CreatedAt = backend.FromNanos(createdAt)
-	d.UpdatedAt = backend.FromNanos(updatedAt)
-	return &d, nil
+	return r.Definition()
 }
 
 // EventDefinitionPut creates the definition of (Definition.Tenant,

@@ -133,25 +133,17 @@ type scanner interface{ Scan(dest ...any) error }
 
 func scanInstance(sc scanner) (*instanceRow, error) {
 	var (
-		r                      instanceRow
-		input, output, failure []byte
-		createdAt, updatedAt   int64
-		status                 string
+		r   instanceRow
+		row backend.InstanceRow
 	)
-	if err := sc.Scan(&r.Tenant, &r.ID, &r.Workflow, &status, &r.Execution, &input, &output, &failure,
-		&createdAt, &updatedAt, &r.lockToken, &r.leaseUntil); err != nil {
+	if err := sc.Scan(append(row.Dest(), &r.lockToken, &r.leaseUntil)...); err != nil {
 		return nil, err
 	}
-	r.Status = storage.Status(status)
-	r.Input = backend.RawOf(input)
-	r.Output = backend.RawOf(output)
-	f, err := backend.FailureOf(failure)
+	inst, err := row.Instance()
 	if err != nil {
 		return nil, err
 	}
-	r.Failure = f
-	r.CreatedAt = backend.FromNanos(createdAt)
-	r.UpdatedAt = backend.FromNanos(updatedAt)
+	r.Instance = inst
 	return &r, nil
 }
 
@@ -250,25 +242,14 @@ func loadMessages(ctx context.Context, q querier, tenant, id string, now int64, 
 	defer rows.Close()
 	var ms []storage.Message
 	for rows.Next() {
-		var (
-			m                        storage.Message
-			kind, lane               string
-			payload, result, failure []byte
-			visibleAt, createdAt     int64
-		)
-		if err := rows.Scan(&m.ID, &kind, &m.Execution, &m.TaskSeq, &lane, &m.EventID, &m.Name, &m.Key,
-			&payload, &m.Latest, &result, &failure, &visibleAt, &createdAt); err != nil {
+		var r backend.MessageRow
+		if err := rows.Scan(r.Dest()...); err != nil {
 			return nil, fmt.Errorf("load messages: %w", err)
 		}
-		m.Kind = storage.MessageKind(kind)
-		m.Lane = history.Lane(lane)
-		m.Payload = backend.RawOf(payload)
-		m.Result = backend.RawOf(result)
-		if m.Failure, err = backend.FailureOf(failure); err != nil {
+		m, err := r.Message()
+		if err != nil {
 			return nil, err
 		}
-		m.VisibleAt = backend.FromNanos(visibleAt)
-		m.CreatedAt = backend.FromNanos(createdAt)
 		ms = append(ms, m)
 	}
 	if err := rows.Err(); err != nil {
@@ -319,19 +300,9 @@ func lowerReady(w *wtx, tenant, id string, visibleAt int64) error {
 const eventCols = `tenant, event_id, instance_id, lane, name, fate, reason, execution, origin_execution, wait_number, key, received_at, updated_at`
 
 func scanEvent(sc scanner) (*storage.EventRecord, error) {
-	var (
-		e                     storage.EventRecord
-		lane, fate, reason    string
-		receivedAt, updatedAt int64
-	)
-	if err := sc.Scan(&e.Tenant, &e.EventID, &e.InstanceID, &lane, &e.Name, &fate, &reason,
-		&e.Execution, &e.OriginExecution, &e.WaitNumber, &e.Key, &receivedAt, &updatedAt); err != nil {
+	var r backend.EventRow
+	if err := sc.Scan(r.Dest()...); err != nil {
 		return nil, err
 	}
-	e.Lane = history.Lane(lane)
-	e.Fate = history.Fate(fate)
-	e.Reason = history.DropReason(reason)
-	e.ReceivedAt = backend.FromNanos(receivedAt)
-	e.UpdatedAt = backend.FromNanos(updatedAt)
-	return &e, nil
+	return r.Event(), nil
 }

@@ -126,24 +126,13 @@ func (s *Store) TurnCommit(ctx context.Context, p *storage.TurnCommitParams) ([]
 	if p == nil {
 		return nil, errors.New("sqlite: commit turn: nil params")
 	}
-	status := p.Status
-	if status == "" {
-		status = storage.StatusRunning
-	}
-	switch status {
-	case storage.StatusRunning, storage.StatusCompleted, storage.StatusFailed, storage.StatusTerminated:
-	default:
-		return nil, fmt.Errorf("sqlite: commit turn of %q: invalid status %q", p.InstanceID, p.Status)
-	}
-	if p.ContinueAsNew != nil && status != storage.StatusRunning {
-		return nil, fmt.Errorf("sqlite: commit turn of %q: continue-as-new with status %q", p.InstanceID, status)
-	}
-	if p.LockToken == "" {
-		return nil, fmt.Errorf("sqlite: commit turn of %q: empty lock token: %w", p.InstanceID, storage.ErrLeaseLost)
+	status, err := backend.CommitStatus(p)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: commit turn of %q: %w", p.InstanceID, err)
 	}
 	now := backend.NowOr(p.Now)
 	var dropped []history.Event
-	err := s.write(ctx, func(w *wtx) error {
+	err = s.write(ctx, func(w *wtx) error {
 		dropped = nil
 		return commitTurn(w, p, status, now, &dropped)
 	})

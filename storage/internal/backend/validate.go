@@ -100,3 +100,25 @@ func ValidateLeader(p *storage.LeaderElectParams, needLease bool) error {
 	}
 	return nil
 }
+
+// CommitStatus checks TurnCommit's params and returns the status the
+// commit leaves the instance in (an empty Status is storage.StatusRunning).
+// A missing lock token wraps storage.ErrLeaseLost.
+func CommitStatus(p *storage.TurnCommitParams) (storage.Status, error) {
+	status := p.Status
+	if status == "" {
+		status = storage.StatusRunning
+	}
+	switch status {
+	case storage.StatusRunning, storage.StatusCompleted, storage.StatusFailed, storage.StatusTerminated:
+	default:
+		return "", fmt.Errorf("invalid status %q", p.Status)
+	}
+	if p.ContinueAsNew != nil && status != storage.StatusRunning {
+		return "", fmt.Errorf("continue-as-new with status %q", status)
+	}
+	if p.LockToken == "" {
+		return "", fmt.Errorf("empty lock token: %w", storage.ErrLeaseLost)
+	}
+	return status, nil
+}

@@ -1,0 +1,163 @@
+package backend
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/heraldwf/herald/history"
+	"github.com/heraldwf/herald/storage"
+)
+
+// The *Row types receive the columns of a row as the drivers scan them
+// (Dest gives the scan destinations, in the order of the backends' column
+// lists) and decode them into the storage types. Both schemas store times
+// as unix nanoseconds (0: zero time) and payloads as JSON text.
+
+// DefinitionRow is a row of event_definitions: tenant, name, schema,
+// buffer, retention_ns, max_payload_bytes, correlation, version,
+// created_at, updated_at.
+type DefinitionRow struct {
+	d                          storage.EventDefinition
+	schema, correlation        []byte
+	retention, maxPayloadBytes int64
+	createdAt, updatedAt       int64
+}
+
+// Dest returns the scan destinations of the row's columns.
+func (r *DefinitionRow) Dest() []any {
+	return []any{&r.d.Tenant, &r.d.Name, &r.schema, &r.d.Buffer, &r.retention, &r.maxPayloadBytes,
+		&r.correlation, &r.d.Version, &r.createdAt, &r.updatedAt}
+}
+
+// Definition decodes the scanned row.
+func (r *DefinitionRow) Definition() (*storage.EventDefinition, error) {
+	d := r.d
+	d.Schema = RawOf(r.schema)
+	d.Retention = time.Duration(r.retention)
+	d.MaxPayloadBytes = int(r.maxPayloadBytes)
+	if len(r.correlation) > 0 {
+		var c storage.CorrelationConfig
+		if err := json.Unmarshal(r.correlation, &c); err != nil {
+			return nil, fmt.Errorf("decode correlation config: %w", err)
+		}
+		d.Correlation = &c
+	}
+	d.CreatedAt = FromNanos(r.createdAt)
+	d.UpdatedAt = FromNanos(r.updatedAt)
+	return &d, nil
+}
+
+// InstanceRow is a row of instances without its lease: tenant, id,
+// workflow, status, execution, input, output, failure, created_at,
+// updated_at.
+type InstanceRow struct {
+	inst                   storage.Instance
+	status                 string
+	input, output, failure []byte
+	createdAt, updatedAt   int64
+}
+
+// Dest returns the scan destinations of the row's columns.
+func (r *InstanceRow) Dest() []any {
+	return []any{&r.inst.Tenant, &r.inst.ID, &r.inst.Workflow, &r.status, &r.inst.Execution,
+		&r.input, &r.output, &r.failure, &r.createdAt, &r.updatedAt}
+}
+
+// Instance decodes the scanned row.
+func (r *InstanceRow) Instance() (storage.Instance, error) {
+	inst := r.inst
+	inst.Status = storage.Status(r.status)
+	inst.Input = RawOf(r.input)
+	inst.Output = RawOf(r.output)
+	f, err := FailureOf(r.failure)
+	if err != nil {
+		return inst, err
+	}
+	inst.Failure = f
+	inst.CreatedAt = FromNanos(r.createdAt)
+	inst.UpdatedAt = FromNanos(r.updatedAt)
+	return inst, nil
+}
+
+// MessageRow is a row of inbox: id, kind, execution, task_seq, lane,
+// event_id, name, key, payload, latest, result, failure, visible_at,
+// created_at.
+type MessageRow struct {
+	m                        storage.Message
+	kind, lane               string
+	payload, result, failure []byte
+	visibleAt, createdAt     int64
+}
+
+// Dest returns the scan destinations of the row's columns.
+func (r *MessageRow) Dest() []any {
+	return []any{&r.m.ID, &r.kind, &r.m.Execution, &r.m.TaskSeq, &r.lane, &r.m.EventID, &r.m.Name, &r.m.Key,
+		&r.payload, &r.m.Latest, &r.result, &r.failure, &r.visibleAt, &r.createdAt}
+}
+
+// Message decodes the scanned row.
+func (r *MessageRow) Message() (storage.Message, error) {
+	m := r.m
+	m.Kind = storage.MessageKind(r.kind)
+	m.Lane = history.Lane(r.lane)
+	m.Payload = RawOf(r.payload)
+	m.Result = RawOf(r.result)
+	f, err := FailureOf(r.failure)
+	if err != nil {
+		return m, err
+	}
+	m.Failure = f
+	m.VisibleAt = FromNanos(r.visibleAt)
+	m.CreatedAt = FromNanos(r.createdAt)
+	return m, nil
+}
+
+// EventRow is a row of the events ledger: tenant, event_id, instance_id,
+// lane, name, fate, reason, execution, origin_execution, wait_number, key,
+// received_at, updated_at.
+type EventRow struct {
+	e                     storage.EventRecord
+	lane, fate, reason    string
+	receivedAt, updatedAt int64
+}
+
+// Dest returns the scan destinations of the row's columns.
+func (r *EventRow) Dest() []any {
+	return []any{&r.e.Tenant, &r.e.EventID, &r.e.InstanceID, &r.lane, &r.e.Name, &r.fate, &r.reason,
+		&r.e.Execution, &r.e.OriginExecution, &r.e.WaitNumber, &r.e.Key, &r.receivedAt, &r.updatedAt}
+}
+
+// Event decodes the scanned row.
+func (r *EventRow) Event() *storage.EventRecord {
+	e := r.e
+	e.Lane = history.Lane(r.lane)
+	e.Fate = history.Fate(r.fate)
+	e.Reason = history.DropReason(r.reason)
+	e.ReceivedAt = FromNanos(r.receivedAt)
+	e.UpdatedAt = FromNanos(r.updatedAt)
+	return &e
+}
+
+// CorrelatedRow is a row of correlated_events: tenant, def, key, payload,
+// created_at, updated_at, expires_at.
+type CorrelatedRow struct {
+	c                               storage.CorrelatedEvent
+	payload                         []byte
+	createdAt, updatedAt, expiresAt int64
+}
+
+// Dest returns the scan destinations of the row's columns.
+func (r *CorrelatedRow) Dest() []any {
+	return []any{&r.c.Tenant, &r.c.Def, &r.c.Key, &r.payload, &r.createdAt, &r.updatedAt, &r.expiresAt}
+}
+
+// Correlated decodes the scanned row (its produced list is left empty).
+func (r *CorrelatedRow) Correlated() *storage.CorrelatedEvent {
+	c := r.c
+	c.Payload = RawOf(r.payload)
+	c.CreatedAt = FromNanos(r.createdAt)
+	c.UpdatedAt = FromNanos(r.updatedAt)
+	c.ExpiresAt = FromNanos(r.expiresAt)
+	return &c
+}
