@@ -14,6 +14,7 @@ import (
 	"github.com/heraldwf/herald/history"
 	"github.com/heraldwf/herald/storage"
 	"github.com/heraldwf/herald/storage/postgres"
+	"github.com/heraldwf/herald/storage/storagetest"
 )
 
 // Many nodes (stores with pools of their own on one schema) register
@@ -239,71 +240,15 @@ func TestCorrelatedWaitPutRaceAcrossNodes(t *testing.T) {
 func TestCorrelationMarkersDeleted(t *testing.T) {
 	ctx := context.Background()
 	schema := newSchema(t)
-	s := open(t, schema)
 	conn := connect(t)
-	now := t0
-	markers := func() int {
+	storagetest.CorrelationMarkersDeleted(t, open(t, schema), func() int {
 		t.Helper()
 		var n int
 		if err := conn.QueryRow(ctx, `SELECT count(*) FROM "`+schema+`".correlated_waits`).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		return n
-	}
-	pokes := 0
-	turnOf := func(id string) *storage.Turn {
-		t.Helper()
-		pokes++
-		if _, err := s.EventRaise(ctx, &storage.EventRaiseParams{Tenant: "t", InstanceID: id, EventID: fmt.Sprint("poke", pokes), Name: "poke", Now: now}); err != nil {
-			t.Fatal(err)
-		}
-		turns, err := s.TurnClaim(ctx, &storage.TurnClaimParams{Tenant: "t", Now: now, Max: 1})
-		if err != nil || len(turns) != 1 || turns[0].Instance.ID != id {
-			t.Fatalf("TurnClaim: %v, %v", turns, err)
-		}
-		return turns[0]
-	}
-	commit := func(turn *storage.Turn, edit func(p *storage.TurnCommitParams)) {
-		t.Helper()
-		p := &storage.TurnCommitParams{Tenant: "t", InstanceID: turn.Instance.ID, LockToken: turn.LockToken,
-			Execution: turn.Instance.Execution, Now: now}
-		for _, m := range turn.Messages {
-			p.ConsumedMessages = append(p.ConsumedMessages, m.ID)
-		}
-		if edit != nil {
-			edit(p)
-		}
-		if _, err := s.TurnCommit(ctx, p); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, id := range []string{"done", "again", "killed", "live"} {
-		if _, err := s.InstanceCreate(ctx, &storage.InstanceCreateParams{Tenant: "t", ID: id, Workflow: "wf", Now: now}); err != nil {
-			t.Fatal(err)
-		}
-		commit(turnOf(id), func(p *storage.TurnCommitParams) {
-			p.CorrelatedWaits = []storage.CorrelatedWait{{TaskSeq: 2, Def: "d", Key: "k"}, {TaskSeq: 3, Def: "d", Key: "other"}}
-		})
-	}
-	if n := markers(); n != 8 {
-		t.Fatalf("%d markers, want 8", n)
-	}
-	commit(turnOf("done"), func(p *storage.TurnCommitParams) { p.Status = storage.StatusCompleted })
-	commit(turnOf("again"), func(p *storage.TurnCommitParams) {
-		p.ContinueAsNew = &storage.ContinueAsNewParams{StartEvents: []history.Event{{Seq: 1, Kind: history.ExecutionStarted, Execution: 2}}}
 	})
-	if _, err := s.InstanceTerminate(ctx, &storage.InstanceTerminateParams{Tenant: "t", ID: "killed", Now: now}); err != nil {
-		t.Fatal(err)
-	}
-	if n := markers(); n != 2 {
-		t.Fatalf("%d markers after the instances ended, want 2", n)
-	}
-	if _, err := s.CorrelatedPut(ctx, &storage.CorrelatedPutParams{Tenant: "t", Def: "d", Key: "k", Payload: []byte(`1`), Now: now}); err != nil {
-		t.Fatal(err)
-	}
-	if n := markers(); n != 1 {
-		t.Fatalf("%d markers after a put, want 1", n)
-	}
 }
 
 // createAll creates instances i000, i001, ... of tenant through the stores
