@@ -200,22 +200,30 @@ func coSubscribed(b *bundle, id string, evs []history.Event, def, key string) in
 }
 
 // coWaitSubscribed waits until every instance has made its correlated wait
-// (its marker is committed with the EventSubscribed).
+// (its marker is committed with the EventSubscribed). Each round reads the
+// histories of the instances not seen waiting yet; rounds back off (like
+// WaitForCompletion) so that polling many instances does not starve the
+// runtime under the race detector.
 func coWaitSubscribed(b *bundle, ids ...string) {
 	b.t.Helper()
-	for _, id := range ids {
-		b.waitFor("correlated wait of "+id, func() bool {
+	pending := slices.Clone(ids)
+	delay := 2 * time.Millisecond
+	for {
+		pending = slices.DeleteFunc(pending, func(id string) bool {
 			evs, err := b.client.History(b.ctx, id, 0)
-			if err != nil {
-				return false
-			}
-			for _, ev := range evs {
-				if ev.Kind == history.EventSubscribed && ev.Lane == history.LaneCorrelated {
-					return true
-				}
-			}
-			return false
+			return err == nil && slices.ContainsFunc(evs, func(ev history.Event) bool {
+				return ev.Kind == history.EventSubscribed && ev.Lane == history.LaneCorrelated
+			})
 		})
+		if len(pending) == 0 {
+			return
+		}
+		select {
+		case <-b.ctx.Done():
+			b.t.Fatalf("timed out waiting for the correlated waits of %d instances, e.g. %s", len(pending), pending[0])
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 50*time.Millisecond)
 	}
 }
 
@@ -513,21 +521,21 @@ func coDeleteAfterFirst(t *testing.T, nodes []*bundle) {
 			t.Fatalf("%s result %q", winner, got)
 		}
 		coCheckDelivered(b, winner, "otp.entered", nodeKey(winner), "123456")
-		// The other 49 still wait: nothing reached them. End them.
+		// The other 49 still wait (Terminate refuses an instance that has
+		// ended) and nothing reached them, in their ledgers or histories.
 		for _, id := range ids {
 			if id == winner {
 				continue
 			}
-			coNoCorrelated(b, id)
-			if info, err := b.client.Status(b.ctx, id); err != nil || info.Status != herald.StatusRunning {
-				t.Fatalf("%s should still be waiting: %+v, %v", id, info, err)
-			}
 			if err := nodes[1].client.Terminate(b.ctx, id, "test over"); err != nil {
-				t.Fatalf("terminate %s: %v", id, err)
+				t.Fatalf("%s should still be waiting: terminate: %v", id, err)
+			}
+			if evs := coHistory(b, id); len(coCorrelatedRaised(evs)) != 0 {
+				t.Fatalf("%s received a correlated event:%s", id, coDump(evs))
 			}
 		}
-		if got := receivers(ids); len(got) != 1 {
-			t.Fatalf("after terminating the others: receivers %v", got)
+		if got := receivers(ids); len(got) != 1 || got[0] != winner {
+			t.Fatalf("after terminating the others: receivers %v, want only %s", got, winner)
 		}
 	}
 
@@ -822,13 +830,16 @@ func TestCorrelated_Search(t *testing.T) {
 		t.Fatalf("orphans paged: %v", paged)
 	}
 
-	// 1,000 events, put concurrently through a clock that ticks 1 ms per
-	// read; paging in creation order sees each exactly once.
-	var tick atomic.Int64
-	tick.Store(base.UnixNano())
+	// 1,000 events, put concurrently through a clock that ticks 1 ms every
+	// third read, so up to three events share a creation time and are
+	// ordered by key, bytewise (keys differ in case, punctuation and
+	// non-ASCII letters, and hold the bookmark's ':' separator); paging in
+	// creation order sees each exactly once.
+	var reads atomic.Int64
 	pc := herald.NewClient(b.store, &herald.Config{Now: func() time.Time {
-		return time.Unix(0, tick.Add(int64(time.Millisecond))).UTC()
+		return base.Add(time.Duration(reads.Add(1)/3) * time.Millisecond).UTC()
 	}})
+	prefixes := []string{"a", "B", "ä", "a:b", "a-b", "Z"}
 	const total = 1000
 	created := make([]*herald.CorrelatedEvent, total)
 	var wg sync.WaitGroup
@@ -837,7 +848,7 @@ func TestCorrelated_Search(t *testing.T) {
 	for range 8 {
 		wg.Go(func() {
 			for i := range work {
-				ce, err := pc.PutCorrelatedEvent(b.ctx, "s.page", fmt.Sprintf("p-%04d", (i*7919)%total), i)
+				ce, err := pc.PutCorrelatedEvent(b.ctx, "s.page", fmt.Sprintf("%s%04d", prefixes[i%len(prefixes)], (i*7919)%total), i)
 				if err != nil {
 					errs <- err
 					continue
@@ -858,10 +869,14 @@ func TestCorrelated_Search(t *testing.T) {
 	slices.SortFunc(created, func(x, y *herald.CorrelatedEvent) int {
 		return cmp.Or(x.CreatedAt.Compare(y.CreatedAt), cmp.Compare(x.Key, y.Key))
 	})
+	ties := 0
 	for i := 1; i < total; i++ {
-		if !created[i].CreatedAt.After(created[i-1].CreatedAt) {
-			t.Fatalf("fake clock gave equal creation times %v", created[i].CreatedAt)
+		if created[i].CreatedAt.Equal(created[i-1].CreatedAt) {
+			ties++
 		}
+	}
+	if ties < 100 {
+		t.Fatalf("only %d events share a creation time; the test wants ties", ties)
 	}
 	var seen []*herald.CorrelatedEvent
 	bm = ""
@@ -896,13 +911,14 @@ func TestCorrelated_Search(t *testing.T) {
 	if evs, _, err := b.client.SearchCorrelatedEvents(b.ctx, "s.page", herald.CorrelatedSearch{Limit: 5000}); err != nil || len(evs) != total {
 		t.Fatalf("limit 5000: %d events, %v; want all %d (cap 1000)", len(evs), err, total)
 	}
-	// A bookmark stays valid across a new insert: the next page continues
-	// after the last event seen.
+	// A bookmark stays valid across a new insert, even one that sorts
+	// before it: the next page continues after the last event seen.
 	first, next, err := b.client.SearchCorrelatedEvents(b.ctx, "s.page", herald.CorrelatedSearch{Limit: 10})
 	if err != nil || len(first) != 10 {
 		t.Fatalf("first page: %d, %v", len(first), err)
 	}
-	if _, err := pc.PutCorrelatedEvent(b.ctx, "s.page", "p-new", "late"); err != nil {
+	early := herald.NewClient(b.store, &herald.Config{Now: func() time.Time { return base.Add(-time.Hour) }})
+	if _, err := early.PutCorrelatedEvent(b.ctx, "s.page", "early", "late"); err != nil {
 		t.Fatal(err)
 	}
 	second, _, err := b.client.SearchCorrelatedEvents(b.ctx, "s.page", herald.CorrelatedSearch{Limit: 10, Bookmark: next})
@@ -1251,4 +1267,48 @@ func TestCorrelated_MarkersEndWithTheInstance(t *testing.T) {
 		t.Fatalf("o2 result %q", r)
 	}
 	coNoCorrelated(b, "o2")
+}
+
+// TTL on a fake clock: expiry is exact, and putting a key again renews its
+// expiry (created time kept).
+func TestCorrelated_TTLRenewedByPut(t *testing.T) {
+	t.Parallel()
+	start := time.Date(2026, 5, 1, 8, 0, 0, 0, time.UTC)
+	var clock atomic.Int64
+	clock.Store(start.UnixNano())
+	at := func(d time.Duration) time.Time { return start.Add(d) }
+	b := coSetup(t, &herald.Config{ExpiryInterval: 10 * time.Millisecond,
+		Now: func() time.Time { return time.Unix(0, clock.Load()).UTC() }})
+	coDefine(b, coDef("code.sent", &herald.CorrelationConfig{TTL: time.Hour}))
+	for _, k := range []string{"renewed", "control"} {
+		if ce := coPut(b, "code.sent", k, "v1"); !ce.ExpiresAt.Equal(at(time.Hour)) {
+			t.Fatalf("%s expires at %v, want %v", k, ce.ExpiresAt, at(time.Hour))
+		}
+	}
+	clock.Store(at(30 * time.Minute).UnixNano())
+	ce := coPut(b, "code.sent", "renewed", "v2")
+	if !ce.ExpiresAt.Equal(at(90*time.Minute)) || !ce.CreatedAt.Equal(start) || !ce.UpdatedAt.Equal(at(30*time.Minute)) {
+		t.Fatalf("re-put: created %v updated %v expires %v; want %v, %v, %v", ce.CreatedAt, ce.UpdatedAt, ce.ExpiresAt,
+			start, at(30*time.Minute), at(90*time.Minute))
+	}
+	// Past the first expiry: the control goes; the renewed key, judged by
+	// the same pass, stays.
+	clock.Store(at(61 * time.Minute).UnixNano())
+	b.waitFor("expiry of control", func() bool {
+		_, err := b.client.GetCorrelatedEvent(b.ctx, "code.sent", "control")
+		return errors.Is(err, herald.ErrNotFound)
+	})
+	if got := coGet(b, "code.sent", "renewed"); string(got.Payload) != `"v2"` {
+		t.Fatalf("renewed: %s", got.Payload)
+	}
+	evs, _, err := b.client.SearchCorrelatedEvents(b.ctx, "code.sent", herald.CorrelatedSearch{})
+	if err != nil || len(evs) != 1 || evs[0].Key != "renewed" {
+		t.Fatalf("search after expiry: %d, %v", len(evs), err)
+	}
+	// Exactly at the renewed expiry it goes too.
+	clock.Store(at(90 * time.Minute).UnixNano())
+	b.waitFor("expiry of renewed", func() bool {
+		_, err := b.client.GetCorrelatedEvent(b.ctx, "code.sent", "renewed")
+		return errors.Is(err, herald.ErrNotFound)
+	})
 }
