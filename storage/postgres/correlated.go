@@ -416,11 +416,7 @@ func (s *Store) CorrelatedSearch(ctx context.Context, p *storage.CorrelatedSearc
 			if err := rows.Err(); err != nil {
 				return err
 			}
-			if len(out) > limit {
-				out = out[:limit]
-				last := out[limit-1]
-				next = backend.EncodeBookmark(last.CreatedAt.UnixNano(), last.Key)
-			}
+			out, next = backend.SearchPage(out, limit)
 			if len(out) == 0 {
 				out = nil
 				return nil

@@ -399,12 +399,7 @@ func (s *Store) CorrelatedSearch(ctx context.Context, p *storage.CorrelatedSearc
 	if err := rows.Err(); err != nil {
 		return nil, "", fmt.Errorf("sqlite: search correlated events: %w", s.readErr(err))
 	}
-	next := ""
-	if len(out) > limit {
-		out = out[:limit]
-		last := out[limit-1]
-		next = backend.EncodeBookmark(last.CreatedAt.UnixNano(), last.Key)
-	}
+	out, next := backend.SearchPage(out, limit)
 	if len(out) == 0 {
 		return nil, "", nil
 	}

@@ -3,6 +3,8 @@ package backend
 import (
 	"testing"
 	"time"
+
+	"github.com/heraldwf/herald/storage"
 )
 
 func TestBookmarkRoundTrip(t *testing.T) {
@@ -48,5 +50,21 @@ func TestNanos(t *testing.T) {
 	now := NowOr(time.Time{})
 	if now.IsZero() || now.Location() != time.UTC || !FromNanos(Nanos(now)).Equal(now) {
 		t.Errorf("NowOr/Nanos/FromNanos round trip: %v", now)
+	}
+}
+
+func TestSearchPage(t *testing.T) {
+	evs := []*storage.CorrelatedEvent{
+		{Key: "a", CreatedAt: time.Unix(0, 1)},
+		{Key: "b", CreatedAt: time.Unix(0, 2)},
+		{Key: "c", CreatedAt: time.Unix(0, 3)},
+	}
+	page, next := SearchPage(evs, 3)
+	if len(page) != 3 || next != "" {
+		t.Errorf("SearchPage(3 of 3) = %d events, %q", len(page), next)
+	}
+	page, next = SearchPage(evs, 2)
+	if len(page) != 2 || next != EncodeBookmark(2, "b") {
+		t.Errorf("SearchPage(3, limit 2) = %d events, %q", len(page), next)
 	}
 }

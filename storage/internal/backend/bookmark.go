@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/heraldwf/herald/storage"
 )
 
 // bookmarkPrefix versions the bookmark format.
@@ -32,4 +34,16 @@ func DecodeBookmark(b string) (createdAt int64, key string, err error) {
 		return 0, "", fmt.Errorf("invalid bookmark %q", b)
 	}
 	return createdAt, key, nil
+}
+
+// SearchPage cuts the events a CorrelatedSearch read (limit+1 of them at
+// most, in page order) to a page of limit and returns the bookmark of the
+// next page: "" if this page is the last.
+func SearchPage(events []*storage.CorrelatedEvent, limit int) ([]*storage.CorrelatedEvent, string) {
+	if len(events) <= limit {
+		return events, ""
+	}
+	events = events[:limit]
+	last := events[limit-1]
+	return events, EncodeBookmark(last.CreatedAt.UnixNano(), last.Key)
 }
