@@ -1365,3 +1365,82 @@ func TestCorrelated_PutBeforeTimeoutInOneTurn(t *testing.T) {
 		t.Errorf("result %q, want got:4711", r)
 	}
 }
+
+// Fan-out under concurrency: puts on one key race waits being made on two
+// nodes. Every waiter receives exactly one event, the payload of one of the
+// puts, and the correlated event lists each of them once.
+func TestCorrelated_ConcurrentPutsAndWaits(t *testing.T) {
+	t.Parallel()
+	st := testStore(t)
+	nodes := []*bundle{setupOn(t, st, nil, coRegister), setupOn(t, st, nil, coRegister)}
+	b := nodes[0]
+	coDefine(b, coDef("doc.signed", nil))
+	const n, puts = 30, 5
+	var wg sync.WaitGroup
+	errs := make(chan error, n+puts)
+	var ids []string
+	for i := range n {
+		id := fmt.Sprintf("cw-%02d", i)
+		ids = append(ids, id)
+		wg.Go(func() {
+			if _, err := nodes[i%2].client.StartWorkflow(b.ctx, coWaitWF, coIn{Def: "doc.signed", Key: "hot"},
+				herald.WithInstanceID(id)); err != nil {
+				errs <- err
+			}
+		})
+		if i%(n/puts) == 0 {
+			wg.Go(func() {
+				if _, err := nodes[(i+1)%2].client.PutCorrelatedEvent(b.ctx, "doc.signed", "hot", fmt.Sprintf("put-%d", i)); err != nil {
+					errs <- err
+				}
+			})
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	want := map[string]coProduced{}
+	for _, id := range ids {
+		r := coResult(b, id)
+		if len(r) < len("got:put-") || r[:len("got:put-")] != "got:put-" {
+			t.Fatalf("%s result %q", id, r)
+		}
+		ev, seq := coCheckDelivered(b, id, "doc.signed", "hot", r[len("got:"):])
+		want[id] = coProduced{ev, seq}
+	}
+	coCheckProduced(b, coGet(b, "doc.signed", "hot"), want)
+}
+
+// A wait on a definition without correlation config is registered anyway
+// (and logged): once the definition gets a correlation config, a put
+// reaches it.
+func TestCorrelated_WaitBeforeCorrelationConfig(t *testing.T) {
+	t.Parallel()
+	b := coSetup(t, nil)
+	if _, err := b.client.PutEventDefinition(b.ctx, herald.EventDefinition{Name: "later"}); err != nil {
+		t.Fatal(err)
+	}
+	coStart(b, coWaitWF, "early", coIn{Def: "later", Key: "k"})
+	coWaitSubscribed(b, "early")
+	if _, err := b.client.PutCorrelatedEvent(b.ctx, "later", "k", "refused"); !errors.Is(err, herald.ErrEventInvalid) {
+		t.Fatalf("put without correlation config: %v", err)
+	}
+	warned := slices.ContainsFunc(b.logs.warnings(), func(w string) bool {
+		return strings.Contains(w, "without correlation config") && strings.Contains(w, "early")
+	})
+	if !warned {
+		t.Fatalf("no warning for a wait that no put can reach: %q", b.logs.warnings())
+	}
+	coDefine(b, coDef("later", nil))
+	ce := coPut(b, "later", "k", "now")
+	if len(ce.Produced) != 1 {
+		t.Fatalf("produced %+v", ce.Produced)
+	}
+	if r := coResult(b, "early"); r != "got:now" {
+		t.Fatalf("result %q", r)
+	}
+	ev, seq := coCheckDelivered(b, "early", "later", "k", "now")
+	coCheckProduced(b, ce, map[string]coProduced{"early": {ev, seq}})
+}
