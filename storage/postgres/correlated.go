@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -108,13 +107,9 @@ func queueCorrelatedWaits(b *batch, p *storage.TurnCommitParams, waits []storage
 	}
 	for _, w := range waits {
 		b.exec(fmt.Sprintf("correlated wait seq %d", w.TaskSeq), commitWaitSQL,
-			tenant, id, w.Def, w.Key, execution, w.TaskSeq, now, newCorrelatedEventID(), w.DeleteAfterFirst)
+			tenant, id, w.Def, w.Key, execution, w.TaskSeq, now, backend.NewCorrelatedEventID(), w.DeleteAfterFirst)
 	}
 }
-
-// newCorrelatedEventID returns the id of an event a correlated event
-// produces (putDeliverSQL makes the same in SQL).
-func newCorrelatedEventID() string { return "corr-" + uuid.NewString() }
 
 const correlatedCols = `tenant, def, key, payload, created_at, updated_at, expires_at`
 
@@ -188,7 +183,8 @@ func queueDeleteCorrelated(b *batch, found *bool, tenant, def, key string) {
 // $6 (NULL: all): $1 tenant, $2 definition, $3 key, $4 payload, $5 now. Each
 // marker gets a ledger row, an inbox message and a produced
 // entry, and is deleted; the instances' ready_at is lowered. The caller
-// holds the key's advisory lock and has locked the instances.
+// holds the key's advisory lock and has locked the instances. The event
+// ids are made in SQL as backend.NewCorrelatedEventID makes them.
 const putDeliverSQL = `WITH m AS MATERIALIZED (
 	SELECT w.instance_id, w.execution, w.task_seq, w.created_at, w.rid,
 		'corr-' || gen_random_uuid()::text AS event_id

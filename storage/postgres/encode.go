@@ -71,14 +71,11 @@ func historyArgs(evs []history.Event) (seqs []int32, kinds, docs []string, err e
 	docs = make([]string, len(evs))
 	for i := range evs {
 		ev := &evs[i]
-		if ev.Seq <= 0 {
-			return nil, nil, nil, fmt.Errorf("history event %d (%s): seq %d must be positive", i, ev.Kind, ev.Seq)
-		}
-		b, err := json.Marshal(ev)
+		doc, err := backend.EncodeHistoryEvent(i, ev)
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("encode history event seq %d: %w", ev.Seq, err)
+			return nil, nil, nil, err
 		}
-		seqs[i], kinds[i], docs[i] = int32(ev.Seq), string(ev.Kind), string(b)
+		seqs[i], kinds[i], docs[i] = int32(ev.Seq), string(ev.Kind), doc
 	}
 	return seqs, kinds, docs, nil
 }
@@ -98,14 +95,6 @@ func (b *batch) queueHistory(what, tenant, id string, execution int, evs []histo
 	}
 	b.exec(what, insertHistorySQL, tenant, id, execution, seqs, kinds, docs)
 	return nil
-}
-
-func decodeEvent(b []byte) (history.Event, error) {
-	var ev history.Event
-	if err := json.Unmarshal(b, &ev); err != nil {
-		return ev, fmt.Errorf("decode history event: %w", err)
-	}
-	return ev, nil
 }
 
 // historyConflict turns a duplicate history key into a readable error.

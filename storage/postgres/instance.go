@@ -258,7 +258,7 @@ func (s *Store) HistoryList(ctx context.Context, p *storage.HistoryListParams) (
 			if b == nil { // the instance exists, the page is empty
 				continue
 			}
-			ev, err := decodeEvent(b)
+			ev, err := backend.DecodeHistoryEvent(b)
 			if err != nil {
 				return err
 			}

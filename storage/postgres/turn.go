@@ -159,7 +159,7 @@ func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*s
 				if err := rows.Scan(&id, &doc); err != nil {
 					return err
 				}
-				ev, err := decodeEvent(doc)
+				ev, err := backend.DecodeHistoryEvent(doc)
 				if err != nil {
 					return err
 				}

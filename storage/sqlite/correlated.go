@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/google/uuid"
-
 	"github.com/heraldwf/herald/history"
 	"github.com/heraldwf/herald/storage"
 	"github.com/heraldwf/herald/storage/internal/backend"
@@ -24,10 +22,6 @@ func scanCorrelated(sc scanner) (*storage.CorrelatedEvent, error) {
 	}
 	return r.Correlated(), nil
 }
-
-// newCorrelatedEventID returns the id of an event a correlated event
-// produces.
-func newCorrelatedEventID() string { return "corr-" + uuid.NewString() }
 
 // loadCorrelated reads a correlated event with its produced list; it wraps
 // storage.ErrNotFound if there is none.
@@ -97,7 +91,7 @@ func deleteCorrelated(w *wtx, tenant, def, key string) (bool, error) {
 // an entry in the correlated event's produced list. The caller has checked
 // that the instance is running.
 func produce(w *wtx, tenant, instanceID string, execution, taskSeq int, def, key string, payload json.RawMessage, now int64) error {
-	eventID := newCorrelatedEventID()
+	eventID := backend.NewCorrelatedEventID()
 	if _, err := w.exec(`INSERT INTO events (tenant, event_id, instance_id, lane, name, key, fate, received_at, updated_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		tenant, eventID, instanceID, string(history.LaneCorrelated), def, key, string(history.FatePending), now, now); err != nil {

@@ -179,9 +179,9 @@ func loadHistory(ctx context.Context, q querier, tenant, id string, execution, a
 		if err := rows.Scan(&b); err != nil {
 			return nil, fmt.Errorf("load history: %w", err)
 		}
-		var ev history.Event
-		if err := json.Unmarshal(b, &ev); err != nil {
-			return nil, fmt.Errorf("decode history event: %w", err)
+		ev, err := backend.DecodeHistoryEvent(b)
+		if err != nil {
+			return nil, err
 		}
 		evs = append(evs, ev)
 	}
@@ -196,15 +196,12 @@ func loadHistory(ctx context.Context, q querier, tenant, id string, execution, a
 func appendHistory(w *wtx, tenant, id string, execution int, evs []history.Event) error {
 	for i := range evs {
 		ev := &evs[i]
-		if ev.Seq <= 0 {
-			return fmt.Errorf("history event %d (%s): seq %d must be positive", i, ev.Kind, ev.Seq)
-		}
-		b, err := json.Marshal(ev)
+		doc, err := backend.EncodeHistoryEvent(i, ev)
 		if err != nil {
-			return fmt.Errorf("encode history event seq %d: %w", ev.Seq, err)
+			return err
 		}
 		if _, err := w.exec(`INSERT INTO history (tenant, instance_id, execution, seq, kind, event)
-			VALUES (?, ?, ?, ?, ?, ?)`, tenant, id, execution, ev.Seq, string(ev.Kind), string(b)); err != nil {
+			VALUES (?, ?, ?, ?, ?, ?)`, tenant, id, execution, ev.Seq, string(ev.Kind), doc); err != nil {
 			if isConstraint(err) {
 				return fmt.Errorf("append history: execution %d already has seq %d (%s)", execution, ev.Seq, ev.Kind)
 			}
