@@ -13,7 +13,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -1320,15 +1319,11 @@ func TestCorrelated_TTLRenewedByPut(t *testing.T) {
 // began). With delete-after-first the put deleted the correlated event, so a
 // wait that let the event go would lose it.
 //
-// Known engine bug (reported, not fixed here): a turn applies its messages in
-// inbox order (ORDER BY id), so the older timer_fired row withdraws the wait
-// first and the correlated event is then dropped (withdrawn_wait). The test
-// runs with HERALD_TEST_KNOWN_BUGS=1.
+// A turn applies its messages in the order they happened (a timer when it
+// fired), so the put, made before the timeout, reaches the wait although
+// the timer's inbox row is older.
 func TestCorrelated_PutBeforeTimeoutInOneTurn(t *testing.T) {
 	t.Parallel()
-	if os.Getenv("HERALD_TEST_KNOWN_BUGS") == "" {
-		t.Skip("known bug: a put made before a wait's timeout is dropped when the turn sees it with the fired timer; HERALD_TEST_KNOWN_BUGS=1 runs it")
-	}
 	start := time.Date(2026, 5, 1, 8, 0, 0, 0, time.UTC)
 	var clock atomic.Int64
 	clock.Store(start.UnixNano())
@@ -1449,16 +1444,10 @@ func TestCorrelated_WaitBeforeCorrelationConfig(t *testing.T) {
 // to ends before the instance sees it: here execution 1 continues as new on
 // a "go" raised just before the put. Either execution 2's wait receives the
 // event or the correlated event is still there for it.
-//
-// Known engine/store bug (reported, not fixed here): the put deletes the
-// correlated event as it delivers to execution 1's marker; execution 2's
-// first turn drops the delivery (withdrawn_wait) and its own wait never
-// completes. Runs with HERALD_TEST_KNOWN_BUGS=1.
+// The engine honours a delivery the store made to a wait that is still
+// active before anything else of the turn can end that wait.
 func TestCorrelated_DeleteAfterFirstDeliveryToEndedWait(t *testing.T) {
 	t.Parallel()
-	if os.Getenv("HERALD_TEST_KNOWN_BUGS") == "" {
-		t.Skip("known bug: a delete-after-first event delivered to a wait that ends before its turn is lost; HERALD_TEST_KNOWN_BUGS=1 runs it")
-	}
 	st := testStore(t)
 	reg := func(rt *herald.Runtime) { herald.RegisterWorkflow(rt, "co.can", coCan) }
 	node1 := setupOn(t, st, nil, reg)

@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -331,17 +332,30 @@ func (s *State) run() {
 		}
 	}
 
-	// Phase 2: new messages. Kicks carry nothing but the request for a
-	// turn, so they are consumed even if the code finishes first.
+	// Phase 2: new messages, in the order they happened: a timer happens
+	// when it fires, not when it was set, so messages are applied by the
+	// time they became visible (insertion order among equals). An event put
+	// before a timeout fired is seen before the timeout. Kicks carry
+	// nothing but the request for a turn, so they are consumed even if the
+	// code finishes first.
 	s.replaying = false
 	s.now = s.in.Now
-	for _, m := range s.in.Messages {
+	msgs := slices.Clone(s.in.Messages)
+	slices.SortStableFunc(msgs, func(a, b storage.Message) int { return a.VisibleAt.Compare(b.VisibleAt) })
+	// A correlated event the store delivered to a wait that is active now
+	// was delivered against that wait (the store saw its marker), so it is
+	// honoured before anything else of this turn can end the wait: with
+	// delete-after-first there is no other copy of the event.
+	slices.SortStableFunc(msgs, func(a, b storage.Message) int {
+		return cmpBool(s.activeCorrelated(b), s.activeCorrelated(a))
+	})
+	for _, m := range msgs {
 		if m.Kind == storage.MsgKick && !consumed[m.ID] {
 			s.out.Consumed = append(s.out.Consumed, m.ID)
 			consumed[m.ID] = true
 		}
 	}
-	for _, m := range s.in.Messages {
+	for _, m := range msgs {
 		if s.finished {
 			break
 		}
@@ -509,6 +523,31 @@ func (s *State) arriveCorrelated(m storage.Message) Outcome {
 	seq := s.correlated[target].TaskSeq
 	s.takeCorrelated(seq)
 	return Outcome{Delivered: true, WaitSeq: seq}
+}
+
+// activeCorrelated reports whether m is a correlated event for a wait that
+// is active.
+func (s *State) activeCorrelated(m storage.Message) bool {
+	if m.Kind != storage.MsgEvent || m.Lane != history.LaneCorrelated || m.Execution != s.execution {
+		return false
+	}
+	for _, w := range s.correlated {
+		if w.TaskSeq == m.TaskSeq {
+			return true
+		}
+	}
+	return false
+}
+
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	default:
+		return -1
+	}
 }
 
 // takeCorrelated removes an active correlated wait; false if it is not
