@@ -331,6 +331,18 @@ type TurnCommitParams struct {
 	// withdrawn this turn (timed out, lost a select): their markers are
 	// deleted. A commit that ends the instance or continues it as new
 	// deletes all its markers, as InstanceTerminate does.
+	//
+	// A delete-after-first put may have delivered to such a wait after the
+	// turn was claimed (the delivery is in the inbox, unseen by the turn).
+	// The commit then hands the event on, as the put would have done had
+	// the wait been withdrawn first: the message is deleted, its ledger row
+	// marked dropped (withdrawn_wait), and the payload delivered under a
+	// new event id to the oldest other live marker on (def, key), or, with
+	// none, stored again as the correlated event (with the definition's
+	// TTL) unless a newer one is stored. The definition's
+	// delete_after_first_correlation decides; a fan-out delivery is left
+	// in the inbox for the engine to drop (its event is still stored). The
+	// same holds for a commit that ends the execution, for every wait.
 	CancelCorrelatedWaits []int
 }
 

@@ -43,22 +43,152 @@ func correlatedWaits(p *storage.TurnCommitParams) []storage.CorrelatedWait {
 	return waits
 }
 
-// queueCorrelatedLocks queues the advisory locks of the waits' keys, in
+// queueCorrelatedLocks queues the advisory locks of the waits' keys and of
+// the keys of the withdrawn waits that may have been delivered to, in
 // ascending order so that two commits never wait for each other's locks.
 // Every transaction that takes these locks takes them before any row lock
 // (TurnCommit before its fence; CorrelatedPut before it locks the waiting
 // instances), which keeps the lock order acyclic.
-func (s *Store) queueCorrelatedLocks(b *batch, tenant string, waits []storage.CorrelatedWait) {
-	if len(waits) == 0 {
+func (s *Store) queueCorrelatedLocks(b *batch, tenant string, waits []storage.CorrelatedWait, gone []withdrawnWait) {
+	if len(waits) == 0 && len(gone) == 0 {
 		return
 	}
-	keys := make([]int64, 0, len(waits))
+	keys := make([]int64, 0, len(waits)+len(gone))
 	for _, w := range waits {
 		keys = append(keys, s.correlatedLockKey(tenant, w.Def, w.Key))
+	}
+	for _, g := range gone {
+		keys = append(keys, s.correlatedLockKey(tenant, g.def, g.key))
 	}
 	slices.Sort(keys)
 	keys = slices.Compact(keys)
 	b.exec("lock correlation keys", `SELECT pg_advisory_xact_lock(k) FROM unnest($1::bigint[]) AS t(k) ORDER BY k`, keys)
+}
+
+// withdrawnWait is a wait a turn withdraws (its seq, definition and key)
+// that a put may have delivered to while the turn ran.
+type withdrawnWait struct {
+	seq      int
+	def, key string
+}
+
+// findWithdrawn returns the waits that a commit withdraws and that may hold
+// a delivery it must hand on (see rerouteSQL): those of
+// CancelCorrelatedWaits, or with ending (a terminal or continue-as-new
+// commit) every wait of the execution, as a marker or, if a put delivered
+// to it already, as an inbox message. It runs before the commit's
+// transaction takes any lock, only to learn which keys to lock: one
+// statement sees a marker or the message a put replaced it with, and once
+// the commit holds the key's advisory lock no put can deliver to the wait
+// any more (the commit deletes the marker), so rerouteSQL, which runs under
+// that lock, sees every such delivery.
+func (s *Store) findWithdrawn(ctx context.Context, p *storage.TurnCommitParams, ending bool) ([]withdrawnWait, error) {
+	if !ending && len(p.CancelCorrelatedWaits) == 0 {
+		return nil, nil
+	}
+	seqs := make([]int32, len(p.CancelCorrelatedWaits))
+	for i, seq := range p.CancelCorrelatedWaits {
+		seqs[i] = int32(seq)
+	}
+	rows, err := s.pool.Query(ctx, `SELECT task_seq, def, key FROM correlated_waits
+			WHERE tenant = $1 AND instance_id = $2 AND execution = $3 AND ($4 OR task_seq = ANY($5::integer[]))
+		UNION
+		SELECT task_seq, name, key FROM inbox
+			WHERE tenant = $1 AND instance_id = $2 AND kind = 'event' AND lane = 'correlated' AND execution = $3
+			  AND ($4 OR task_seq = ANY($5::integer[]))
+		ORDER BY 1, 2, 3`, p.Tenant, p.InstanceID, p.Execution, ending, seqs)
+	if err != nil {
+		return nil, fmt.Errorf("find withdrawn correlated waits: %w", err)
+	}
+	defer rows.Close()
+	var out []withdrawnWait
+	for rows.Next() {
+		var (
+			g   withdrawnWait
+			seq int32
+		)
+		if err := rows.Scan(&seq, &g.def, &g.key); err != nil {
+			return nil, fmt.Errorf("find withdrawn correlated waits: %w", err)
+		}
+		g.seq = int(seq)
+		out = append(out, g)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("find withdrawn correlated waits: %w", err)
+	}
+	return out, nil
+}
+
+// rerouteSQL hands on a delete-after-first event that a put delivered to a
+// wait the committing turn withdraws: $1 tenant, $2 instance, $3 execution,
+// $4 wait seq, $5 definition, $6 key, $7 now, $8 ending (the turn ends the
+// execution: the instance's own markers do not count), $9 a new event id.
+// Such a delivery sits in the inbox as a correlated-lane message for a wait
+// whose marker is gone; the next turn would drop it (withdrawn_wait) and no
+// waiter would ever receive the event. So, as CorrelatedPut with
+// DeleteAfterFirst would have done had the wait been withdrawn first, the
+// message is deleted, its ledger row marked dropped (withdrawn_wait), and
+// the payload delivered under the new event id to the oldest other live
+// marker on the key (ledger row, inbox message, marker deleted, ready_at
+// lowered; no produced entry, as the correlated event is gone), or, with no
+// marker, stored again as the correlated event (with the definition's TTL)
+// unless a newer put stored one. A fan-out delivery is left alone: its
+// correlated event is still stored, and the engine drops this instance's
+// copy (withdrawn_wait) itself. The caller holds the key's advisory lock
+// and runs after the commit deleted its consumed messages (a delivery the
+// turn saw is never handed on) and its withdrawn markers. The receiving
+// instance's row is locked (ready_at) after the committing instance's, as
+// puts lock theirs; the key's lock keeps puts on this key out, and a rare
+// deadlock with a put on another key is detected and retried (Store.do).
+const rerouteSQL = `WITH stale AS MATERIALIZED (
+	SELECT m.id, m.event_id, m.payload, COALESCE((d.correlation::jsonb->>'ttl')::bigint, 0) AS ttl
+	FROM inbox m JOIN event_definitions d ON d.tenant = m.tenant AND d.name = m.name
+	WHERE m.tenant = $1 AND m.instance_id = $2 AND m.kind = 'event' AND m.lane = 'correlated'
+	  AND m.execution = $3 AND m.task_seq = $4 AND m.name = $5 AND m.key = $6
+	  AND COALESCE((d.correlation::jsonb->>'delete_after_first_correlation')::boolean, false)
+	ORDER BY m.id
+	LIMIT 1
+	FOR UPDATE OF m
+), target AS MATERIALIZED (
+	SELECT w.rid, w.instance_id, w.execution, w.task_seq
+	FROM correlated_waits w
+	JOIN instances i ON i.tenant = w.tenant AND i.id = w.instance_id
+	WHERE EXISTS (SELECT 1 FROM stale) AND w.tenant = $1 AND w.def = $5 AND w.key = $6
+	  AND i.execution = w.execution AND i.status IN ` + nonTerminal + `
+	  AND NOT ($8 AND w.instance_id = $2)
+	ORDER BY w.created_at, w.rid
+	LIMIT 1
+), gone AS (
+	DELETE FROM inbox WHERE id IN (SELECT id FROM stale)
+), withdrawn AS (
+	UPDATE events SET fate = 'dropped', reason = 'withdrawn_wait',
+		execution = CASE WHEN execution = 0 THEN $3 ELSE execution END, updated_at = $7
+	WHERE tenant = $1 AND instance_id = $2 AND event_id IN (SELECT event_id FROM stale)
+), ledger AS (
+	INSERT INTO events (tenant, event_id, instance_id, lane, name, key, fate, received_at, updated_at)
+	SELECT $1, $9, t.instance_id, 'correlated', $5, $6, 'pending', $7, $7 FROM target t
+), msg AS (
+	INSERT INTO inbox (tenant, instance_id, kind, execution, task_seq, lane, event_id, name, key, payload, visible_at, created_at)
+	SELECT $1, t.instance_id, 'event', t.execution, t.task_seq, 'correlated', $9, $5, $6, s.payload, $7, $7
+	FROM target t, stale s
+), marker_gone AS (
+	DELETE FROM correlated_waits w USING target t WHERE w.tenant = $1 AND w.rid = t.rid
+), ready AS (
+	UPDATE instances i SET ready_at = LEAST(COALESCE(i.ready_at, $7), $7)
+	FROM target t
+	WHERE i.tenant = $1 AND i.id = t.instance_id
+)
+INSERT INTO correlated_events (tenant, def, key, payload, created_at, updated_at, expires_at)
+SELECT $1, $5, $6, s.payload, $7, $7, CASE WHEN s.ttl > 0 THEN $7 + s.ttl ELSE 0 END
+FROM stale s WHERE NOT EXISTS (SELECT 1 FROM target)
+ON CONFLICT (tenant, def, key) DO NOTHING`
+
+// queueReroute queues rerouteSQL for each withdrawn wait.
+func queueReroute(b *batch, p *storage.TurnCommitParams, gone []withdrawnWait, ending bool, now int64) {
+	for _, g := range gone {
+		b.exec(fmt.Sprintf("hand on withdrawn wait seq %d", g.seq), rerouteSQL,
+			p.Tenant, p.InstanceID, p.Execution, g.seq, g.def, g.key, now, ending, backend.NewCorrelatedEventID())
+	}
 }
 
 // commitWaitSQL handles one correlated wait of a turn commit: $1 tenant, $2
@@ -94,16 +224,18 @@ ON CONFLICT (tenant, instance_id, execution, task_seq) DO UPDATE SET
 	created_at = excluded.created_at`
 
 // queueCorrelatedWaits queues a commit's correlated-lane output, after the
-// fence: the withdrawn waits' markers are deleted, then each wait is
+// fence: the withdrawn waits' markers are deleted and deliveries made to
+// them meanwhile handed on (queueReroute), then each wait is
 // delivered an existing correlated event or stored as a marker, in order
 // (two waits on one delete-after-first key: the first takes the event, the
 // second gets a marker).
-func queueCorrelatedWaits(b *batch, p *storage.TurnCommitParams, waits []storage.CorrelatedWait, now int64) {
+func queueCorrelatedWaits(b *batch, p *storage.TurnCommitParams, waits []storage.CorrelatedWait, gone []withdrawnWait, now int64) {
 	tenant, id, execution := p.Tenant, p.InstanceID, p.Execution
 	if len(p.CancelCorrelatedWaits) > 0 {
 		b.exec("cancel correlated waits", `DELETE FROM correlated_waits
 			WHERE tenant = $1 AND instance_id = $2 AND execution = $3 AND task_seq = ANY($4::integer[])`,
 			tenant, id, execution, p.CancelCorrelatedWaits)
+		queueReroute(b, p, gone, false, now)
 	}
 	for _, w := range waits {
 		b.exec(fmt.Sprintf("correlated wait seq %d", w.TaskSeq), commitWaitSQL,

@@ -36,8 +36,9 @@
 // serialize on a transaction-level advisory lock of (tenant, definition,
 // key), so that a put never misses a wait committed at the same moment and a
 // delete-after-first event reaches exactly one waiter across nodes. These
-// locks are taken before any row lock: a commit takes its waits' keys in
-// ascending order before its fence, a put takes its key, then locks the
+// locks are taken before any row lock: a commit takes its waits' keys, and
+// those of the waits it withdraws (whose deliveries made during the turn it
+// hands on), in ascending order before its fence, a put takes its key, then locks the
 // waiting instances in id order before it touches their markers and inboxes.
 // A wait locks the correlated event row it delivers (FOR UPDATE), so that
 // CorrelatedDelete and CorrelatedExpire, which take no advisory lock, never

@@ -220,9 +220,13 @@ func (s *Store) releaseClaims(tenant string, turns []*storage.Turn) {
 // whose lease ran out, is deleted; a leased one is marked cancel_requested);
 // applies Fates to the instance's ledger rows (ids not in the ledger are
 // ignored); unless the turn ends the execution, deletes the markers of
-// CancelCorrelatedWaits and handles CorrelatedWaits (a wait that was also
-// withdrawn is skipped; a live correlated event is delivered at once,
-// otherwise a marker is stored); sets status (empty means running), output
+// CancelCorrelatedWaits, hands on the delete-after-first events a put
+// delivered to those waits while the turn ran (rerouteWithdrawn /
+// rerouteSQL: to the oldest other waiter, or stored again), and handles
+// CorrelatedWaits (a wait that was also withdrawn is skipped; a live
+// correlated event is delivered at once, otherwise a marker is stored); a
+// turn that ends the execution hands on such deliveries made to any wait
+// of the execution; sets status (empty means running), output
 // and failure. A terminal status then drops the instance's pending and
 // buffered events (instance_terminal) with EventDropped breadcrumbs appended
 // after NewEvents, and deletes its inbox, activity tasks and correlation
@@ -235,7 +239,10 @@ func (s *Store) releaseClaims(tenant string, turns []*storage.Turn) {
 //
 // A commit with correlated waits first takes the advisory locks of their
 // (tenant, definition, key), as CorrelatedPut does, so that a put and the
-// waits on its key are serialised across nodes.
+// waits on its key are serialised across nodes. A commit that withdraws
+// waits (or ends the execution) first reads, without locks, the keys of
+// those waits' markers and deliveries (findWithdrawn) and takes their locks
+// too, in the same ascending order, before its fence.
 func (s *Store) TurnCommit(ctx context.Context, p *storage.TurnCommitParams) ([]history.Event, error) {
 	if p == nil {
 		return nil, errors.New("postgres: commit turn: nil params")
@@ -251,7 +258,13 @@ func (s *Store) TurnCommit(ctx context.Context, p *storage.TurnCommitParams) ([]
 			b   batch
 			err error
 		)
-		if res, err = s.queueCommit(&b, p, status, now); err != nil {
+		// The withdrawn waits a put may have delivered to, read before the
+		// commit takes any lock, to learn which keys to lock.
+		gone, err := s.findWithdrawn(ctx, p, status.Terminal() || p.ContinueAsNew != nil)
+		if err != nil {
+			return err
+		}
+		if res, err = s.queueCommit(&b, p, status, gone, now); err != nil {
 			return err
 		}
 		return commitErr(b.send(ctx, s.pool))
@@ -296,7 +309,7 @@ func commitErr(err error) error {
 
 // queueCommit queues TurnCommit's statements; res is filled in as the batch
 // runs.
-func (s *Store) queueCommit(b *batch, p *storage.TurnCommitParams, status storage.Status, now time.Time) (res *commitResult, err error) {
+func (s *Store) queueCommit(b *batch, p *storage.TurnCommitParams, status storage.Status, gone []withdrawnWait, now time.Time) (res *commitResult, err error) {
 	tenant, id, execution, nowN := p.Tenant, p.InstanceID, p.Execution, now.UnixNano()
 	res = &commitResult{added: len(p.Activities) > 0 || len(p.Timers) > 0}
 
@@ -304,10 +317,11 @@ func (s *Store) queueCommit(b *batch, p *storage.TurnCommitParams, status storag
 	// (see queueCorrelatedLocks); then the fence locks the instance row and
 	// aborts the batch unless the token owns it.
 	var waits []storage.CorrelatedWait
-	if !status.Terminal() && p.ContinueAsNew == nil {
+	ending := status.Terminal() || p.ContinueAsNew != nil
+	if !ending {
 		waits = correlatedWaits(p)
-		s.queueCorrelatedLocks(b, tenant, waits)
 	}
+	s.queueCorrelatedLocks(b, tenant, waits, gone)
 	b.exec("", `SELECT herald_fence($1, $2, $3, $4)`, tenant, id, p.LockToken, execution)
 
 	if len(p.NewEvents) > 0 {
@@ -398,8 +412,11 @@ func (s *Store) queueCommit(b *batch, p *storage.TurnCommitParams, status storag
 			tenant, id, nowN, ids, fates, reasons, execs, origins, waits)
 	}
 
-	if !status.Terminal() && p.ContinueAsNew == nil {
-		queueCorrelatedWaits(b, p, waits, nowN)
+	if !ending {
+		queueCorrelatedWaits(b, p, waits, gone, nowN)
+	} else {
+		// The turn ends the execution: every wait is withdrawn.
+		queueReroute(b, p, gone, true, nowN)
 	}
 
 	if status.Terminal() {

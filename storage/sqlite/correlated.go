@@ -88,9 +88,10 @@ func deleteCorrelated(w *wtx, tenant, def, key string) (bool, error) {
 
 // produce delivers a correlated event to one wait: a new event id, its
 // ledger row (fate pending), an event message in the instance's inbox and
-// an entry in the correlated event's produced list. The caller has checked
-// that the instance is running.
-func produce(w *wtx, tenant, instanceID string, execution, taskSeq int, def, key string, payload json.RawMessage, now int64) error {
+// an entry in the correlated event's produced list (unless !listed: the
+// correlated event is gone). The caller has checked that the instance is
+// running.
+func produce(w *wtx, tenant, instanceID string, execution, taskSeq int, def, key string, payload json.RawMessage, now int64, listed bool) error {
 	eventID := backend.NewCorrelatedEventID()
 	if _, err := w.exec(`INSERT INTO events (tenant, event_id, instance_id, lane, name, key, fate, received_at, updated_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -113,9 +114,11 @@ func produce(w *wtx, tenant, instanceID string, execution, taskSeq int, def, key
 	if err := lowerReady(w, tenant, instanceID, now); err != nil {
 		return err
 	}
-	if _, err := w.exec(`INSERT INTO correlated_produced (tenant, def, key, event_id, instance_id, execution, task_seq, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, tenant, def, key, eventID, instanceID, execution, taskSeq, now); err != nil {
-		return fmt.Errorf("insert produced entry: %w", err)
+	if listed {
+		if _, err := w.exec(`INSERT INTO correlated_produced (tenant, def, key, event_id, instance_id, execution, task_seq, created_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, tenant, def, key, eventID, instanceID, execution, taskSeq, now); err != nil {
+			return fmt.Errorf("insert produced entry: %w", err)
+		}
 	}
 	w.signal(tenant)
 	return nil
@@ -141,6 +144,9 @@ func commitCorrelated(w *wtx, p *storage.TurnCommitParams, execution int, now in
 		for _, seq := range p.CancelCorrelatedWaits {
 			cancelled[seq] = true
 		}
+		if err := rerouteWithdrawn(w, tenant, id, execution, p.CancelCorrelatedWaits, false, now); err != nil {
+			return err
+		}
 	}
 	for _, cw := range p.CorrelatedWaits {
 		if cancelled[cw.TaskSeq] {
@@ -152,7 +158,7 @@ func commitCorrelated(w *wtx, p *storage.TurnCommitParams, execution int, now in
 			tenant, cw.Def, cw.Key, now).Scan(&payload)
 		switch {
 		case err == nil:
-			if err := produce(w, tenant, id, execution, cw.TaskSeq, cw.Def, cw.Key, backend.RawOf(payload), now); err != nil {
+			if err := produce(w, tenant, id, execution, cw.TaskSeq, cw.Def, cw.Key, backend.RawOf(payload), now, true); err != nil {
 				return fmt.Errorf("correlated wait seq %d: %w", cw.TaskSeq, err)
 			}
 			if cw.DeleteAfterFirst {
@@ -172,6 +178,123 @@ func commitCorrelated(w *wtx, p *storage.TurnCommitParams, execution int, now in
 			}
 		default:
 			return fmt.Errorf("correlated wait seq %d: load correlated event: %w", cw.TaskSeq, err)
+		}
+	}
+	return nil
+}
+
+// rerouteWithdrawn hands on the delete-after-first events that a put
+// delivered to waits of this turn's instance while the turn ran and that
+// the turn withdraws: the waits of seqs (of execution), or with ending (the
+// turn ends the execution: terminal or continue-as-new) every wait of the
+// execution. Such a delivery sits in the inbox as a correlated-lane message
+// for a wait whose marker is gone; the next turn would drop it
+// (withdrawn_wait) and no waiter would ever receive the event. So, as
+// CorrelatedPut with DeleteAfterFirst would have done had the wait been
+// withdrawn first, the message is deleted, its ledger row marked dropped
+// (withdrawn_wait), and the payload delivered under a new event id to the
+// oldest other live marker on (def, key) (not one of this instance if
+// ending), or, with no marker left, stored again as the correlated event
+// (with the definition's TTL) unless a newer put already stored one.
+// A fan-out delivery is left alone: its correlated event is still stored,
+// and the engine drops this instance's copy (withdrawn_wait) itself.
+// Consumed messages are deleted before this runs, so a delivery the turn
+// saw is never handed on. The single writer serialises this with puts.
+func rerouteWithdrawn(w *wtx, tenant, id string, execution int, seqs []int, ending bool, now int64) error {
+	if !ending && len(seqs) == 0 {
+		return nil
+	}
+	seqsArg, err := jsonArg(seqs)
+	if err != nil {
+		return err
+	}
+	rows, err := w.query(`SELECT m.id, m.event_id, m.name, m.key, m.payload, d.correlation
+		FROM inbox m JOIN event_definitions d ON d.tenant = m.tenant AND d.name = m.name
+		WHERE m.tenant = ? AND m.instance_id = ? AND m.kind = ? AND m.lane = ? AND m.execution = ?
+		  AND (? OR m.task_seq IN (SELECT value FROM json_each(?)))
+		ORDER BY m.id`,
+		tenant, id, string(storage.MsgEvent), string(history.LaneCorrelated), execution, ending, seqsArg)
+	if err != nil {
+		return fmt.Errorf("find withdrawn correlated deliveries: %w", err)
+	}
+	type stale struct {
+		id                int64
+		eventID, def, key string
+		payload           json.RawMessage
+		ttl               int64
+	}
+	var found []stale
+	for rows.Next() {
+		var (
+			m           stale
+			payload, cc sql.NullString
+		)
+		if err := rows.Scan(&m.id, &m.eventID, &m.def, &m.key, &payload, &cc); err != nil {
+			rows.Close()
+			return fmt.Errorf("find withdrawn correlated deliveries: %w", err)
+		}
+		if !cc.Valid {
+			continue
+		}
+		var cfg storage.CorrelationConfig
+		if err := json.Unmarshal([]byte(cc.String), &cfg); err != nil {
+			rows.Close()
+			return fmt.Errorf("definition %q: correlation: %w", m.def, err)
+		}
+		if !cfg.DeleteAfterFirstCorrelation {
+			continue
+		}
+		if payload.Valid {
+			m.payload = json.RawMessage(payload.String)
+		}
+		m.ttl = int64(cfg.TTL)
+		found = append(found, m)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("find withdrawn correlated deliveries: %w", err)
+	}
+	for _, m := range found {
+		if _, err := w.exec(`DELETE FROM inbox WHERE id = ?`, m.id); err != nil {
+			return fmt.Errorf("withdrawn delivery %q: %w", m.eventID, err)
+		}
+		if _, err := w.exec(`UPDATE events SET fate = ?, reason = ?,
+			execution = CASE WHEN execution = 0 THEN ? ELSE execution END, updated_at = ?
+			WHERE tenant = ? AND instance_id = ? AND event_id = ?`,
+			string(history.FateDropped), string(history.DropWithdrawnWait), execution, now, tenant, id, m.eventID); err != nil {
+			return fmt.Errorf("withdrawn delivery %q: %w", m.eventID, err)
+		}
+		var (
+			rid           int64
+			instanceID    string
+			exec, taskSeq int
+		)
+		err := w.queryRow(`SELECT w.rid, w.instance_id, w.execution, w.task_seq FROM correlated_waits w
+			JOIN instances i ON i.tenant = w.tenant AND i.id = w.instance_id
+			WHERE w.tenant = ? AND w.def = ? AND w.key = ?
+			  AND i.execution = w.execution AND i.status IN `+nonTerminal+`
+			  AND NOT (? AND w.instance_id = ?)
+			ORDER BY w.created_at, w.rid LIMIT 1`, tenant, m.def, m.key, ending, id).Scan(&rid, &instanceID, &exec, &taskSeq)
+		switch {
+		case err == nil:
+			if err := produce(w, tenant, instanceID, exec, taskSeq, m.def, m.key, m.payload, now, false); err != nil {
+				return fmt.Errorf("hand on withdrawn delivery %q to %q: %w", m.eventID, instanceID, err)
+			}
+			if _, err := w.exec(`DELETE FROM correlated_waits WHERE rid = ?`, rid); err != nil {
+				return fmt.Errorf("delete correlation marker: %w", err)
+			}
+		case errors.Is(err, sql.ErrNoRows):
+			var expiresAt int64
+			if m.ttl > 0 {
+				expiresAt = now + m.ttl
+			}
+			if _, err := w.exec(`INSERT INTO correlated_events (tenant, def, key, payload, created_at, updated_at, expires_at)
+				VALUES (?, ?, ?, ?, ?5, ?5, ?6) ON CONFLICT (tenant, def, key) DO NOTHING`,
+				tenant, m.def, m.key, backend.RawArg(m.payload), now, expiresAt); err != nil {
+				return fmt.Errorf("store withdrawn delivery %q again: %w", m.eventID, err)
+			}
+		default:
+			return fmt.Errorf("withdrawn delivery %q: find correlation markers: %w", m.eventID, err)
 		}
 	}
 	return nil
@@ -258,7 +381,7 @@ func (s *Store) CorrelatedPut(ctx context.Context, p *storage.CorrelatedPutParam
 			return fmt.Errorf("find correlation markers: %w", err)
 		}
 		for _, m := range markers {
-			if err := produce(w, p.Tenant, m.instanceID, m.execution, m.task, p.Def, p.Key, p.Payload, now); err != nil {
+			if err := produce(w, p.Tenant, m.instanceID, m.execution, m.task, p.Def, p.Key, p.Payload, now, true); err != nil {
 				return fmt.Errorf("deliver to %q: %w", m.instanceID, err)
 			}
 			if _, err := w.exec(`DELETE FROM correlated_waits WHERE rid = ?`, m.rid); err != nil {

@@ -110,9 +110,13 @@ func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*s
 // whose lease ran out, is deleted; a leased one is marked cancel_requested);
 // applies Fates to the instance's ledger rows (ids not in the ledger are
 // ignored); unless the turn ends the execution, deletes the markers of
-// CancelCorrelatedWaits and handles CorrelatedWaits (a wait that was also
-// withdrawn is skipped; a live correlated event is delivered at once,
-// otherwise a marker is stored); sets status (empty means running), output
+// CancelCorrelatedWaits, hands on the delete-after-first events a put
+// delivered to those waits while the turn ran (rerouteWithdrawn /
+// rerouteSQL: to the oldest other waiter, or stored again), and handles
+// CorrelatedWaits (a wait that was also withdrawn is skipped; a live
+// correlated event is delivered at once, otherwise a marker is stored); a
+// turn that ends the execution hands on such deliveries made to any wait
+// of the execution; sets status (empty means running), output
 // and failure. A terminal status then drops the instance's pending and
 // buffered events (instance_terminal) with EventDropped breadcrumbs appended
 // after NewEvents, and deletes its inbox, activity tasks and correlation
@@ -241,6 +245,9 @@ func commitTurn(w *wtx, p *storage.TurnCommitParams, status storage.Status, now 
 		if err := commitCorrelated(w, p, execution, nowN); err != nil {
 			return err
 		}
+	} else if err := rerouteWithdrawn(w, tenant, id, execution, nil, true, nowN); err != nil {
+		// The turn ends the execution: every wait is withdrawn.
+		return err
 	}
 
 	if status.Terminal() {

@@ -919,3 +919,89 @@ func testLeaderElection(b *bundle) {
 		t.Fatalf("winners of a race: %v, want exactly one", wins)
 	}
 }
+
+// testCorrelatedWithdrawnDelivery: a delete-after-first put delivers to a
+// wait while the instance's turn, claimed before the put, decides to
+// withdraw that wait. The commit hands the event on: to the oldest other
+// waiter, or, with none, it is stored again; the withdrawing instance keeps
+// no message for the wait.
+func testCorrelatedWithdrawnDelivery(b *bundle) {
+	t := b.t
+	b.putDef(storage.EventDefinition{Name: def, Correlation: &storage.CorrelationConfig{DeleteAfterFirstCorrelation: true}}, at(0))
+
+	// raceCancel claims id's turn, puts payload on key (delivered to id's
+	// wait seq 2), then commits the claimed turn withdrawing seq 2 (or
+	// ending the instance). It returns the put's delivery.
+	raceCancel := func(id, key, payload string, now time.Time, end func(*storage.TurnCommitParams)) storage.ProducedEvent {
+		t.Helper()
+		turn := b.poke(id, now)
+		c := b.corrPut(def, key, payload, true, now.Add(time.Millisecond))
+		wantProduced(t, "put during "+id+"'s turn", c, id+":2")
+		p := b.commitParams(turn, now.Add(2*time.Millisecond))
+		p.CancelCorrelatedWaits = []int{2}
+		if end != nil {
+			p.CancelCorrelatedWaits = nil
+			end(p)
+		}
+		b.commit(p)
+		e := b.event(c.Produced[0].EventID)
+		wantEqual(t, "withdrawn delivery Fate", e.Fate, history.FateDropped)
+		wantEqual(t, "withdrawn delivery Reason", e.Reason, history.DropWithdrawnWait)
+		return c.Produced[0]
+	}
+
+	// Another waiter: it receives the event (a new delivery), a nothing.
+	b.startWaiting("a", at(1*time.Second), cw(2, "k", true))
+	b.startWaiting("b", at(2*time.Second), cw(2, "k", true))
+	old := raceCancel("a", "k", `1`, at(3*time.Second), nil)
+	b.wantDelivered("a", at(4*time.Second))
+	msgs := b.wantDelivered("b", at(4*time.Second), `2:k:1`)
+	if msgs[0].EventID == old.EventID {
+		t.Fatalf("handed-on delivery reuses event id %s", old.EventID)
+	}
+	b.wantCorrGone(def, "k")
+	b.claimNone(at(4 * time.Second))
+
+	// No other waiter: the correlated event is stored again, for the next
+	// wait.
+	b.startWaiting("c", at(5*time.Second), cw(2, "k2", true))
+	raceCancel("c", "k2", `2`, at(6*time.Second), nil)
+	b.wantDelivered("c", at(7*time.Second))
+	c := b.mustCorrGet(def, "k2")
+	wantJSON(t, "stored again payload", c.Payload, `2`)
+	wantProduced(t, "stored again", c)
+	b.startWaiting("d", at(8*time.Second), cw(2, "k2", true))
+	b.wantDelivered("d", at(8*time.Second), `2:k2:2`)
+	b.wantCorrGone(def, "k2")
+
+	// A newer put stored meanwhile is kept.
+	b.startWaiting("e", at(9*time.Second), cw(2, "k3", true))
+	turn := b.poke("e", at(10*time.Second))
+	b.corrPut(def, "k3", `3`, true, at(10*time.Second))
+	b.corrPut(def, "k3", `4`, true, at(11*time.Second)) // nobody waits: stored
+	p := b.commitParams(turn, at(12*time.Second))
+	p.CancelCorrelatedWaits = []int{2}
+	b.commit(p)
+	b.wantDelivered("e", at(12*time.Second))
+	wantJSON(t, "newer put kept", b.mustCorrGet(def, "k3").Payload, `4`)
+
+	// A turn that ends the instance withdraws every wait.
+	b.startWaiting("f", at(13*time.Second), cw(2, "k4", true))
+	b.startWaiting("g", at(14*time.Second), cw(2, "k5", true))
+	raceCancel("f", "k4", `5`, at(15*time.Second), func(p *storage.TurnCommitParams) { p.Status = storage.StatusCompleted })
+	wantJSON(t, "stored again after completion", b.mustCorrGet(def, "k4").Payload, `5`)
+	raceCancel("g", "k5", `6`, at(16*time.Second), func(p *storage.TurnCommitParams) {
+		started := ev(1, history.ExecutionStarted, at(16*time.Second))
+		started.Workflow, started.Execution = "wf", 2
+		p.ContinueAsNew = &storage.ContinueAsNewParams{StartEvents: []history.Event{started}}
+	})
+	wantJSON(t, "stored again after continue-as-new", b.mustCorrGet(def, "k5").Payload, `6`)
+	turn = b.turnOf("g", at(17*time.Second))
+	for _, m := range turn.Messages {
+		if m.Lane == history.LaneCorrelated {
+			t.Fatalf("g's new execution got correlated message %s", corrMsg(m))
+		}
+	}
+	b.commit(b.commitParams(turn, at(17*time.Second)))
+	b.claimNone(at(17 * time.Second))
+}

@@ -71,6 +71,7 @@ func Run(t *testing.T, newStore func(t *testing.T) storage.Store) {
 		{"CorrelatedExpire", testCorrelatedExpire},
 		{"CorrelatedTenants", testCorrelatedTenants},
 		{"CorrelatedConcurrentDeleteAfterFirst", testCorrelatedConcurrentDeleteAfterFirst},
+		{"CorrelatedWithdrawnDelivery", testCorrelatedWithdrawnDelivery},
 		{"LeaderElection", testLeaderElection},
 	}
 	for _, tc := range tests {
