@@ -162,24 +162,6 @@ func coResult(b *bundle, id string) string {
 	return s
 }
 
-func coHistory(b *bundle, id string) []history.Event {
-	b.t.Helper()
-	evs, err := b.client.History(b.ctx, id, 0)
-	if err != nil {
-		b.t.Fatalf("history of %s: %v", id, err)
-	}
-	return evs
-}
-
-func coDump(evs []history.Event) string {
-	s := ""
-	for _, ev := range evs {
-		s += fmt.Sprintf("\n  %d %s lane=%s name=%q key=%q task_seq=%d event=%s payload=%s reason=%s",
-			ev.Seq, ev.Kind, ev.Lane, ev.Name, ev.Key, ev.TaskSeq, ev.EventID, ev.Payload, ev.Reason)
-	}
-	return s
-}
-
 // coSubscribed returns the seq of the instance's correlated wait on (def,
 // key); it fails if there is not exactly one.
 func coSubscribed(b *bundle, id string, evs []history.Event, def, key string) int {
@@ -188,13 +170,13 @@ func coSubscribed(b *bundle, id string, evs []history.Event, def, key string) in
 	for _, ev := range evs {
 		if ev.Kind == history.EventSubscribed && ev.Lane == history.LaneCorrelated {
 			if ev.Name != def || ev.Key != key || seq != 0 {
-				b.t.Fatalf("%s: unexpected correlated wait, want one on %s/%s; history:%s", id, def, key, coDump(evs))
+				b.t.Fatalf("%s: unexpected correlated wait, want one on %s/%s; history:%s", id, def, key, dumpHistory(evs))
 			}
 			seq = ev.Seq
 		}
 	}
 	if seq == 0 {
-		b.t.Fatalf("%s: no correlated wait on %s/%s; history:%s", id, def, key, coDump(evs))
+		b.t.Fatalf("%s: no correlated wait on %s/%s; history:%s", id, def, key, dumpHistory(evs))
 	}
 	return seq
 }
@@ -245,18 +227,18 @@ func coCorrelatedRaised(evs []history.Event) []history.Event {
 // wait's seq.
 func coCheckDelivered(b *bundle, id, def, key string, payload string) (string, int) {
 	b.t.Helper()
-	evs := coHistory(b, id)
+	evs := b.history(id, 0)
 	seq := coSubscribed(b, id, evs, def, key)
 	raised := coCorrelatedRaised(evs)
 	if len(raised) != 1 {
-		b.t.Fatalf("%s: %d correlated events in history, want 1:%s", id, len(raised), coDump(evs))
+		b.t.Fatalf("%s: %d correlated events in history, want 1:%s", id, len(raised), dumpHistory(evs))
 	}
 	ev := raised[0]
 	want, _ := json.Marshal(payload)
 	if ev.Kind != history.EventRaised || ev.TaskSeq != seq || ev.Name != def || ev.Key != key ||
 		string(ev.Payload) != string(want) || ev.EventID == "" || ev.Seq <= seq {
 		b.t.Fatalf("%s: correlated EventRaised %+v, want task_seq %d, %s/%s, payload %s; history:%s",
-			id, ev, seq, def, key, want, coDump(evs))
+			id, ev, seq, def, key, want, dumpHistory(evs))
 	}
 	rec := b.fate(ev.EventID)
 	if rec.Fate != history.FateDelivered || rec.Lane != history.LaneCorrelated || rec.Name != def || rec.Key != key ||
@@ -293,9 +275,9 @@ type coProduced struct {
 // in its history and none in its ledger.
 func coNoCorrelated(b *bundle, id string) {
 	b.t.Helper()
-	evs := coHistory(b, id)
+	evs := b.history(id, 0)
 	if raised := coCorrelatedRaised(evs); len(raised) != 0 {
-		b.t.Fatalf("%s: received a correlated event it must not:%s", id, coDump(evs))
+		b.t.Fatalf("%s: received a correlated event it must not:%s", id, dumpHistory(evs))
 	}
 	recs, err := b.client.Events(b.ctx, id, herald.EventFilter{Lane: history.LaneCorrelated})
 	if err != nil {
@@ -328,14 +310,14 @@ func TestCorrelated_PutThenWait(t *testing.T) {
 	if got := coResult(b, "i1"); got != "got:signed by ann" {
 		t.Fatalf("i1 result %q", got)
 	}
-	evs := coHistory(b, "i1")
+	evs := b.history("i1", 0)
 	kinds := make([]history.Kind, len(evs))
 	for i, ev := range evs {
 		kinds[i] = ev.Kind
 	}
 	if !slices.Equal(kinds, []history.Kind{history.ExecutionStarted, history.EventSubscribed, history.EventRaised,
 		history.ExecutionCompleted}) {
-		t.Fatalf("i1 should wait and receive at once; history:%s", coDump(evs))
+		t.Fatalf("i1 should wait and receive at once; history:%s", dumpHistory(evs))
 	}
 	ev1, seq1 := coCheckDelivered(b, "i1", "doc.signed", "doc-1", "signed by ann")
 	if seq1 != 2 {
@@ -391,9 +373,9 @@ func TestCorrelated_WaitThenPut(t *testing.T) {
 	coCheckProduced(b, ce, map[string]coProduced{"w1": {ev, seq}})
 	coCheckProduced(b, coGet(b, "order.paid", "order-42"), map[string]coProduced{"w1": {ev, seq}})
 	// The wait's one-hour timer was cancelled on delivery.
-	evs := coHistory(b, "w1")
+	evs := b.history("w1", 0)
 	if countKind(evs, history.TimerCancelled, "") != 1 || countKind(evs, history.TimerFired, "") != 0 {
-		t.Fatalf("w1: the timeout timer should be cancelled; history:%s", coDump(evs))
+		t.Fatalf("w1: the timeout timer should be cancelled; history:%s", dumpHistory(evs))
 	}
 }
 
@@ -530,8 +512,8 @@ func coDeleteAfterFirst(t *testing.T, nodes []*bundle) {
 			if err := nodes[1].client.Terminate(b.ctx, id, "test over"); err != nil {
 				t.Fatalf("%s should still be waiting: terminate: %v", id, err)
 			}
-			if evs := coHistory(b, id); len(coCorrelatedRaised(evs)) != 0 {
-				t.Fatalf("%s received a correlated event:%s", id, coDump(evs))
+			if evs := b.history(id, 0); len(coCorrelatedRaised(evs)) != 0 {
+				t.Fatalf("%s received a correlated event:%s", id, dumpHistory(evs))
 			}
 		}
 		if got := receivers(ids); len(got) != 1 || got[0] != winner {
@@ -659,7 +641,7 @@ func TestCorrelated_TimeoutRemovesMarker(t *testing.T) {
 	coStart(b, coWaitWF, "t1", coIn{Def: "doc.signed", Key: "late", Timeout: 50 * time.Millisecond, Hold: true})
 	b.waitHistory("t1", history.EventSubscribedCancelled, "doc.signed", 1)
 	b.waitHistory("t1", history.EventSubscribed, "finish", 1) // the workflow saw ErrEventTimeout and went on
-	evs := coHistory(b, "t1")
+	evs := b.history("t1", 0)
 	seq := coSubscribed(b, "t1", evs, "doc.signed", "late")
 	coCheckCancelled(b, "t1", evs, seq)
 
@@ -693,12 +675,12 @@ func coCheckCancelled(b *bundle, id string, evs []history.Event, seq int) {
 		if ev.Kind == history.EventSubscribedCancelled {
 			n++
 			if ev.TaskSeq != seq || ev.Lane != history.LaneCorrelated || ev.Name == "" {
-				b.t.Fatalf("%s: cancellation %+v, want lane correlated, task_seq %d; history:%s", id, ev, seq, coDump(evs))
+				b.t.Fatalf("%s: cancellation %+v, want lane correlated, task_seq %d; history:%s", id, ev, seq, dumpHistory(evs))
 			}
 		}
 	}
 	if n != 1 {
-		b.t.Fatalf("%s: %d cancellations, want 1; history:%s", id, n, coDump(evs))
+		b.t.Fatalf("%s: %d cancellations, want 1; history:%s", id, n, dumpHistory(evs))
 	}
 }
 
@@ -1041,11 +1023,11 @@ func TestCorrelated_SelectTimerWins(t *testing.T) {
 	coDefine(b, coDef("doc.signed", nil))
 	coStart(b, coWaitWF, "sel", coIn{Def: "doc.signed", Key: "doc-s", Race: 30 * time.Millisecond, Hold: true})
 	b.waitHistory("sel", history.EventSubscribed, "finish", 1) // the timer won, the workflow went on
-	evs := coHistory(b, "sel")
+	evs := b.history("sel", 0)
 	seq := coSubscribed(b, "sel", evs, "doc.signed", "doc-s")
 	coCheckCancelled(b, "sel", evs, seq)
 	if countKind(evs, history.TimerFired, "") != 1 {
-		t.Fatalf("the timer should have fired; history:%s", coDump(evs))
+		t.Fatalf("the timer should have fired; history:%s", dumpHistory(evs))
 	}
 
 	ce := coPut(b, "doc.signed", "doc-s", "after the race")
@@ -1070,9 +1052,9 @@ func TestCorrelated_SelectTimerWins(t *testing.T) {
 		t.Fatalf("sel2 result %q", r)
 	}
 	ev, seq2 := coCheckDelivered(b, "sel2", "doc.signed", "doc-s", "after the race")
-	evs = coHistory(b, "sel2")
+	evs = b.history("sel2", 0)
 	if countKind(evs, history.TimerCancelled, "") != 1 || countKind(evs, history.EventSubscribedCancelled, "") != 0 {
-		t.Fatalf("sel2: the timer should be cancelled, the wait not; history:%s", coDump(evs))
+		t.Fatalf("sel2: the timer should be cancelled, the wait not; history:%s", dumpHistory(evs))
 	}
 	coCheckProduced(b, coGet(b, "doc.signed", "doc-s"), map[string]coProduced{"sel2": {ev, seq2}})
 }
@@ -1153,7 +1135,7 @@ func TestCorrelated_RepeatedAndParallelWaits(t *testing.T) {
 	if err := b.waitDone("multi").Result(&out); err != nil || !slices.Equal(out, []string{"v1", "v1", "<nil>", "<nil>"}) {
 		t.Fatalf("multi result %v, %v", out, err)
 	}
-	evs := coHistory(b, "multi")
+	evs := b.history("multi", 0)
 	subs := map[int]string{}
 	for _, ev := range evs {
 		if ev.Kind == history.EventSubscribed && ev.Lane == history.LaneCorrelated {
@@ -1163,7 +1145,7 @@ func TestCorrelated_RepeatedAndParallelWaits(t *testing.T) {
 	got := map[string][]int{} // key → the wait seqs its produced events name
 	for _, ev := range coCorrelatedRaised(evs) {
 		if ev.Kind != history.EventRaised || subs[ev.TaskSeq] != ev.Key {
-			t.Fatalf("event %+v does not answer a wait on its key; history:%s", ev, coDump(evs))
+			t.Fatalf("event %+v does not answer a wait on its key; history:%s", ev, dumpHistory(evs))
 		}
 		if rec := b.fate(ev.EventID); rec.Fate != history.FateDelivered || rec.Key != ev.Key || rec.Name != "doc.signed" {
 			t.Fatalf("fate %+v", rec)
@@ -1172,7 +1154,7 @@ func TestCorrelated_RepeatedAndParallelWaits(t *testing.T) {
 		got[ev.Key] = append(got[ev.Key], ev.TaskSeq)
 	}
 	if len(subs) != 0 || len(got["m"]) != 2 || len(got["m-pair"]) != 2 {
-		t.Fatalf("every wait should receive exactly one event: unanswered %v, answered %v; history:%s", subs, got, coDump(evs))
+		t.Fatalf("every wait should receive exactly one event: unanswered %v, answered %v; history:%s", subs, got, dumpHistory(evs))
 	}
 	for key, seqs := range got {
 		ce := coGet(b, "doc.signed", key)
@@ -1227,7 +1209,7 @@ func TestCorrelated_MarkersEndWithTheInstance(t *testing.T) {
 		t.Fatalf("fate %+v", rec)
 	}
 	if evs, err := b.client.History(b.ctx, "can", 1); err != nil || len(coCorrelatedRaised(evs)) != 0 {
-		t.Fatalf("execution 1 received a correlated event: %v%s", err, coDump(evs))
+		t.Fatalf("execution 1 received a correlated event: %v%s", err, dumpHistory(evs))
 	}
 
 	// Terminated while waiting, and completed with a wait never awaited:
@@ -1348,10 +1330,10 @@ func TestCorrelated_PutBeforeTimeoutInOneTurn(t *testing.T) {
 		evs, err := node2.client.History(node2.ctx, "slow", 0)
 		return err == nil && len(coCorrelatedRaised(evs)) > 0
 	})
-	evs := coHistory(node2, "slow")
+	evs := node2.history("slow", 0)
 	if rec := node2.fate(ce.Produced[0].EventID); rec.Fate != history.FateDelivered {
 		t.Errorf("the event put before the timeout was %s/%s, not delivered; the delete-after-first event is lost; history:%s",
-			rec.Fate, rec.Reason, coDump(evs))
+			rec.Fate, rec.Reason, dumpHistory(evs))
 	}
 	if info, err := node2.client.Status(node2.ctx, "slow"); err == nil && info.Status == herald.StatusRunning {
 		coFinish(node2, "slow")
@@ -1478,6 +1460,6 @@ func TestCorrelated_DeleteAfterFirstDeliveryToEndedWait(t *testing.T) {
 	if !slices.ContainsFunc(recs, func(r *herald.EventRecord) bool { return r.Fate != history.FateDropped }) {
 		rec := node2.fate(ce.Produced[0].EventID)
 		t.Fatalf("the delete-after-first event is lost: deleted, its delivery %s/%s, execution 2 waits on; history:%s",
-			rec.Fate, rec.Reason, coDump(coHistory(node2, "can")))
+			rec.Fate, rec.Reason, dumpHistory(node2.history("can", 0)))
 	}
 }

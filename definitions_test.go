@@ -372,7 +372,7 @@ func TestDefinition_SchemaAppliesToRaiseEvent(t *testing.T) {
 			t.Fatalf("%s: %+v, want delivered to wait %d", id, rec, i+1)
 		}
 	}
-	if n := countKind(s1History(b, "i"), history.EventDropped, "approval"); n != 0 {
+	if n := countKind(b.history("i", 0), history.EventDropped, "approval"); n != 0 {
 		t.Fatalf("%d approval events dropped on the positional lane", n)
 	}
 }
@@ -615,7 +615,7 @@ func TestDefinition_RetentionExpiresEventsForInstanceThatNeverStarts(t *testing.
 		if age := rec.UpdatedAt.Sub(rec.ReceivedAt); age < time.Hour {
 			t.Fatalf("%s expired after %v, before its retention", id, age)
 		}
-		s1WantWarn(b, "herald: event dropped", "event_id="+id, "reason=expired")
+		b.wantWarn("herald: event dropped", "event_id="+id, "reason=expired")
 	}
 	if n := b.rt.Stats().DroppedByReason()[string(history.DropExpired)]; n != 3 {
 		t.Fatalf("expired drops counted: %d, want 3", n)
@@ -674,7 +674,7 @@ func TestDefinition_RetentionOverridesDefault(t *testing.T) {
 		if rec := dfWaitFate(b, b.client, "ev-brief", history.FateDropped); rec.Reason != history.DropExpired {
 			t.Fatalf("ev-brief: %+v, want dropped/expired", rec)
 		}
-		s1WantWarn(b, "herald: event dropped", "event_id=ev-brief", "reason=expired")
+		b.wantWarn("herald: event dropped", "event_id=ev-brief", "reason=expired")
 		if rec := b.fate("ev-plain"); rec.Fate != history.FatePending {
 			t.Fatalf("ev-plain with the default retention: %+v, want still pending", rec)
 		}
@@ -701,10 +701,10 @@ func TestDefinition_EventBeforeStartDeliveredWhenInstanceStarts(t *testing.T) {
 			t.Fatalf("%s: %+v, want buffered in execution 1", id, rec)
 		}
 	}
-	evs := s1History(b, "late")
+	evs := b.history("late", 0)
 	for _, id := range []string{"ev-q", "ev-p"} {
 		if r := s1Find(evs, history.EventRaised, "", id); len(r) != 1 || !r[0].AtStart {
-			t.Fatalf("%s not placed at the start of execution 1:%s", id, s1Dump(evs))
+			t.Fatalf("%s not placed at the start of execution 1:%s", id, dumpHistory(evs))
 		}
 	}
 

@@ -46,9 +46,9 @@ func TestLane_StartIfAbsent(t *testing.T) {
 		t.Fatalf("status %+v, %v", info, err)
 	}
 	b.waitHistory("sw", history.EventSubscribed, "signal", 2)
-	evs := plHistory(b, "sw", 0)
+	evs := b.history("sw", 0)
 	if len(evs) < 2 || evs[1].Kind != history.EventRaised || evs[1].EventID != "ev-1" || !evs[1].AtStart {
-		t.Fatalf("the event should be buffered at the start of execution 1, history:%s", plDump(evs))
+		t.Fatalf("the event should be buffered at the start of execution 1, history:%s", dumpHistory(evs))
 	}
 	plCheckFate(b, "ev-1", plFate{Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
 
@@ -59,7 +59,7 @@ func TestLane_StartIfAbsent(t *testing.T) {
 		t.Fatalf("receipt %+v, want a plain raise", r)
 	}
 	var o out
-	plResult(b, "sw", &o)
+	b.result("sw", &o)
 	if !reflect.DeepEqual(o, out{Input: "first input", Events: []string{"hello", "again"}}) {
 		t.Fatalf("result %+v", o)
 	}
@@ -111,13 +111,13 @@ func TestLane_DedupSameEventID(t *testing.T) {
 	plRaise(b, "i", "done", nil, "ev-done")
 
 	var o out
-	plResult(b, "i", &o)
+	b.result("i", &o)
 	if o != (out{First: "first", Winner: 1}) {
 		t.Fatalf("result %+v: the duplicate was delivered", o)
 	}
-	evs := plHistory(b, "i", 0)
+	evs := b.history("i", 0)
 	if got := plByID(evs, "dup"); len(got) != 1 || got[0].Kind != history.EventRaised || string(got[0].Payload) != `"first"` {
-		t.Fatalf("want one arrival of dup, history:%s", plDump(evs))
+		t.Fatalf("want one arrival of dup, history:%s", dumpHistory(evs))
 	}
 	recs, err := b.client.Events(b.ctx, "i")
 	if err != nil {
@@ -160,7 +160,7 @@ func TestLane_EventIDConflict(t *testing.T) {
 		}
 	}
 	var out string
-	plResult(b, "a", &out)
+	b.result("a", &out)
 	if out != "for a" {
 		t.Fatalf("a got %q", out)
 	}
@@ -171,8 +171,8 @@ func TestLane_EventIDConflict(t *testing.T) {
 	if info, _ := b.client.Status(b.ctx, "b"); info.Status != herald.StatusRunning {
 		t.Fatalf("b: %+v", info)
 	}
-	if evs := plHistory(b, "b", 0); countKind(evs, history.EventRaised, "") != 0 {
-		t.Fatalf("b history:%s", plDump(evs))
+	if evs := b.history("b", 0); countKind(evs, history.EventRaised, "") != 0 {
+		t.Fatalf("b history:%s", dumpHistory(evs))
 	}
 }
 
@@ -198,10 +198,10 @@ func TestLane_TerminateDropsBufferedEvents(t *testing.T) {
 	if info.Status != herald.StatusTerminated || !errors.As(info.Err(), &we) || we.Kind != "terminated" || we.Message != "operator says stop" {
 		t.Fatalf("info %+v, err %v", info, info.Err())
 	}
-	evs := plHistory(b, "i", 0)
+	evs := b.history("i", 0)
 	term := plFind(evs, history.ExecutionTerminated, "")
 	if len(term) != 1 {
-		t.Fatalf("history:%s", plDump(evs))
+		t.Fatalf("history:%s", dumpHistory(evs))
 	}
 	for _, id := range []string{"ev-a", "ev-b"} {
 		plCheckFate(b, id, plFate{Fate: history.FateDropped, Reason: history.DropInstanceTerminal, Execution: 1, Origin: 1})
@@ -212,7 +212,7 @@ func TestLane_TerminateDropsBufferedEvents(t *testing.T) {
 			}
 		}
 		if crumb == nil || crumb.Reason != history.DropInstanceTerminal || crumb.Seq < term[0].Seq || crumb.Lane != history.LanePositional {
-			t.Fatalf("no instance_terminal breadcrumb for %s after ExecutionTerminated, history:%s", id, plDump(evs))
+			t.Fatalf("no instance_terminal breadcrumb for %s after ExecutionTerminated, history:%s", id, dumpHistory(evs))
 		}
 	}
 
@@ -226,8 +226,8 @@ func TestLane_TerminateDropsBufferedEvents(t *testing.T) {
 	if err := b.client.Terminate(b.ctx, "i", "again"); !errors.Is(err, herald.ErrInstanceNotRunning) {
 		t.Fatalf("terminate twice: %v, want ErrInstanceNotRunning", err)
 	}
-	if after := plHistory(b, "i", 0); !reflect.DeepEqual(after, evs) {
-		t.Fatalf("history changed after the end:%s", plDump(after))
+	if after := b.history("i", 0); !reflect.DeepEqual(after, evs) {
+		t.Fatalf("history changed after the end:%s", dumpHistory(after))
 	}
 	if err := b.rt.ReplayHistory(evs); err != nil {
 		t.Fatalf("replay: %v", err)
@@ -266,22 +266,22 @@ func TestLane_WaitTimeoutThenLateEventDropped(t *testing.T) {
 	plRaise(b, "i", "approval", "late", "ev-late")
 	b.waitHistory("i", history.EventDropped, "approval", 1)
 	plCheckFate(b, "ev-late", plFate{Fate: history.FateDropped, Reason: history.DropWithdrawnWait, Execution: 1, Origin: 1})
-	plWantWarn(b, "herald: event dropped", "ev-late", "reason=withdrawn_wait")
+	b.wantWarn("herald: event dropped", "ev-late", "reason=withdrawn_wait")
 	plRaise(b, "i", "go-on", nil, "ev-go-on")
 	b.waitHistory("i", history.EventSubscribed, "approval", 2)
 	plRaise(b, "i", "approval", "fresh", "ev-fresh")
 
 	var o out
-	plResult(b, "i", &o)
+	b.result("i", &o)
 	if o != (out{TimedOut: true, Got: "fresh"}) {
 		t.Fatalf("result %+v", o)
 	}
-	evs := plHistory(b, "i", 0)
+	evs := b.history("i", 0)
 	subs := plFind(evs, history.EventSubscribed, "approval")
 	cancel := plFind(evs, history.EventSubscribedCancelled, "approval")
 	if len(subs) != 2 || len(cancel) != 1 || cancel[0].TaskSeq != subs[0].Seq ||
 		countKind(evs, history.TimerCreated, "") != 1 || countKind(evs, history.TimerFired, "") != 1 {
-		t.Fatalf("history:%s", plDump(evs))
+		t.Fatalf("history:%s", dumpHistory(evs))
 	}
 	plCheckFate(b, "ev-fresh", plFate{Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 2})
 	if err := b.rt.ReplayHistory(evs); err != nil {
@@ -293,13 +293,13 @@ func TestLane_WaitTimeoutThenLateEventDropped(t *testing.T) {
 	b.waitHistory("j", history.EventSubscribed, "approval", 1)
 	plRaise(b, "j", "approval", "on time", "ev-on-time")
 	var s string
-	plResult(b, "j", &s)
+	b.result("j", &s)
 	if s != "on time" {
 		t.Fatalf("result %q", s)
 	}
-	evs = plHistory(b, "j", 0)
+	evs = b.history("j", 0)
 	if countKind(evs, history.TimerCancelled, "") != 1 || countKind(evs, history.EventSubscribedCancelled, "") != 0 {
-		t.Fatalf("history:%s", plDump(evs))
+		t.Fatalf("history:%s", dumpHistory(evs))
 	}
 }
 
@@ -317,12 +317,12 @@ func TestLane_BufferedEventsDroppedWhenWorkflowCompletes(t *testing.T) {
 	b.waitHistory("i", history.EventRaised, "extra", 2)
 	plRaise(b, "i", "gate", nil, "ev-gate")
 	var s string
-	plResult(b, "i", &s)
+	b.result("i", &s)
 
-	evs := plHistory(b, "i", 0)
+	evs := b.history("i", 0)
 	done := plFind(evs, history.ExecutionCompleted, "")
 	if len(done) != 1 {
-		t.Fatalf("history:%s", plDump(evs))
+		t.Fatalf("history:%s", dumpHistory(evs))
 	}
 	for _, id := range []string{"ev-extra-1", "ev-extra-2"} {
 		plCheckFate(b, id, plFate{Fate: history.FateDropped, Reason: history.DropInstanceTerminal, Execution: 1, Origin: 1})
@@ -331,7 +331,7 @@ func TestLane_BufferedEventsDroppedWhenWorkflowCompletes(t *testing.T) {
 			found = found || (ev.Kind == history.EventDropped && ev.Reason == history.DropInstanceTerminal && ev.Seq > done[0].Seq)
 		}
 		if !found {
-			t.Fatalf("no instance_terminal breadcrumb for %s, history:%s", id, plDump(evs))
+			t.Fatalf("no instance_terminal breadcrumb for %s, history:%s", id, dumpHistory(evs))
 		}
 	}
 	if err := b.rt.ReplayHistory(evs); err != nil {
@@ -359,7 +359,7 @@ func TestLane_BufferedEventsDroppedWhenWorkflowCompletes(t *testing.T) {
 			if rec.Fate != history.FateDropped || rec.Reason != history.DropInstanceTerminal {
 				t.Fatalf("%s: accepted event racing the end: %+v, want dropped/instance_terminal", id, rec)
 			}
-			if got := plByID(plHistory(b, id, 0), id+"-extra"); len(got) == 0 || got[len(got)-1].Kind != history.EventDropped {
+			if got := plByID(b.history(id, 0), id+"-extra"); len(got) == 0 || got[len(got)-1].Kind != history.EventDropped {
 				t.Fatalf("%s: no breadcrumb for the raced event: %+v", id, got)
 			}
 		}
@@ -386,16 +386,16 @@ func TestLane_ContinueAsNewDropUnconsumedEvents(t *testing.T) {
 	plRaise(b, "i", "go", nil, "ev-go-1")
 	plWaitExec(b, "i", 2, history.EventSubscribed, "go", 1)
 
-	ex2 := plHistory(b, "i", 2)
+	ex2 := b.history("i", 2)
 	if len(ex2) < 2 || ex2[1].Kind != history.EventDropped || ex2[1].EventID != "ev-signal" ||
 		ex2[1].Reason != history.DropNotCarriedForward || ex2[1].OriginExecution != 1 || countKind(ex2, history.EventRaised, "") != 0 {
-		t.Fatalf("execution 2 history:%s", plDump(ex2))
+		t.Fatalf("execution 2 history:%s", dumpHistory(ex2))
 	}
 	plCheckFate(b, "ev-signal", plFate{Fate: history.FateDropped, Reason: history.DropNotCarriedForward, Execution: 2, Origin: 1})
-	plWantWarn(b, "herald: event dropped", "ev-signal", "not_carried_forward")
+	b.wantWarn("herald: event dropped", "ev-signal", "not_carried_forward")
 	plRaise(b, "i", "go", nil, "ev-go-2")
 	var s string
-	plResult(b, "i", &s)
+	b.result("i", &s)
 }
 
 func TestLane_NewWaitClearsWithdrawnQuestion(t *testing.T) {
@@ -425,13 +425,13 @@ func TestLane_NewWaitClearsWithdrawnQuestion(t *testing.T) {
 	plRaise(b, "i", "gate", nil, "ev-gate")
 
 	var out []string
-	plResult(b, "i", &out)
+	b.result("i", &out)
 	if !reflect.DeepEqual(out, []string{"two", "three"}) {
 		t.Fatalf("result %q", out)
 	}
 	plCheckFate(b, "ev-two", plFate{Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 2})
 	plCheckFate(b, "ev-three", plFate{Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 3})
-	if evs := plHistory(b, "i", 0); countKind(evs, history.EventDropped, "") != 0 {
-		t.Fatalf("history:%s", plDump(evs))
+	if evs := b.history("i", 0); countKind(evs, history.EventDropped, "") != 0 {
+		t.Fatalf("history:%s", dumpHistory(evs))
 	}
 }

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -57,16 +56,6 @@ func quStart(b *bundle, workflow, id string, input any) {
 	}
 }
 
-// quHistory returns one execution's history (0: the current one).
-func quHistory(b *bundle, id string, execution int) []history.Event {
-	b.t.Helper()
-	evs, err := b.client.History(b.ctx, id, execution)
-	if err != nil {
-		b.t.Fatalf("history of %s (execution %d): %v", id, execution, err)
-	}
-	return evs
-}
-
 // quFind returns the events of kind on lane with name ("" matches any lane
 // or name).
 func quFind(evs []history.Event, kind history.Kind, lane history.Lane, name string) []history.Event {
@@ -95,19 +84,9 @@ func quOne(b *bundle, evs []history.Event, eventID string) history.Event {
 	b.t.Helper()
 	got := quByID(evs, eventID)
 	if len(got) != 1 {
-		b.t.Fatalf("%d events with id %s, want 1; history:%s", len(got), eventID, quDump(evs))
+		b.t.Fatalf("%d events with id %s, want 1; history:%s", len(got), eventID, dumpHistory(evs))
 	}
 	return got[0]
-}
-
-// quDump renders a history for failure messages.
-func quDump(evs []history.Event) string {
-	var sb strings.Builder
-	for _, ev := range evs {
-		fmt.Fprintf(&sb, "\n  %3d %-24s lane=%-10s name=%q task=%d id=%q payload=%.30s origin=%d at_start=%v wait=%d no_wait=%v reason=%s",
-			ev.Seq, ev.Kind, ev.Lane, ev.Name, ev.TaskSeq, ev.EventID, ev.Payload, ev.OriginExecution, ev.AtStart, ev.WaitNumber, ev.NoWait, ev.Reason)
-	}
-	return sb.String()
 }
 
 // quWaitExec waits until execution exec of the instance has at least n
@@ -146,50 +125,6 @@ func quCheckFate(b *bundle, eventID string, want quFate) {
 	}
 }
 
-// quWaitFate waits until the event's fate is fate and returns its record.
-func quWaitFate(b *bundle, eventID string, fate history.Fate) *herald.EventRecord {
-	b.t.Helper()
-	var rec *herald.EventRecord
-	b.waitFor("fate "+string(fate)+" of "+eventID, func() bool {
-		r, err := b.client.EventFate(b.ctx, eventID)
-		rec = r
-		return err == nil && r.Fate == fate
-	})
-	return rec
-}
-
-// quResult waits for the instance to complete and decodes its result.
-func quResult(b *bundle, id string, out any) *herald.InstanceInfo {
-	b.t.Helper()
-	info := b.waitDone(id)
-	if info.Status != herald.StatusCompleted {
-		b.t.Fatalf("%s ended %s: %v\nhistory:%s", id, info.Status, info.Err(), quDump(quHistory(b, id, 0)))
-	}
-	if err := info.Result(out); err != nil {
-		b.t.Fatalf("result of %s: %v", id, err)
-	}
-	return info
-}
-
-// quWantWarn waits for a WARN line containing every fragment: the runtime
-// logs a drop just after its turn commits, so the line may trail the
-// history the test has seen.
-func quWantWarn(b *bundle, fragments ...string) {
-	b.t.Helper()
-	b.waitFor(fmt.Sprintf("a WARN line with %q", fragments), func() bool {
-		for _, w := range b.logs.warnings() {
-			ok := true
-			for _, f := range fragments {
-				ok = ok && strings.Contains(w, f)
-			}
-			if ok {
-				return true
-			}
-		}
-		return false
-	})
-}
-
 // quReplay replays every execution of the instance with ReplayHistory.
 func quReplay(b *bundle, id string) {
 	b.t.Helper()
@@ -198,9 +133,9 @@ func quReplay(b *bundle, id string) {
 		b.t.Fatal(err)
 	}
 	for e := 1; e <= info.Execution; e++ {
-		evs := quHistory(b, id, e)
+		evs := b.history(id, e)
 		if err := b.rt.ReplayHistory(evs); err != nil {
-			b.t.Fatalf("replay of execution %d of %s: %v\nhistory:%s", e, id, err, quDump(evs))
+			b.t.Fatalf("replay of execution %d of %s: %v\nhistory:%s", e, id, err, dumpHistory(evs))
 		}
 	}
 }
@@ -294,7 +229,7 @@ func quReady(b *bundle, id string, exec, n int) {
 func quWantGot(b *bundle, id string, want ...string) {
 	b.t.Helper()
 	var st quScriptState
-	quResult(b, id, &st)
+	b.result(id, &st)
 	if !slices.Equal(st.Got, want) {
 		b.t.Fatalf("received %q, want %q", st.Got, want)
 	}
@@ -312,7 +247,7 @@ type quCarried struct {
 func quCheckStart(b *bundle, evs []history.Event, exec int, want ...quCarried) {
 	b.t.Helper()
 	if len(evs) < len(want)+1 || evs[0].Kind != history.ExecutionStarted || evs[0].Execution != exec {
-		b.t.Fatalf("execution %d history:%s", exec, quDump(evs))
+		b.t.Fatalf("execution %d history:%s", exec, dumpHistory(evs))
 	}
 	for i, w := range want {
 		ev := evs[i+1]
@@ -322,11 +257,11 @@ func quCheckStart(b *bundle, evs []history.Event, exec int, want ...quCarried) {
 		}
 		if ev.Kind != kind || ev.EventID != w.ID || ev.Lane != history.LaneQueue || !ev.AtStart ||
 			ev.OriginExecution != w.Origin || ev.Reason != w.Reason || ev.TaskSeq != 0 {
-			b.t.Fatalf("execution %d, start event %d: want %+v; history:%s", exec, i+1, w, quDump(evs))
+			b.t.Fatalf("execution %d, start event %d: want %+v; history:%s", exec, i+1, w, dumpHistory(evs))
 		}
 	}
 	if len(evs) > len(want)+1 && evs[len(want)+1].AtStart && evs[len(want)+1].OriginExecution < exec {
-		b.t.Fatalf("execution %d starts with more carried events than %+v; history:%s", exec, want, quDump(evs))
+		b.t.Fatalf("execution %d starts with more carried events than %+v; history:%s", exec, want, dumpHistory(evs))
 	}
 }
 
@@ -377,31 +312,31 @@ func TestQueue_LimitDropsNewMessage(t *testing.T) {
 		quEnqueue(b, "i", q, id, id)
 	}
 	for n := 1; n <= 20; n++ {
-		quWaitFate(b, fmt.Sprintf("q%02d", n), history.FateBuffered)
+		b.waitFate(fmt.Sprintf("q%02d", n), history.FateBuffered)
 	}
 	quEnqueue(b, "i", "A", "q21", "q21")
-	quWaitFate(b, "q21", history.FateDropped)
+	b.waitFate("q21", history.FateDropped)
 	quCheckFate(b, "q21", quFate{Lane: history.LaneQueue, Name: "A", Fate: history.FateDropped, Reason: history.DropLimit, Execution: 1, Origin: 1})
-	evs := quHistory(b, "i", 0)
+	evs := b.history("i", 0)
 	crumb := quOne(b, evs, "q21")
 	if crumb.Kind != history.EventDropped || crumb.Lane != history.LaneQueue || crumb.Reason != history.DropLimit ||
 		crumb.Name != "A" || crumb.OriginExecution != 1 || string(crumb.Payload) != `"q21"` {
-		t.Fatalf("breadcrumb %+v; history:%s", crumb, quDump(evs))
+		t.Fatalf("breadcrumb %+v; history:%s", crumb, dumpHistory(evs))
 	}
 	if n := len(quFind(evs, history.EventRaised, history.LaneQueue, "")); n != 20 {
-		t.Fatalf("%d messages buffered, want 20; history:%s", n, quDump(evs))
+		t.Fatalf("%d messages buffered, want 20; history:%s", n, dumpHistory(evs))
 	}
-	quWantWarn(b, "herald: event dropped", "event_id=q21", "lane=queue", "reason=limit")
+	b.wantWarn("herald: event dropped", "event_id=q21", "lane=queue", "reason=limit")
 	if n := b.rt.Stats().DroppedByReason()[string(history.DropLimit)]; n != 1 {
 		t.Errorf("limit drops counted %d, want 1", n)
 	}
 
 	// A full queue lane does not limit the positional lane.
 	quRaise(b, "i", "P", "p", "ev-p")
-	quWaitFate(b, "ev-p", history.FateBuffered)
+	b.waitFate("ev-p", history.FateBuffered)
 	quRaise(b, "i", "go", nil, "ev-go")
 	var o out
-	quResult(b, "i", &o)
+	b.result("i", &o)
 	if !slices.Equal(o.A, wantA) || !slices.Equal(o.B, wantB) {
 		t.Fatalf("received A %q B %q, want A %q B %q", o.A, o.B, wantA, wantB)
 	}
@@ -417,29 +352,29 @@ func TestQueue_ConsumingFreesRoom(t *testing.T) {
 	quReady(b, "i", 1, 1)
 	for _, id := range []string{"m1", "m2", "m3"} {
 		quEnqueue(b, "i", "Q", id, id)
-		quWaitFate(b, id, history.FateBuffered)
+		b.waitFate(id, history.FateBuffered)
 	}
 	quEnqueue(b, "i", "Q", "m4", "m4")
-	quWaitFate(b, "m4", history.FateDropped)
+	b.waitFate("m4", history.FateDropped)
 	quCheckFate(b, "m4", quFate{Lane: history.LaneQueue, Name: "Q", Fate: history.FateDropped, Reason: history.DropLimit, Execution: 1, Origin: 1})
 
 	quSend(b, "i", "take", "Q")
-	quWaitFate(b, "m1", history.FateDelivered)
+	b.waitFate("m1", history.FateDelivered)
 	quReady(b, "i", 1, 2)
 	// One consumed, one free slot.
 	quEnqueue(b, "i", "Q", "m5", "m5")
-	quWaitFate(b, "m5", history.FateBuffered)
+	b.waitFate("m5", history.FateBuffered)
 	quEnqueue(b, "i", "Q", "m6", "m6")
-	quWaitFate(b, "m6", history.FateDropped)
+	b.waitFate("m6", history.FateDropped)
 	quCheckFate(b, "m6", quFate{Lane: history.LaneQueue, Name: "Q", Fate: history.FateDropped, Reason: history.DropLimit, Execution: 1, Origin: 1})
-	quWantWarn(b, "event_id=m6", "lane=queue", "reason=limit")
+	b.wantWarn("event_id=m6", "lane=queue", "reason=limit")
 
 	quSend(b, "i", "drain", "Q")
 	quSend(b, "i", "end")
 	quWantGot(b, "i", "m1", "m2", "m3", "m5")
-	evs := quHistory(b, "i", 0)
+	evs := b.history("i", 0)
 	if d := quFind(evs, history.EventDropped, history.LaneQueue, "Q"); len(d) != 2 || d[0].EventID != "m4" || d[1].EventID != "m6" {
-		t.Fatalf("drops %+v; history:%s", d, quDump(evs))
+		t.Fatalf("drops %+v; history:%s", d, dumpHistory(evs))
 	}
 	quReplay(b, "i")
 }
@@ -453,28 +388,28 @@ func TestQueue_CarryForwardKeepsOrderAcrossExecutions(t *testing.T) {
 	quReady(b, "i", 1, 1)
 	for _, m := range [][2]string{{"A", "A1"}, {"B", "B1"}, {"A", "A2"}} {
 		quEnqueue(b, "i", m[0], m[1], m[1])
-		quWaitFate(b, m[1], history.FateBuffered)
+		b.waitFate(m[1], history.FateBuffered)
 	}
 	quSend(b, "i", "continue")
 	quReady(b, "i", 2, 1)
 	// Carried in arrival order across queues, keeping their origin.
-	quCheckStart(b, quHistory(b, "i", 2), 2, quCarried{"A1", 1, ""}, quCarried{"B1", 1, ""}, quCarried{"A2", 1, ""})
+	quCheckStart(b, b.history("i", 2), 2, quCarried{"A1", 1, ""}, quCarried{"B1", 1, ""}, quCarried{"A2", 1, ""})
 	quCheckFate(b, "B1", quFate{Lane: history.LaneQueue, Name: "B", Fate: history.FateBuffered, Execution: 2, Origin: 1})
 
 	quSend(b, "i", "take", "A")
-	quWaitFate(b, "A1", history.FateDelivered)
+	b.waitFate("A1", history.FateDelivered)
 	quCheckFate(b, "A1", quFate{Lane: history.LaneQueue, Name: "A", Fate: history.FateDelivered, Execution: 2, Origin: 1, WaitNumber: 1})
 	quReady(b, "i", 2, 2)
 	quEnqueue(b, "i", "B", "B2", "B2")
-	quWaitFate(b, "B2", history.FateBuffered)
+	b.waitFate("B2", history.FateBuffered)
 	quSend(b, "i", "continue")
 	quReady(b, "i", 3, 1)
 	// The carried ones before the newer one.
-	quCheckStart(b, quHistory(b, "i", 3), 3, quCarried{"B1", 1, ""}, quCarried{"A2", 1, ""}, quCarried{"B2", 2, ""})
+	quCheckStart(b, b.history("i", 3), 3, quCarried{"B1", 1, ""}, quCarried{"A2", 1, ""}, quCarried{"B2", 2, ""})
 
 	// Carried messages count toward the limit of the new execution.
 	quEnqueue(b, "i", "A", "A3", "A3")
-	quWaitFate(b, "A3", history.FateDropped)
+	b.waitFate("A3", history.FateDropped)
 	quCheckFate(b, "A3", quFate{Lane: history.LaneQueue, Name: "A", Fate: history.FateDropped, Reason: history.DropLimit, Execution: 3, Origin: 3})
 
 	quSend(b, "i", "drain", "A", "B")
@@ -483,8 +418,8 @@ func TestQueue_CarryForwardKeepsOrderAcrossExecutions(t *testing.T) {
 	quCheckFate(b, "A2", quFate{Lane: history.LaneQueue, Name: "A", Fate: history.FateDelivered, Execution: 3, Origin: 1, WaitNumber: 1})
 	quCheckFate(b, "B1", quFate{Lane: history.LaneQueue, Name: "B", Fate: history.FateDelivered, Execution: 3, Origin: 1, WaitNumber: 1})
 	quCheckFate(b, "B2", quFate{Lane: history.LaneQueue, Name: "B", Fate: history.FateDelivered, Execution: 3, Origin: 2, WaitNumber: 2})
-	if ex1 := quHistory(b, "i", 1); len(quFind(ex1, history.EventDropped, "", "")) != 0 {
-		t.Fatalf("execution 1 dropped something:%s", quDump(ex1))
+	if ex1 := b.history("i", 1); len(quFind(ex1, history.EventDropped, "", "")) != 0 {
+		t.Fatalf("execution 1 dropped something:%s", dumpHistory(ex1))
 	}
 	quReplay(b, "i")
 }
@@ -503,7 +438,7 @@ func TestQueue_CarryForwardOverflowDropsNewest(t *testing.T) {
 		quEnqueue(b1, "i", "Q", id, id)
 	}
 	for _, id := range ids {
-		quWaitFate(b1, id, history.FateBuffered)
+		b1.waitFate(id, history.FateBuffered)
 	}
 	if err := b1.rt.Stop(b1.ctx); err != nil {
 		t.Fatal(err)
@@ -513,11 +448,11 @@ func TestQueue_CarryForwardOverflowDropsNewest(t *testing.T) {
 	quSend(b, "i", "continue")
 	quReady(b, "i", 2, 1)
 	// The oldest are kept; the overflow is dropped and reported.
-	quCheckStart(b, quHistory(b, "i", 2), 2, quCarried{"m1", 1, ""}, quCarried{"m2", 1, ""}, quCarried{"m3", 1, ""},
+	quCheckStart(b, b.history("i", 2), 2, quCarried{"m1", 1, ""}, quCarried{"m2", 1, ""}, quCarried{"m3", 1, ""},
 		quCarried{"m4", 1, history.DropCarryForwardLimit}, quCarried{"m5", 1, history.DropCarryForwardLimit})
 	for _, id := range []string{"m4", "m5"} {
 		quCheckFate(b, id, quFate{Lane: history.LaneQueue, Name: "Q", Fate: history.FateDropped, Reason: history.DropCarryForwardLimit, Execution: 2, Origin: 1})
-		quWantWarn(b, "event_id="+id, "lane=queue", "reason=carry_forward_limit")
+		b.wantWarn("event_id="+id, "lane=queue", "reason=carry_forward_limit")
 	}
 	quSend(b, "i", "drain", "Q")
 	quSend(b, "i", "end")
@@ -531,22 +466,22 @@ func TestQueue_CarryForwardAgeLimit(t *testing.T) {
 	quStart(b, "script", "i", nil)
 	quReady(b, "i", 1, 1)
 	quEnqueue(b, "i", "Q", "old", "old")
-	quWaitFate(b, "old", history.FateBuffered)
+	b.waitFate("old", history.FateBuffered)
 	quSend(b, "i", "continue")
 	quReady(b, "i", 2, 1)
 	quEnqueue(b, "i", "Q", "young", "young")
-	quWaitFate(b, "young", history.FateBuffered)
+	b.waitFate("young", history.FateBuffered)
 	quSend(b, "i", "continue")
 	quReady(b, "i", 3, 1)
 	// Two boundaries: still carried.
-	quCheckStart(b, quHistory(b, "i", 3), 3, quCarried{"old", 1, ""}, quCarried{"young", 2, ""})
+	quCheckStart(b, b.history("i", 3), 3, quCarried{"old", 1, ""}, quCarried{"young", 2, ""})
 	quCheckFate(b, "old", quFate{Lane: history.LaneQueue, Name: "Q", Fate: history.FateBuffered, Execution: 3, Origin: 1})
 	quSend(b, "i", "continue")
 	quReady(b, "i", 4, 1)
 	// A third boundary is one too many for "old", not for "young".
-	quCheckStart(b, quHistory(b, "i", 4), 4, quCarried{"old", 1, history.DropCarryForwardLimit}, quCarried{"young", 2, ""})
+	quCheckStart(b, b.history("i", 4), 4, quCarried{"old", 1, history.DropCarryForwardLimit}, quCarried{"young", 2, ""})
 	quCheckFate(b, "old", quFate{Lane: history.LaneQueue, Name: "Q", Fate: history.FateDropped, Reason: history.DropCarryForwardLimit, Execution: 4, Origin: 1})
-	quWantWarn(b, "event_id=old", "lane=queue", "reason=carry_forward_limit", "origin_execution=1")
+	b.wantWarn("event_id=old", "lane=queue", "reason=carry_forward_limit", "origin_execution=1")
 	quSend(b, "i", "drain", "Q")
 	quSend(b, "i", "end")
 	quWantGot(b, "i", "young")
@@ -561,22 +496,22 @@ func TestQueue_ContinueAsNewDropUnconsumed(t *testing.T) {
 	quReady(b, "i", 1, 1)
 	quEnqueue(b, "i", "Q", "m1", "m1")
 	quRaise(b, "i", "Q", "p1", "p1") // the same name on the positional lane
-	quWaitFate(b, "m1", history.FateBuffered)
-	quWaitFate(b, "p1", history.FateBuffered)
+	b.waitFate("m1", history.FateBuffered)
+	b.waitFate("p1", history.FateBuffered)
 	quSend(b, "i", "continue-drop")
 	quReady(b, "i", 2, 1)
-	ex2 := quHistory(b, "i", 2)
+	ex2 := b.history("i", 2)
 	for _, c := range []struct {
 		id   string
 		lane history.Lane
 	}{{"m1", history.LaneQueue}, {"p1", history.LanePositional}} {
 		ev := quOne(b, ex2, c.id)
 		if ev.Kind != history.EventDropped || ev.Lane != c.lane || ev.Reason != history.DropNotCarriedForward || !ev.AtStart || ev.OriginExecution != 1 {
-			t.Fatalf("%s: %+v; history:%s", c.id, ev, quDump(ex2))
+			t.Fatalf("%s: %+v; history:%s", c.id, ev, dumpHistory(ex2))
 		}
 		quCheckFate(b, c.id, quFate{Lane: c.lane, Name: "Q", Fate: history.FateDropped, Reason: history.DropNotCarriedForward, Execution: 2, Origin: 1})
 	}
-	quWantWarn(b, "event_id=m1", "lane=queue", "reason=not_carried_forward")
+	b.wantWarn("event_id=m1", "lane=queue", "reason=not_carried_forward")
 	quEnqueue(b, "i", "Q", "m2", "m2")
 	quSend(b, "i", "take", "Q")
 	quSend(b, "i", "end")
@@ -622,11 +557,11 @@ func TestQueue_MessagesBeforeStart(t *testing.T) {
 	}
 	quStart(b, "w", "later", nil)
 	var o out
-	quResult(b, "later", &o)
+	b.result("later", &o)
 	if !o.AtOnce || !slices.Equal(o.Got, []string{"a1", "a2", "b1"}) {
 		t.Fatalf("result %+v, want a1 at once, then a2, b1", o)
 	}
-	evs := quHistory(b, "later", 0)
+	evs := b.history("later", 0)
 	// Kept messages arrive at the start of execution 1, before the code
 	// runs, in the order sent; the fourth is over the limit.
 	for i, id := range []string{"a1", "b1", "a2", "a3"} {
@@ -636,13 +571,13 @@ func TestQueue_MessagesBeforeStart(t *testing.T) {
 			kind = history.EventDropped
 		}
 		if ev.Kind != kind || ev.EventID != id || ev.Lane != history.LaneQueue || !ev.AtStart || ev.OriginExecution != 1 || ev.TaskSeq != 0 {
-			t.Fatalf("start event %d: want %s %s; history:%s", i+1, kind, id, quDump(evs))
+			t.Fatalf("start event %d: want %s %s; history:%s", i+1, kind, id, dumpHistory(evs))
 		}
 	}
 	quCheckFate(b, "a1", quFate{Lane: history.LaneQueue, Name: "A", Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
 	quCheckFate(b, "b1", quFate{Lane: history.LaneQueue, Name: "B", Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
 	quCheckFate(b, "a3", quFate{Lane: history.LaneQueue, Name: "A", Fate: history.FateDropped, Reason: history.DropLimit, Execution: 1, Origin: 1})
-	quWantWarn(b, "event_id=a3", "lane=queue", "reason=limit")
+	b.wantWarn("event_id=a3", "lane=queue", "reason=limit")
 	quReplay(b, "later")
 }
 
@@ -657,16 +592,16 @@ func TestQueue_EnqueueStartIfAbsent(t *testing.T) {
 		t.Fatalf("receipt %+v, %v; want Started", r, err)
 	}
 	quReady(b, "sw", 1, 1)
-	evs := quHistory(b, "sw", 0)
+	evs := b.history("sw", 0)
 	if len(evs) < 2 || evs[1].Kind != history.EventRaised || evs[1].EventID != "m1" || evs[1].Lane != history.LaneQueue || !evs[1].AtStart {
-		t.Fatalf("the message should be at the start of execution 1; history:%s", quDump(evs))
+		t.Fatalf("the message should be at the start of execution 1; history:%s", dumpHistory(evs))
 	}
 	// The instance exists now: a plain enqueue.
 	r, err = b.client.Enqueue(b.ctx, "sw", "Q", "m2", herald.WithEventID("m2"), herald.StartIfAbsent("script", nil))
 	if err != nil || r.Started || r.Duplicate {
 		t.Fatalf("receipt %+v, %v; want a plain enqueue", r, err)
 	}
-	quWaitFate(b, "m2", history.FateBuffered)
+	b.waitFate("m2", history.FateBuffered)
 	quSend(b, "sw", "drain", "Q")
 	quSend(b, "sw", "end")
 	quWantGot(b, "sw", "input", "m1", "m2")
@@ -706,10 +641,10 @@ func TestQueue_TryDequeue(t *testing.T) {
 	})
 	quStart(b, "w", "i", nil)
 	quWaitExec(b, "i", 1, history.EventSubscribed, history.LanePositional, "go", 1)
-	evs := quHistory(b, "i", 0)
+	evs := b.history("i", 0)
 	try := quFind(evs, history.EventSubscribed, history.LaneQueue, "Q")
 	if len(try) != 1 || !try[0].NoWait || try[0].EventID != "" || try[0].Seq != 2 {
-		t.Fatalf("the first TryDequeue: history:%s", quDump(evs))
+		t.Fatalf("the first TryDequeue: history:%s", dumpHistory(evs))
 	}
 	want := []string{"m1", "m2", "m3", "m4", "m5"}
 	for _, id := range want {
@@ -717,18 +652,18 @@ func TestQueue_TryDequeue(t *testing.T) {
 	}
 	// The empty TryDequeue left no receive behind: the messages wait.
 	for _, id := range want {
-		quWaitFate(b, id, history.FateBuffered)
+		b.waitFate(id, history.FateBuffered)
 	}
 	quRaise(b, "i", "go", nil, "ev-go")
 	var o out
-	quResult(b, "i", &o)
+	b.result("i", &o)
 	if !o.FirstEmpty || !slices.Equal(o.Got, want) {
 		t.Fatalf("result %+v, want empty first, then %q", o, want)
 	}
-	evs = quHistory(b, "i", 0)
+	evs = b.history("i", 0)
 	try = quFind(evs, history.EventSubscribed, history.LaneQueue, "Q")
 	if len(try) != 7 {
-		t.Fatalf("%d TryDequeues, want 7; history:%s", len(try), quDump(evs))
+		t.Fatalf("%d TryDequeues, want 7; history:%s", len(try), dumpHistory(evs))
 	}
 	// Receives are numbered per queue, the empty ones too.
 	for i, ev := range try {
@@ -737,14 +672,14 @@ func TestQueue_TryDequeue(t *testing.T) {
 			wantID = want[i-1]
 		}
 		if !ev.NoWait || ev.EventID != wantID || (wantID != "" && ev.WaitNumber != i+1) {
-			t.Fatalf("TryDequeue %d: %+v, want %q; history:%s", i+1, ev, wantID, quDump(evs))
+			t.Fatalf("TryDequeue %d: %+v, want %q; history:%s", i+1, ev, wantID, dumpHistory(evs))
 		}
 		if wantID != "" {
 			quCheckFate(b, wantID, quFate{Lane: history.LaneQueue, Name: "Q", Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: i + 1})
 		}
 	}
 	if n := len(quFind(evs, history.EventSubscribedCancelled, "", "")); n != 0 {
-		t.Fatalf("a TryDequeue left a cancellation; history:%s", quDump(evs))
+		t.Fatalf("a TryDequeue left a cancellation; history:%s", dumpHistory(evs))
 	}
 	quReplay(b, "i")
 }
@@ -783,19 +718,19 @@ func TestQueue_SelectLoserDoesNotConsume(t *testing.T) {
 	quWaitExec(b, "i", 1, history.EventSubscribedCancelled, history.LaneQueue, "A", 1)
 	quWaitExec(b, "i", 1, history.EventSubscribed, history.LanePositional, "go", 1)
 	quEnqueue(b, "i", "A", "a1", "a1")
-	quWaitFate(b, "a1", history.FateBuffered)
+	b.waitFate("a1", history.FateBuffered)
 	quRaise(b, "i", "go", nil, "ev-go")
 	var o out
-	quResult(b, "i", &o)
+	b.result("i", &o)
 	if o != (out{Winner: 1, First: "b1", Then: "a1", LoserCancelled: true, ThenReadyAtOnce: true}) {
 		t.Fatalf("result %+v", o)
 	}
-	evs := quHistory(b, "i", 0)
+	evs := b.history("i", 0)
 	subsA := quFind(evs, history.EventSubscribed, history.LaneQueue, "A")
 	cancels := quFind(evs, history.EventSubscribedCancelled, "", "")
 	if len(subsA) != 2 || len(cancels) != 1 || cancels[0].TaskSeq != subsA[0].Seq || cancels[0].Lane != history.LaneQueue ||
 		subsA[1].EventID != "a1" || len(quFind(evs, history.EventDropped, "", "")) != 0 {
-		t.Fatalf("history:%s", quDump(evs))
+		t.Fatalf("history:%s", dumpHistory(evs))
 	}
 	quCheckFate(b, "a1", quFate{Lane: history.LaneQueue, Name: "A", Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 2})
 	quCheckFate(b, "b1", quFate{Lane: history.LaneQueue, Name: "B", Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
@@ -840,13 +775,13 @@ func TestQueue_TimerLoopNeverLosesMessages(t *testing.T) {
 		quEnqueue(b, "i", "Q", id, id)
 	}
 	var o out
-	quResult(b, "i", &o)
+	b.result("i", &o)
 	if !slices.Equal(o.Got, want) || o.Ticks < 2*n {
 		t.Fatalf("result %+v, want %q after at least %d ticks", o, want, 2*n)
 	}
-	evs := quHistory(b, "i", 0)
+	evs := b.history("i", 0)
 	if d := quFind(evs, history.EventDropped, "", ""); len(d) != 0 {
-		t.Fatalf("drops %+v; history:%s", d, quDump(evs))
+		t.Fatalf("drops %+v; history:%s", d, dumpHistory(evs))
 	}
 	last := 0
 	for _, id := range want {
@@ -885,16 +820,16 @@ func TestQueue_DequeueTimeoutThenMessageReceived(t *testing.T) {
 	quStart(b, "w", "i", nil)
 	quWaitExec(b, "i", 1, history.EventSubscribed, history.LanePositional, "go", 1)
 	quEnqueue(b, "i", "Q", "m1", "m1")
-	quWaitFate(b, "m1", history.FateBuffered)
+	b.waitFate("m1", history.FateBuffered)
 	quRaise(b, "i", "go", nil, "ev-go")
 	quWaitExec(b, "i", 1, history.EventSubscribed, history.LaneQueue, "Q", 3)
 	quEnqueue(b, "i", "Q", "m2", "m2")
 	var o out
-	quResult(b, "i", &o)
+	b.result("i", &o)
 	if !o.TimedOut || !slices.Equal(o.Got, []string{"m1", "m2"}) {
 		t.Fatalf("result %+v, want a timeout, then m1, m2", o)
 	}
-	evs := quHistory(b, "i", 0)
+	evs := b.history("i", 0)
 	subs := quFind(evs, history.EventSubscribed, history.LaneQueue, "Q")
 	cancels := quFind(evs, history.EventSubscribedCancelled, "", "")
 	timers := quFind(evs, history.TimerCreated, "", "")
@@ -908,7 +843,7 @@ func TestQueue_DequeueTimeoutThenMessageReceived(t *testing.T) {
 		subs[1].EventID != "m1" || subs[1].WaitNumber != 2 || timers[1].Seq != subs[2].Seq+1 ||
 		m2.Kind != history.EventRaised || m2.TaskSeq != subs[2].Seq || m2.WaitNumber != 3 || timerCancels[0].TaskSeq != timers[1].Seq ||
 		len(quFind(evs, history.EventDropped, "", "")) != 0 {
-		t.Fatalf("history:%s", quDump(evs))
+		t.Fatalf("history:%s", dumpHistory(evs))
 	}
 	quCheckFate(b, "m1", quFate{Lane: history.LaneQueue, Name: "Q", Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 2})
 	quCheckFate(b, "m2", quFate{Lane: history.LaneQueue, Name: "Q", Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 3})
@@ -944,9 +879,9 @@ func TestQueue_DedupWithEventID(t *testing.T) {
 			t.Errorf("e1 on the %s: %v, want ErrEventIDConflict", name, err)
 		}
 	}
-	quWaitFate(b, "e1", history.FateBuffered)
+	b.waitFate("e1", history.FateBuffered)
 	quSend(b, "i", "take", "Q")
-	quWaitFate(b, "e1", history.FateDelivered)
+	b.waitFate("e1", history.FateDelivered)
 	quReady(b, "i", 1, 2)
 	// After delivery too: a duplicate changes nothing.
 	again, err = b.client.Enqueue(b.ctx, "i", "Q", "one", herald.WithEventID("e1"))
@@ -970,8 +905,8 @@ func TestQueue_DedupWithEventID(t *testing.T) {
 	if n != 1 {
 		t.Fatalf("e1 listed %d times", n)
 	}
-	if evs := quHistory(b, "i", 0); len(quFind(evs, history.EventRaised, "", "Q")) != 1 {
-		t.Fatalf("e1 reached the instance more than once:%s", quDump(evs))
+	if evs := b.history("i", 0); len(quFind(evs, history.EventRaised, "", "Q")) != 1 {
+		t.Fatalf("e1 reached the instance more than once:%s", dumpHistory(evs))
 	}
 }
 
@@ -988,7 +923,7 @@ func TestQueue_EnqueueToEndedInstance(t *testing.T) {
 	}
 	b.waitDone("killed")
 	for _, id := range []string{"done", "killed"} {
-		before := quHistory(b, id, 0)
+		before := b.history(id, 0)
 		recsBefore, err := b.client.Events(b.ctx, id)
 		if err != nil {
 			t.Fatal(err)
@@ -1004,8 +939,8 @@ func TestQueue_EnqueueToEndedInstance(t *testing.T) {
 		if err != nil || len(recs) != len(recsBefore) {
 			t.Fatalf("events of %s: %d, %v; %d before", id, len(recs), err, len(recsBefore))
 		}
-		if after := quHistory(b, id, 0); !reflect.DeepEqual(after, before) {
-			t.Fatalf("history of %s changed:%s", id, quDump(after))
+		if after := b.history(id, 0); !reflect.DeepEqual(after, before) {
+			t.Fatalf("history of %s changed:%s", id, dumpHistory(after))
 		}
 		// A refused id is not taken: nothing was stored.
 		if _, err := b.client.Enqueue(b.ctx, "fresh", "Q", "x", herald.WithEventID(eventID)); err != nil {
@@ -1022,9 +957,9 @@ func TestQueue_EventsListsBothLanes(t *testing.T) {
 	quEnqueue(b, "i", "Q", "q1", "q1")
 	quRaise(b, "i", "Q", "p1", "p1")
 	quEnqueue(b, "i", "R", "q2", "q2")
-	quWaitFate(b, "q2", history.FateBuffered)
+	b.waitFate("q2", history.FateBuffered)
 	quSend(b, "i", "take", "Q")
-	quWaitFate(b, "q1", history.FateDelivered)
+	b.waitFate("q1", history.FateDelivered)
 	quSend(b, "i", "end")
 	quWantGot(b, "i", "q1")
 
@@ -1070,11 +1005,11 @@ func TestQueue_EventsListsBothLanes(t *testing.T) {
 	if len(queued) != 2 || queued[0].EventID != "q1" || queued[1].EventID != "q2" {
 		t.Fatalf("queue-lane events %+v, want q1, q2", queued)
 	}
-	evs := quHistory(b, "i", 0)
+	evs := b.history("i", 0)
 	for _, w := range want[1:] {
 		ev := quByID(evs, w.ID)
 		if last := ev[len(ev)-1]; last.Kind != history.EventDropped || last.Lane != w.Lane || last.Reason != history.DropInstanceTerminal {
-			t.Fatalf("breadcrumb of %s: %+v; history:%s", w.ID, last, quDump(evs))
+			t.Fatalf("breadcrumb of %s: %+v; history:%s", w.ID, last, dumpHistory(evs))
 		}
 	}
 }

@@ -87,16 +87,6 @@ func plStart(b *bundle, workflow, id string, input any) {
 	}
 }
 
-// plHistory returns one execution's history (0: the current one).
-func plHistory(b *bundle, id string, execution int) []history.Event {
-	b.t.Helper()
-	evs, err := b.client.History(b.ctx, id, execution)
-	if err != nil {
-		b.t.Fatalf("history of %s (execution %d): %v", id, execution, err)
-	}
-	return evs
-}
-
 // plWaitExec waits until execution exec of the instance has at least n
 // events of kind (name "" matches any name).
 func plWaitExec(b *bundle, id string, exec int, kind history.Kind, name string, n int) {
@@ -109,21 +99,6 @@ func plWaitExec(b *bundle, id string, exec int, kind history.Kind, name string, 
 		evs, err := b.client.History(b.ctx, id, exec)
 		return err == nil && countKind(evs, kind, name) >= n
 	})
-}
-
-// plWaitFate waits until the event's fate is fate.
-func plWaitFate(b *bundle, eventID string, fate history.Fate) *herald.EventRecord {
-	b.t.Helper()
-	var rec *herald.EventRecord
-	b.waitFor("fate "+string(fate)+" of "+eventID, func() bool {
-		r, err := b.client.EventFate(b.ctx, eventID)
-		if err != nil {
-			return false
-		}
-		rec = r
-		return r.Fate == fate
-	})
-	return rec
 }
 
 // plFind returns the events of kind (and name, unless "") in order.
@@ -159,16 +134,6 @@ func plCountPrefix(evs []history.Event, kind history.Kind, prefix string) int {
 	return n
 }
 
-// plDump renders a history for failure messages.
-func plDump(evs []history.Event) string {
-	var sb strings.Builder
-	for _, ev := range evs {
-		fmt.Fprintf(&sb, "\n  %3d %-26s name=%q task=%d id=%q payload=%.40s origin=%d at_start=%v wait=%d reason=%s",
-			ev.Seq, ev.Kind, ev.Name, ev.TaskSeq, ev.EventID, ev.Payload, ev.OriginExecution, ev.AtStart, ev.WaitNumber, ev.Reason)
-	}
-	return sb.String()
-}
-
 // plFate is the expected ledger entry of an event.
 type plFate struct {
 	Fate       history.Fate
@@ -190,38 +155,6 @@ func plCheckFate(b *bundle, eventID string, want plFate) *herald.EventRecord {
 		b.t.Errorf("fate record of %s: id %q lane %q", eventID, rec.EventID, rec.Lane)
 	}
 	return rec
-}
-
-// plResult waits for the instance to complete and decodes its result.
-func plResult(b *bundle, id string, out any) *herald.InstanceInfo {
-	b.t.Helper()
-	info := b.waitDone(id)
-	if info.Status != herald.StatusCompleted {
-		b.t.Fatalf("%s ended %s: %v\nhistory:%s", id, info.Status, info.Err(), plDump(plHistory(b, id, 0)))
-	}
-	if err := info.Result(out); err != nil {
-		b.t.Fatalf("result of %s: %v", id, err)
-	}
-	return info
-}
-
-// plWantWarn waits for a WARN line containing every fragment. The runtime
-// logs a drop just after committing its turn, so the line may trail the
-// history the test has seen.
-func plWantWarn(b *bundle, fragments ...string) {
-	b.t.Helper()
-	b.waitFor(fmt.Sprintf("a WARN line with %q", fragments), func() bool {
-		for _, w := range b.logs.warnings() {
-			ok := true
-			for _, f := range fragments {
-				ok = ok && strings.Contains(w, f)
-			}
-			if ok {
-				return true
-			}
-		}
-		return false
-	})
 }
 
 // plWaitOne is a workflow that waits for one event "signal" and returns its
@@ -252,32 +185,32 @@ func TestSeed000_1_1_RaiseBeforeWait(t *testing.T) {
 	plRaise(b, "i", "approval", "yes", "ev-approval")
 	b.waitHistory("i", history.EventRaised, "approval", 1)
 	plCheckFate(b, "ev-approval", plFate{Fate: history.FateBuffered, Execution: 1, Origin: 1})
-	if evs := plHistory(b, "i", 0); countKind(evs, history.EventSubscribed, "approval") != 0 {
-		t.Fatalf("no wait for approval yet, history:%s", plDump(evs))
+	if evs := b.history("i", 0); countKind(evs, history.EventSubscribed, "approval") != 0 {
+		t.Fatalf("no wait for approval yet, history:%s", dumpHistory(evs))
 	}
 	plRaise(b, "i", "go", nil, "ev-go")
 
 	var out string
-	plResult(b, "i", &out)
+	b.result("i", &out)
 	if out != "yes" {
 		t.Fatalf("result %q, want yes", out)
 	}
-	evs := plHistory(b, "i", 0)
+	evs := b.history("i", 0)
 	raised := plFind(evs, history.EventRaised, "approval")
 	subs := plFind(evs, history.EventSubscribed, "approval")
 	if len(raised) != 1 || len(subs) != 1 {
-		t.Fatalf("want one EventRaised and one EventSubscribed for approval, history:%s", plDump(evs))
+		t.Fatalf("want one EventRaised and one EventSubscribed for approval, history:%s", dumpHistory(evs))
 	}
 	// Buffered: raised with no wait (TaskSeq 0), before the wait; the wait
 	// took it at once and names it.
 	if r, s := raised[0], subs[0]; r.TaskSeq != 0 || r.AtStart || r.EventID != "ev-approval" || string(r.Payload) != `"yes"` ||
 		s.Seq <= r.Seq || s.EventID != "ev-approval" || s.WaitNumber != 1 {
-		t.Fatalf("raise-before-wait recorded wrongly, history:%s", plDump(evs))
+		t.Fatalf("raise-before-wait recorded wrongly, history:%s", dumpHistory(evs))
 	}
 	// Received in the same turn it asked: the completion immediately follows
 	// the subscription, no other input in between.
 	if last := evs[len(evs)-1]; last.Kind != history.ExecutionCompleted || last.Seq != subs[0].Seq+1 {
-		t.Fatalf("wait did not return at once, history:%s", plDump(evs))
+		t.Fatalf("wait did not return at once, history:%s", dumpHistory(evs))
 	}
 	plCheckFate(b, "ev-approval", plFate{Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
 }
@@ -296,20 +229,20 @@ func TestSeed000_1_2_RaiseAfterWait(t *testing.T) {
 	plRaise(b, "i", "approval", "yes", "ev-approval")
 
 	var out string
-	plResult(b, "i", &out)
+	b.result("i", &out)
 	if out != "yes" {
 		t.Fatalf("result %q, want yes", out)
 	}
-	evs := plHistory(b, "i", 0)
+	evs := b.history("i", 0)
 	subs := plFind(evs, history.EventSubscribed, "approval")
 	raised := plFind(evs, history.EventRaised, "approval")
 	if len(subs) != 1 || len(raised) != 1 {
-		t.Fatalf("history:%s", plDump(evs))
+		t.Fatalf("history:%s", dumpHistory(evs))
 	}
 	// Delivered to the waiting subscription: the arrival names it.
 	if s, r := subs[0], raised[0]; s.EventID != "" || r.TaskSeq != s.Seq || r.WaitNumber != 1 || r.EventID != "ev-approval" ||
 		r.AtStart || r.Seq <= s.Seq {
-		t.Fatalf("raise-after-wait recorded wrongly, history:%s", plDump(evs))
+		t.Fatalf("raise-after-wait recorded wrongly, history:%s", dumpHistory(evs))
 	}
 	plCheckFate(b, "ev-approval", plFate{Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
 }
@@ -335,15 +268,15 @@ func TestSeed000_1_3_MultipleEventsSameName(t *testing.T) {
 	plStart(b, "w", "i", nil)
 
 	var out []string
-	plResult(b, "i", &out)
+	b.result("i", &out)
 	if !reflect.DeepEqual(out, []string{"first", "second"}) {
 		t.Fatalf("result %q, want [first second]", out)
 	}
-	evs := plHistory(b, "i", 0)
+	evs := b.history("i", 0)
 	raised := plFind(evs, history.EventRaised, "data")
 	subs := plFind(evs, history.EventSubscribed, "data")
 	if len(raised) != 2 || len(subs) != 2 {
-		t.Fatalf("history:%s", plDump(evs))
+		t.Fatalf("history:%s", dumpHistory(evs))
 	}
 	for i, want := range []string{"ev-1", "ev-2"} {
 		if raised[i].EventID != want || !raised[i].AtStart || raised[i].TaskSeq != 0 {
@@ -377,16 +310,16 @@ func TestSeed000_1_4_DifferentNames(t *testing.T) {
 	plStart(b, "w", "i", nil)
 
 	var out []string
-	plResult(b, "i", &out)
+	b.result("i", &out)
 	if !reflect.DeepEqual(out, []string{"data_b", "data_a"}) {
 		t.Fatalf("result %q, want [data_b data_a]", out)
 	}
-	evs := plHistory(b, "i", 0)
+	evs := b.history("i", 0)
 	if s := plFind(evs, history.EventSubscribed, "event_b"); len(s) != 1 || s[0].EventID != "ev-b" || s[0].WaitNumber != 1 {
-		t.Fatalf("wait for event_b took the wrong event, history:%s", plDump(evs))
+		t.Fatalf("wait for event_b took the wrong event, history:%s", dumpHistory(evs))
 	}
 	if s := plFind(evs, history.EventSubscribed, "event_a"); len(s) != 1 || s[0].EventID != "ev-a" || s[0].WaitNumber != 1 {
-		t.Fatalf("wait for event_a took the wrong event, history:%s", plDump(evs))
+		t.Fatalf("wait for event_a took the wrong event, history:%s", dumpHistory(evs))
 	}
 	plCheckFate(b, "ev-a", plFate{Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
 	plCheckFate(b, "ev-b", plFate{Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
@@ -404,7 +337,7 @@ func TestSeed000_1_4_DifferentNames(t *testing.T) {
 	plRaise(b2, "j", "event_b", "right case", "ev-b")
 	plStart(b2, "w", "j", nil)
 	var s string
-	plResult(b2, "j", &s)
+	b2.result("j", &s)
 	if s != "right case" {
 		t.Fatalf("case-sensitive names: got %q", s)
 	}
@@ -451,14 +384,14 @@ func plCarryStart(t *testing.T, waitAt int) *bundle {
 // right after ExecutionStarted, keeping execution 1 as its origin.
 func plCheckCarried(b *bundle, exec int) {
 	b.t.Helper()
-	evs := plHistory(b, "i", exec)
+	evs := b.history("i", exec)
 	if len(evs) < 2 || evs[0].Kind != history.ExecutionStarted || evs[0].Execution != exec {
-		b.t.Fatalf("execution %d history:%s", exec, plDump(evs))
+		b.t.Fatalf("execution %d history:%s", exec, dumpHistory(evs))
 	}
 	c := evs[1]
 	if c.Kind != history.EventRaised || c.Name != "signal" || c.EventID != "ev-signal" || !c.AtStart ||
 		c.OriginExecution != 1 || c.TaskSeq != 0 || string(c.Payload) != `"payload"` {
-		b.t.Fatalf("execution %d does not start with the carried signal, history:%s", exec, plDump(evs))
+		b.t.Fatalf("execution %d does not start with the carried signal, history:%s", exec, dumpHistory(evs))
 	}
 }
 
@@ -466,21 +399,21 @@ func TestSeed000_2_1_BasicCarryForward(t *testing.T) {
 	t.Parallel()
 	b := plCarryStart(t, 2)
 	var out string
-	info := plResult(b, "i", &out)
+	info := b.result("i", &out)
 	if out != "payload" || info.Execution != 2 {
 		t.Fatalf("result %q in execution %d, want payload in 2", out, info.Execution)
 	}
 	plCheckCarried(b, 2)
-	ex1 := plHistory(b, "i", 1)
+	ex1 := b.history("i", 1)
 	if last := ex1[len(ex1)-1]; last.Kind != history.ExecutionContinuedAsNew {
-		t.Fatalf("execution 1 history:%s", plDump(ex1))
+		t.Fatalf("execution 1 history:%s", dumpHistory(ex1))
 	}
 	if s := plFind(ex1, history.EventSubscribed, "signal"); len(s) != 0 {
-		t.Fatalf("execution 1 never waited for signal, history:%s", plDump(ex1))
+		t.Fatalf("execution 1 never waited for signal, history:%s", dumpHistory(ex1))
 	}
-	ex2 := plHistory(b, "i", 2)
+	ex2 := b.history("i", 2)
 	if s := plFind(ex2, history.EventSubscribed, "signal"); len(s) != 1 || s[0].EventID != "ev-signal" || s[0].WaitNumber != 1 {
-		t.Fatalf("execution 2 history:%s", plDump(ex2))
+		t.Fatalf("execution 2 history:%s", dumpHistory(ex2))
 	}
 	plCheckFate(b, "ev-signal", plFate{Fate: history.FateDelivered, Execution: 2, Origin: 1, WaitNumber: 1})
 }
@@ -505,9 +438,9 @@ func TestSeed000_2_2_ConsumedEventNotCarriedForward(t *testing.T) {
 	plWaitExec(b, "i", 2, history.EventSubscribed, "signal", 1)
 
 	// Execution 2 waits: nothing was carried.
-	ex2 := plHistory(b, "i", 2)
+	ex2 := b.history("i", 2)
 	if len(ex2) != 2 || ex2[1].Kind != history.EventSubscribed || ex2[1].EventID != "" {
-		t.Fatalf("execution 2 should be waiting with nothing carried, history:%s", plDump(ex2))
+		t.Fatalf("execution 2 should be waiting with nothing carried, history:%s", dumpHistory(ex2))
 	}
 	if info, err := b.client.Status(b.ctx, "i"); err != nil || info.Status != herald.StatusRunning || info.Execution != 2 {
 		t.Fatalf("status %+v, %v; want running in execution 2", info, err)
@@ -516,7 +449,7 @@ func TestSeed000_2_2_ConsumedEventNotCarriedForward(t *testing.T) {
 
 	plRaise(b, "i", "signal", "fresh", "ev-fresh")
 	var out string
-	plResult(b, "i", &out)
+	b.result("i", &out)
 	if out != "fresh" {
 		t.Fatalf("execution 2 got %q, want fresh (a consumed event must not be carried)", out)
 	}
@@ -527,7 +460,7 @@ func TestSeed000_2_3_MultipleExecutionsCarryForward(t *testing.T) {
 	t.Parallel()
 	b := plCarryStart(t, 4)
 	var out string
-	info := plResult(b, "i", &out)
+	info := b.result("i", &out)
 	if out != "payload" || info.Execution != 4 {
 		t.Fatalf("result %q in execution %d, want payload in 4", out, info.Execution)
 	}
@@ -546,19 +479,19 @@ func TestSeed000_2_4_CarryForwardLimitReached(t *testing.T) {
 	for exec := 2; exec <= 6; exec++ {
 		plCheckCarried(b, exec)
 	}
-	ex7 := plHistory(b, "i", 7)
+	ex7 := b.history("i", 7)
 	drops := plFind(ex7, history.EventDropped, "signal")
 	if len(drops) != 1 || ex7[1].Kind != history.EventDropped {
-		t.Fatalf("execution 7 should start with the drop breadcrumb, history:%s", plDump(ex7))
+		t.Fatalf("execution 7 should start with the drop breadcrumb, history:%s", dumpHistory(ex7))
 	}
 	if d := drops[0]; d.EventID != "ev-signal" || d.Reason != history.DropCarryForwardLimit || d.OriginExecution != 1 || !d.AtStart {
 		t.Fatalf("breadcrumb %+v", d)
 	}
 	if n := countKind(ex7, history.EventRaised, "signal"); n != 0 {
-		t.Fatalf("the dropped event reached execution 7, history:%s", plDump(ex7))
+		t.Fatalf("the dropped event reached execution 7, history:%s", dumpHistory(ex7))
 	}
 	plCheckFate(b, "ev-signal", plFate{Fate: history.FateDropped, Reason: history.DropCarryForwardLimit, Execution: 7, Origin: 1})
-	plWantWarn(b, "herald: event dropped", "ev-signal", "carry_forward_limit")
+	b.wantWarn("herald: event dropped", "ev-signal", "carry_forward_limit")
 
 	// "Waits forever": still running, its wait unanswered.
 	info, err := b.client.Status(b.ctx, "i")
@@ -566,18 +499,18 @@ func TestSeed000_2_4_CarryForwardLimitReached(t *testing.T) {
 		t.Fatalf("status %+v, %v; want running in execution 7", info, err)
 	}
 	if s := plFind(ex7, history.EventSubscribed, "signal"); len(s) != 1 || s[0].EventID != "" {
-		t.Fatalf("execution 7's wait should be unanswered, history:%s", plDump(ex7))
+		t.Fatalf("execution 7's wait should be unanswered, history:%s", dumpHistory(ex7))
 	}
 	// A fresh event lets it finish.
 	plRaise(b, "i", "signal", "fresh", "ev-fresh")
 	var out string
-	plResult(b, "i", &out)
+	b.result("i", &out)
 	if out != "fresh" {
 		t.Fatalf("result %q, want fresh", out)
 	}
 	plCheckFate(b, "ev-fresh", plFate{Fate: history.FateDelivered, Execution: 7, Origin: 7, WaitNumber: 1})
 	for exec := 1; exec <= 7; exec++ {
-		if err := b.rt.ReplayHistory(plHistory(b, "i", exec)); err != nil {
+		if err := b.rt.ReplayHistory(b.history("i", exec)); err != nil {
 			t.Errorf("replay of execution %d: %v", exec, err)
 		}
 	}
@@ -587,7 +520,7 @@ func TestSeed000_2_5_CarryForwardLimitBoundary(t *testing.T) {
 	t.Parallel()
 	b := plCarryStart(t, 6)
 	var out string
-	info := plResult(b, "i", &out)
+	info := b.result("i", &out)
 	if out != "payload" || info.Execution != 6 {
 		t.Fatalf("result %q in execution %d, want payload in 6 (age 5 is within the limit)", out, info.Execution)
 	}
@@ -656,10 +589,10 @@ func TestSeed000_3_1_UnderLimit(t *testing.T) {
 	names := plNames("e", 50)
 	b := plPileUp(t, names, names)
 
-	evs := plHistory(b, "i", 0)
+	evs := b.history("i", 0)
 	raised := plFind(evs, history.EventRaised, "")
 	if len(raised) != 50 || countKind(evs, history.EventDropped, "") != 0 {
-		t.Fatalf("want all 50 events persisted and none dropped, history:%s", plDump(evs))
+		t.Fatalf("want all 50 events persisted and none dropped, history:%s", dumpHistory(evs))
 	}
 	seen := map[string]bool{}
 	for _, ev := range raised {
@@ -674,7 +607,7 @@ func TestSeed000_3_1_UnderLimit(t *testing.T) {
 	b.waitHistory("i", history.EventSubscribed, "finish", 1)
 	plRaise(b, "i", "finish", nil, "ev-finish")
 	var out []string
-	plResult(b, "i", &out)
+	b.result("i", &out)
 	if len(out) != 50 || out[0] != "d-e000" || out[49] != "d-e049" {
 		t.Fatalf("result %q", out)
 	}
@@ -692,16 +625,16 @@ func TestSeed000_3_2_AtLimitNewEventDropped(t *testing.T) {
 
 	plRaise(b, "i", "new_event", "data", "ev-new")
 	b.waitHistory("i", history.EventDropped, "new_event", 1)
-	evs := plHistory(b, "i", 0)
+	evs := b.history("i", 0)
 	if n := countKind(evs, history.EventRaised, "new_event"); n != 0 {
-		t.Fatalf("the event over the limit is in history as raised, history:%s", plDump(evs))
+		t.Fatalf("the event over the limit is in history as raised, history:%s", dumpHistory(evs))
 	}
 	d := plFind(evs, history.EventDropped, "new_event")[0]
 	if d.EventID != "ev-new" || d.Reason != history.DropLimit || d.Lane != history.LanePositional || d.OriginExecution != 1 {
 		t.Fatalf("breadcrumb %+v", d)
 	}
 	plCheckFate(b, "ev-new", plFate{Fate: history.FateDropped, Reason: history.DropLimit, Execution: 1, Origin: 1})
-	plWantWarn(b, "herald: event dropped", "ev-new", "reason=limit")
+	b.wantWarn("herald: event dropped", "ev-new", "reason=limit")
 	if got := b.rt.Stats().DroppedByReason()["limit"]; got != 1 {
 		t.Errorf("limit drops counted %d, want 1", got)
 	}
@@ -716,8 +649,8 @@ func TestSeed000_3_2_AtLimitNewEventDropped(t *testing.T) {
 	plCheckFate(b, "ev-consume", plFate{Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
 	plRaise(b, "i", "finish", nil, "ev-finish")
 	var out []string
-	plResult(b, "i", &out)
-	if err := b.rt.ReplayHistory(plHistory(b, "i", 0)); err != nil {
+	b.result("i", &out)
+	if err := b.rt.ReplayHistory(b.history("i", 0)); err != nil {
 		t.Fatalf("replay: %v", err)
 	}
 }
@@ -754,13 +687,13 @@ func TestSeed000_3_3_ConsumedEventsFreeUpSpace(t *testing.T) {
 	plRaise(b, "i", "n-over", "x", "ev-over-2")
 	b.waitHistory("i", history.EventDropped, "n-over", 2)
 	plCheckFate(b, "ev-over-2", plFate{Fate: history.FateDropped, Reason: history.DropLimit, Execution: 1, Origin: 1})
-	if evs := plHistory(b, "i", 0); countKind(evs, history.EventDropped, "") != 2 {
-		t.Fatalf("want exactly two drops, history:%s", plDump(evs))
+	if evs := b.history("i", 0); countKind(evs, history.EventDropped, "") != 2 {
+		t.Fatalf("want exactly two drops, history:%s", dumpHistory(evs))
 	}
 
 	plRaise(b, "i", "finish", nil, "ev-finish")
 	var out []string
-	plResult(b, "i", &out)
+	b.result("i", &out)
 	want := make([]string, 10)
 	for i, n := range names[:10] {
 		want[i] = "d-" + n
@@ -806,9 +739,9 @@ func TestSeed000_3_4_MixedConsumedUnconsumed(t *testing.T) {
 	plRaise(b, "i", "new", "data", "ev-new")
 	b.waitHistory("i", history.EventRaised, "new", 1)
 	plCheckFate(b, "ev-new", plFate{Fate: history.FateBuffered, Execution: 1, Origin: 1})
-	evs := plHistory(b, "i", 0)
+	evs := b.history("i", 0)
 	if n := countKind(evs, history.EventDropped, ""); n != 0 {
-		t.Fatalf("%d events dropped, want none; history:%s", n, plDump(evs))
+		t.Fatalf("%d events dropped, want none; history:%s", n, dumpHistory(evs))
 	}
 	for i := range 50 {
 		plCheckFate(b, fmt.Sprintf("ev-u%02d", i), plFate{Fate: history.FateBuffered, Execution: 1, Origin: 1})
@@ -816,7 +749,7 @@ func TestSeed000_3_4_MixedConsumedUnconsumed(t *testing.T) {
 
 	plRaise(b, "i", "finish", nil, "ev-finish")
 	var out []int
-	plResult(b, "i", &out)
+	b.result("i", &out)
 	if len(out) != 50 {
 		t.Fatalf("result %v", out)
 	}
@@ -851,13 +784,13 @@ func TestSeed000_4_1_RaiseToNonExistentInstance(t *testing.T) {
 
 	plStart(b, "ProcessOrder", "order-123", struct{}{})
 	var out string
-	plResult(b, "order-123", &out)
+	b.result("order-123", &out)
 	if out != "data" {
 		t.Fatalf("result %q, want data", out)
 	}
-	evs := plHistory(b, "order-123", 0)
+	evs := b.history("order-123", 0)
 	if len(evs) < 2 || evs[1].Kind != history.EventRaised || !evs[1].AtStart || evs[1].EventID != "ev-early" || evs[1].OriginExecution != 1 {
-		t.Fatalf("the early event should be buffered at the start of execution 1, history:%s", plDump(evs))
+		t.Fatalf("the early event should be buffered at the start of execution 1, history:%s", dumpHistory(evs))
 	}
 	plCheckFate(b, "ev-early", plFate{Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
 }
@@ -879,7 +812,7 @@ func TestSeed000_4_2_RaiseToCompletedInstance(t *testing.T) {
 		if info := b.waitDone(id); info.Status != tc.status {
 			t.Fatalf("%s: status %s, want %s", id, info.Status, tc.status)
 		}
-		before := plHistory(b, id, 0)
+		before := b.history(id, 0)
 		beforeEvents, err := b.client.Events(b.ctx, id)
 		if err != nil {
 			t.Fatal(err)
@@ -893,8 +826,8 @@ func TestSeed000_4_2_RaiseToCompletedInstance(t *testing.T) {
 		if _, err := b.client.EventFate(b.ctx, "late-"+id); !errors.Is(err, herald.ErrNotFound) {
 			t.Fatalf("%s: fate of the refused event: %v, want ErrNotFound", id, err)
 		}
-		if after := plHistory(b, id, 0); !reflect.DeepEqual(before, after) {
-			t.Fatalf("%s: history changed:%s\nwas:%s", id, plDump(after), plDump(before))
+		if after := b.history(id, 0); !reflect.DeepEqual(before, after) {
+			t.Fatalf("%s: history changed:%s\nwas:%s", id, dumpHistory(after), dumpHistory(before))
 		}
 		if afterEvents, err := b.client.Events(b.ctx, id); err != nil || len(afterEvents) != len(beforeEvents) {
 			t.Fatalf("%s: events %+v, %v; want %d", id, afterEvents, err, len(beforeEvents))
@@ -934,16 +867,16 @@ func TestSeed000_4_3_SameNameAcrossExecutions(t *testing.T) {
 	plRaise(b, "i", "go", nil, "ev-go")
 
 	var out string
-	plResult(b, "i", &out)
+	b.result("i", &out)
 	if out != "new_data" {
 		t.Fatalf("result %q, want new_data", out)
 	}
 	plCheckFate(b, "ev-A", plFate{Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
 	plCheckFate(b, "ev-new", plFate{Fate: history.FateDelivered, Execution: 2, Origin: 2, WaitNumber: 1})
-	ex2 := plHistory(b, "i", 2)
+	ex2 := b.history("i", 2)
 	for _, ev := range ex2 {
 		if ev.AtStart || ev.EventID == "ev-A" {
-			t.Fatalf("execution 2 must not see execution 1's consumed event, history:%s", plDump(ex2))
+			t.Fatalf("execution 2 must not see execution 1's consumed event, history:%s", dumpHistory(ex2))
 		}
 	}
 }
@@ -980,11 +913,11 @@ func TestSeed000_4_4_EmptyEventData(t *testing.T) {
 	plRaise(b, "i", "signal", nil, "ev-null")
 
 	var out result
-	plResult(b, "i", &out)
+	b.result("i", &out)
 	if want := (result{Str: "", RawStr: `""`, RawNil: "null"}); out != want {
 		t.Fatalf("result %+v, want %+v", out, want)
 	}
-	evs := plHistory(b, "i", 0)
+	evs := b.history("i", 0)
 	byID := map[string]string{}
 	for _, ev := range plFind(evs, history.EventRaised, "signal") {
 		byID[ev.EventID] = string(ev.Payload)
@@ -1049,7 +982,7 @@ func TestSeed000_4_5_LargeEventData(t *testing.T) {
 	plRaise(b, "i", "signal", atCap, "ev-at-cap")
 
 	var out []json.RawMessage
-	plResult(b, "i", &out)
+	b.result("i", &out)
 	if len(out) != 2 {
 		t.Fatalf("got %d payloads", len(out))
 	}
@@ -1061,9 +994,9 @@ func TestSeed000_4_5_LargeEventData(t *testing.T) {
 	if err := json.Unmarshal(out[1], &s); err != nil || s != atCap {
 		t.Fatalf("payload at the cap did not round-trip: %v", err)
 	}
-	evs := plHistory(b, "i", 0)
+	evs := b.history("i", 0)
 	if plByID(evs, "ev-over") != nil || countKind(evs, history.EventDropped, "") != 0 {
-		t.Fatalf("the refused event left a trace in history:%s", plDump(evs))
+		t.Fatalf("the refused event left a trace in history:%s", dumpHistory(evs))
 	}
 	recs, err := b.client.Events(b.ctx, "i")
 	if err != nil || len(recs) != 2 {
@@ -1115,7 +1048,7 @@ func TestSeed000_5_1_MultipleRuntimesRaising(t *testing.T) {
 	}
 
 	var out []string
-	plResult(rb, "inst", &out)
+	rb.result("inst", &out)
 	sorted := slices.Clone(out)
 	slices.Sort(sorted)
 	if !reflect.DeepEqual(sorted, []string{"from_a", "from_b"}) {
@@ -1164,7 +1097,7 @@ func TestSeed000_5_2_RaceBetweenRaiseAndWait(t *testing.T) {
 	}
 
 	var out []string
-	plResult(b, "i", &out)
+	b.result("i", &out)
 	if len(out) != n {
 		t.Fatalf("result %q", out)
 	}
@@ -1177,9 +1110,9 @@ func TestSeed000_5_2_RaceBetweenRaiseAndWait(t *testing.T) {
 		id := "ev-" + strings.TrimPrefix(p, "data-")
 		plCheckFate(b, id, plFate{Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: i + 1})
 	}
-	evs := plHistory(b, "i", 0)
+	evs := b.history("i", 0)
 	if countKind(evs, history.EventRaised, "signal") != n || countKind(evs, history.EventDropped, "") != 0 {
-		t.Fatalf("history:%s", plDump(evs))
+		t.Fatalf("history:%s", dumpHistory(evs))
 	}
 }
 
@@ -1202,17 +1135,17 @@ func TestSeed000_6_1_ExternalEventInHistory(t *testing.T) {
 	before := time.Now()
 	r := plRaise(b, "i", "signal", "data", "ev-6.1")
 	var out string
-	plResult(b, "i", &out)
+	b.result("i", &out)
 	after := time.Now()
 	if out != "data" {
 		t.Fatalf("result %q", out)
 	}
 
-	ex2 := plHistory(b, "i", 2)
+	ex2 := b.history("i", 2)
 	raised := plFind(ex2, history.EventRaised, "signal")
 	sub := plFind(ex2, history.EventSubscribed, "signal")
 	if len(raised) != 1 || len(sub) != 1 || ex2[0].Execution != 2 {
-		t.Fatalf("execution 2 history:%s", plDump(ex2))
+		t.Fatalf("execution 2 history:%s", dumpHistory(ex2))
 	}
 	ev := raised[0]
 	if ev.Name != "signal" || string(ev.Payload) != `"data"` || ev.EventID != "ev-6.1" || ev.Lane != history.LanePositional ||
@@ -1225,7 +1158,7 @@ func TestSeed000_6_1_ExternalEventInHistory(t *testing.T) {
 	if ev.Time.Before(ev.ReceivedAt) || ev.Time.After(after) {
 		t.Fatalf("history time %v, received %v", ev.Time, ev.ReceivedAt)
 	}
-	if plByID(plHistory(b, "i", 1), "ev-6.1") != nil {
+	if plByID(b.history("i", 1), "ev-6.1") != nil {
 		t.Fatal("the event is in execution 1's history")
 	}
 	rec := plCheckFate(b, "ev-6.1", plFate{Fate: history.FateDelivered, Execution: 2, Origin: 2, WaitNumber: 1})
@@ -1256,14 +1189,14 @@ func TestSeed000_6_2_CarriedEventKeepsOriginalExecution(t *testing.T) {
 	plRaise(b, "i", "go", nil, "ev-go-1")
 	plWaitExec(b, "i", 2, history.EventSubscribed, "go", 1)
 
-	ex1 := plHistory(b, "i", 1)
+	ex1 := b.history("i", 1)
 	orig := plFind(ex1, history.EventRaised, "signal")
 	if len(orig) != 1 || orig[0].OriginExecution != 1 {
-		t.Fatalf("execution 1 history:%s", plDump(ex1))
+		t.Fatalf("execution 1 history:%s", dumpHistory(ex1))
 	}
-	ex2 := plHistory(b, "i", 2)
+	ex2 := b.history("i", 2)
 	if len(ex2) < 2 || ex2[0].Kind != history.ExecutionStarted || ex2[0].Execution != 2 {
-		t.Fatalf("execution 2 history:%s", plDump(ex2))
+		t.Fatalf("execution 2 history:%s", dumpHistory(ex2))
 	}
 	c := ex2[1] // right after ExecutionStarted
 	if c.Kind != history.EventRaised || c.EventID != "ev-signal" || c.Name != "signal" || c.OriginExecution != 1 || !c.AtStart ||
@@ -1274,7 +1207,7 @@ func TestSeed000_6_2_CarriedEventKeepsOriginalExecution(t *testing.T) {
 
 	plRaise(b, "i", "go", nil, "ev-go-2")
 	var out string
-	plResult(b, "i", &out)
+	b.result("i", &out)
 	if out != "data" {
 		t.Fatalf("result %q", out)
 	}

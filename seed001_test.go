@@ -12,7 +12,6 @@ package herald_test
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -101,10 +100,10 @@ func s1StartSleeping(b *bundle, id, name string) {
 	if err != nil {
 		b.t.Fatal(err)
 	}
-	evs := s1History(b, id)
+	evs := b.history(id, 0)
 	if info.Status != herald.StatusRunning || countKind(evs, history.TimerFired, "") != 0 ||
 		countKind(evs, history.EventSubscribed, "approval") != 0 {
-		b.t.Fatalf("%s is not sleeping: status %s, history:%s", id, info.Status, s1Dump(evs))
+		b.t.Fatalf("%s is not sleeping: status %s, history:%s", id, info.Status, dumpHistory(evs))
 	}
 }
 
@@ -120,21 +119,6 @@ func s1Enqueue(b *bundle, id string, payload any, eventID string) {
 	}
 }
 
-// s1WaitFate waits until the event has the fate and returns its record.
-func s1WaitFate(b *bundle, eventID string, fate history.Fate) *herald.EventRecord {
-	b.t.Helper()
-	var rec *herald.EventRecord
-	b.waitFor(eventID+" "+string(fate), func() bool {
-		r, err := b.client.EventFate(b.ctx, eventID)
-		if err != nil {
-			return false
-		}
-		rec = r
-		return r.Fate == fate
-	})
-	return rec
-}
-
 // s1Wake fires the sleep timer of every s1Workflow (the seed's advanceAlarm).
 func s1Wake(clock *s1Clock) { clock.Advance(s1Sleep + time.Minute) }
 
@@ -144,18 +128,9 @@ func s1Done(b *bundle, id string) s1Result {
 	info := b.waitDone(id)
 	var out s1Result
 	if err := info.Result(&out); err != nil {
-		b.t.Fatalf("%s ended %s: %v, history:%s", id, info.Status, err, s1Dump(s1History(b, id)))
+		b.t.Fatalf("%s ended %s: %v, history:%s", id, info.Status, err, dumpHistory(b.history(id, 0)))
 	}
 	return out
-}
-
-func s1History(b *bundle, id string) []history.Event {
-	b.t.Helper()
-	evs, err := b.client.History(b.ctx, id, 0)
-	if err != nil {
-		b.t.Fatalf("history of %s: %v", id, err)
-	}
-	return evs
 }
 
 // s1Find returns the events of kind, lane and (if not "") event id.
@@ -167,32 +142,6 @@ func s1Find(evs []history.Event, kind history.Kind, lane history.Lane, eventID s
 		}
 	}
 	return out
-}
-
-func s1Dump(evs []history.Event) string {
-	var sb strings.Builder
-	for _, ev := range evs {
-		fmt.Fprintf(&sb, "\n  %d %s name=%q lane=%s event=%q task=%d wait=%d reason=%s payload=%s",
-			ev.Seq, ev.Kind, ev.Name, ev.Lane, ev.EventID, ev.TaskSeq, ev.WaitNumber, ev.Reason, ev.Payload)
-	}
-	return sb.String()
-}
-
-// s1WantWarn waits for a WARN line containing every fragment.
-func s1WantWarn(b *bundle, fragments ...string) {
-	b.t.Helper()
-	b.waitFor(fmt.Sprintf("a WARN line with %q", fragments), func() bool {
-		for _, w := range b.logs.warnings() {
-			ok := true
-			for _, f := range fragments {
-				ok = ok && strings.Contains(w, f)
-			}
-			if ok {
-				return true
-			}
-		}
-		return false
-	})
 }
 
 // s1WantNothingStored checks that eventID left no trace: no fate record, no
@@ -216,9 +165,9 @@ func s1WantNothingStored(b *bundle, id, eventID string, wantEvents int, before [
 		}
 	}
 	if before != nil {
-		after := s1History(b, id)
+		after := b.history(id, 0)
 		if len(after) != len(before) {
-			b.t.Fatalf("history changed by a refused event:%s\nwas:%s", s1Dump(after), s1Dump(before))
+			b.t.Fatalf("history changed by a refused event:%s\nwas:%s", dumpHistory(after), dumpHistory(before))
 		}
 	}
 }
@@ -230,14 +179,14 @@ func TestSeed001_BufferedBeforeWaitAndDelivered(t *testing.T) {
 
 	// Sent before the workflow reaches Dequeue: accepted, not refused.
 	s1Enqueue(b, "eb-buffer-deliver-1", s1Approval{Approved: true}, "ev-1")
-	rec := s1WaitFate(b, "ev-1", history.FateBuffered)
+	rec := b.waitFate("ev-1", history.FateBuffered)
 	if rec.Lane != history.LaneQueue || rec.Name != "approval" || rec.Execution != 1 || rec.WaitNumber != 0 {
 		t.Fatalf("buffered record %+v", rec)
 	}
-	evs := s1History(b, "eb-buffer-deliver-1")
+	evs := b.history("eb-buffer-deliver-1", 0)
 	if raised := s1Find(evs, history.EventRaised, history.LaneQueue, "ev-1"); len(raised) != 1 || raised[0].TaskSeq != 0 ||
 		countKind(evs, history.TimerFired, "") != 0 {
-		t.Fatalf("want ev-1 buffered while sleeping, history:%s", s1Dump(evs))
+		t.Fatalf("want ev-1 buffered while sleeping, history:%s", dumpHistory(evs))
 	}
 
 	s1Wake(clock)
@@ -251,13 +200,13 @@ func TestSeed001_BufferedBeforeWaitAndDelivered(t *testing.T) {
 	}
 	// The Dequeue, made after the timer fired, took the buffered message at
 	// once: its subscription names the event, and nothing else was raised.
-	evs = s1History(b, "eb-buffer-deliver-1")
+	evs = b.history("eb-buffer-deliver-1", 0)
 	subs := s1Find(evs, history.EventSubscribed, history.LaneQueue, "")
 	raised := s1Find(evs, history.EventRaised, "", "")
 	fired := s1Find(evs, history.TimerFired, "", "")
 	if len(subs) != 1 || len(raised) != 1 || len(fired) != 1 || subs[0].EventID != "ev-1" || subs[0].WaitNumber != 1 ||
 		raised[0].Seq > fired[0].Seq || subs[0].Seq < fired[0].Seq || countKind(evs, history.EventDropped, "") != 0 {
-		t.Fatalf("history:%s", s1Dump(evs))
+		t.Fatalf("history:%s", dumpHistory(evs))
 	}
 }
 
@@ -273,22 +222,22 @@ func TestSeed001_LastWriteWins(t *testing.T) {
 	// The second supersedes the first while both wait for a Dequeue. The
 	// instance takes messages in arrival order, so once the second is
 	// buffered the first has had its fate.
-	s1WaitFate(b, "ev-second", history.FateBuffered)
+	b.waitFate("ev-second", history.FateBuffered)
 	first := b.fate("ev-first")
 	if first.Fate != history.FateDropped || first.Reason != history.DropSuperseded || first.Lane != history.LaneQueue {
 		t.Fatalf("first message %+v, want dropped/superseded on the queue lane", first)
 	}
-	evs := s1History(b, id)
+	evs := b.history(id, 0)
 	drops := s1Find(evs, history.EventDropped, "", "")
 	raisedFirst := s1Find(evs, history.EventRaised, history.LaneQueue, "ev-first")
 	if len(drops) != 1 || len(raisedFirst) != 1 {
-		t.Fatalf("want one breadcrumb for ev-first, history:%s", s1Dump(evs))
+		t.Fatalf("want one breadcrumb for ev-first, history:%s", dumpHistory(evs))
 	}
 	if d := drops[0]; d.EventID != "ev-first" || d.Lane != history.LaneQueue || d.Name != "approval" ||
 		d.Reason != history.DropSuperseded || d.Seq < raisedFirst[0].Seq {
-		t.Fatalf("breadcrumb %+v, history:%s", d, s1Dump(evs))
+		t.Fatalf("breadcrumb %+v, history:%s", d, dumpHistory(evs))
 	}
-	s1WantWarn(b, "herald: event dropped", "event_id=ev-first", "reason=superseded", "lane=queue")
+	b.wantWarn("herald: event dropped", "event_id=ev-first", "reason=superseded", "lane=queue")
 
 	s1Wake(clock)
 	out := s1Done(b, id)
@@ -327,7 +276,7 @@ func TestSeed001_LastWriteWinsBeforeStart(t *testing.T) {
 		}
 	}
 	s1StartSleeping(b, id, "Early")
-	s1WaitFate(b, "ev-b", history.FateBuffered)
+	b.waitFate("ev-b", history.FateBuffered)
 	if rec := b.fate("ev-a"); rec.Fate != history.FateDropped || rec.Reason != history.DropSuperseded {
 		t.Fatalf("ev-a %+v, want dropped/superseded", rec)
 	}
@@ -350,7 +299,7 @@ func TestSeed001_RejectedForCompletedInstance(t *testing.T) {
 	if info := b.waitDone(id); info.Status != herald.StatusCompleted {
 		t.Fatalf("status %s, want completed", info.Status)
 	}
-	before := s1History(b, id)
+	before := b.history(id, 0)
 
 	_, err := b.client.Enqueue(b.ctx, id, "approval", s1Approval{Approved: true}, herald.WithEventID("ev-late"))
 	if !errors.Is(err, herald.ErrInstanceNotRunning) || errors.Is(err, herald.ErrEventInvalid) {
@@ -375,7 +324,7 @@ func TestSeed001_RejectedForTerminatedInstance(t *testing.T) {
 	s1StartSleeping(b, id, "Terminated")
 	// A message buffered before the end is dropped with the instance.
 	s1Enqueue(b, id, s1Approval{Approved: true}, "ev-early")
-	s1WaitFate(b, "ev-early", history.FateBuffered)
+	b.waitFate("ev-early", history.FateBuffered)
 
 	if err := b.client.Terminate(b.ctx, id, "test"); err != nil {
 		t.Fatal(err)
@@ -387,7 +336,7 @@ func TestSeed001_RejectedForTerminatedInstance(t *testing.T) {
 	if rec := b.fate("ev-early"); rec.Fate != history.FateDropped || rec.Reason != history.DropInstanceTerminal {
 		t.Fatalf("buffered message at termination %+v, want dropped/instance_terminal", rec)
 	}
-	before := s1History(b, id)
+	before := b.history(id, 0)
 
 	_, err = b.client.Enqueue(b.ctx, id, "approval", s1Approval{Approved: true}, herald.WithEventID("ev-late"))
 	if !errors.Is(err, herald.ErrInstanceNotRunning) {
@@ -406,7 +355,7 @@ func TestSeed001_SchemaValidatedWhenBuffering(t *testing.T) {
 	b, clock := s1Setup(t)
 	const id = "eb-validation-1"
 	s1StartSleeping(b, id, "Validate")
-	before := s1History(b, id)
+	before := b.history(id, 0)
 
 	cases := []struct {
 		eventID string
@@ -444,7 +393,7 @@ func TestSeed001_SchemaValidatedWhenBuffering(t *testing.T) {
 
 	// A valid one is accepted afterwards, and the refused ids are free.
 	s1Enqueue(b, id, s1Approval{Approved: true}, "ev-bad-type")
-	s1WaitFate(b, "ev-bad-type", history.FateBuffered)
+	b.waitFate("ev-bad-type", history.FateBuffered)
 	s1Wake(clock)
 	if out := s1Done(b, id); out.Message != "Validate was approved" {
 		t.Fatalf("result %+v", out)
@@ -478,11 +427,11 @@ func TestSeed001_DirectDeliveryWhileWaiting(t *testing.T) {
 		t.Fatalf("fate %+v, want delivered to receive 1", rec)
 	}
 	// Delivered to the waiting receive, not buffered first.
-	evs := s1History(b, id)
+	evs := b.history(id, 0)
 	subs := s1Find(evs, history.EventSubscribed, history.LaneQueue, "")
 	raised := s1Find(evs, history.EventRaised, history.LaneQueue, "ev-direct")
 	if len(subs) != 1 || len(raised) != 1 || subs[0].EventID != "" || raised[0].TaskSeq != subs[0].Seq ||
 		raised[0].WaitNumber != 1 || raised[0].Seq < subs[0].Seq {
-		t.Fatalf("history:%s", s1Dump(evs))
+		t.Fatalf("history:%s", dumpHistory(evs))
 	}
 }

@@ -30,19 +30,19 @@ func TestSeed002_5_QueueBasicDelivery(t *testing.T) {
 	quWaitExec(b, "i", 1, history.EventSubscribed, history.LaneQueue, "X", 1)
 	quEnqueue(b, "i", "X", "data", "ev-1")
 	var got string
-	quResult(b, "i", &got)
+	b.result("i", &got)
 	if got != "data" {
 		t.Fatalf("result %q, want data", got)
 	}
-	evs := quHistory(b, "i", 0)
+	evs := b.history("i", 0)
 	subs := quFind(evs, history.EventSubscribed, "", "")
 	raised := quFind(evs, history.EventRaised, "", "")
 	if len(subs) != 1 || len(raised) != 1 || subs[0].Lane != history.LaneQueue || subs[0].EventID != "" || subs[0].NoWait {
-		t.Fatalf("history:%s", quDump(evs))
+		t.Fatalf("history:%s", dumpHistory(evs))
 	}
 	if r := raised[0]; r.Lane != history.LaneQueue || r.Name != "X" || r.EventID != "ev-1" || r.TaskSeq != subs[0].Seq ||
 		r.WaitNumber != 1 || r.OriginExecution != 1 || r.AtStart || string(r.Payload) != `"data"` {
-		t.Fatalf("delivery %+v; history:%s", r, quDump(evs))
+		t.Fatalf("delivery %+v; history:%s", r, dumpHistory(evs))
 	}
 	quCheckFate(b, "ev-1", quFate{Lane: history.LaneQueue, Name: "X", Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
 	quReplay(b, "i")
@@ -70,20 +70,20 @@ func TestSeed002_6_QueueMessageBeforeDequeue(t *testing.T) {
 	quWaitExec(b, "i", 1, history.EventSubscribed, history.LanePositional, "go", 1)
 	// The message comes first: kept in the mailbox.
 	quEnqueue(b, "i", "X", "data", "ev-1")
-	quWaitFate(b, "ev-1", history.FateBuffered)
+	b.waitFate("ev-1", history.FateBuffered)
 	quCheckFate(b, "ev-1", quFate{Lane: history.LaneQueue, Name: "X", Fate: history.FateBuffered, Execution: 1, Origin: 1})
 	quRaise(b, "i", "go", nil, "ev-go")
 	var o out
-	quResult(b, "i", &o)
+	b.result("i", &o)
 	if o != (out{Got: "data", AtOnce: true}) {
 		t.Fatalf("result %+v, want data received at once", o)
 	}
-	evs := quHistory(b, "i", 0)
+	evs := b.history("i", 0)
 	raised := quFind(evs, history.EventRaised, history.LaneQueue, "")
 	subs := quFind(evs, history.EventSubscribed, history.LaneQueue, "X")
 	if len(raised) != 1 || raised[0].EventID != "ev-1" || raised[0].TaskSeq != 0 || len(quByID(evs, "ev-1")) != 2 ||
 		len(subs) != 1 || subs[0].EventID != "ev-1" || subs[0].WaitNumber != 1 || subs[0].Seq < raised[0].Seq {
-		t.Fatalf("history:%s", quDump(evs))
+		t.Fatalf("history:%s", dumpHistory(evs))
 	}
 	quCheckFate(b, "ev-1", quFate{Lane: history.LaneQueue, Name: "X", Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
 	quReplay(b, "i")
@@ -124,31 +124,31 @@ func TestSeed002_7_QueueSurvivesSelectCancellation(t *testing.T) {
 	})
 	quStart(b, "w", "i", nil)
 	quWaitExec(b, "i", 1, history.ActivityScheduled, "", "busy", 1)
-	evs := quHistory(b, "i", 0)
+	evs := b.history("i", 0)
 	sub := quFind(evs, history.EventSubscribed, history.LaneQueue, "X")
 	cancel := quFind(evs, history.EventSubscribedCancelled, "", "")
 	if len(sub) != 1 || len(cancel) != 1 || cancel[0].Lane != history.LaneQueue || cancel[0].Name != "X" ||
 		cancel[0].TaskSeq != sub[0].Seq || len(quFind(evs, history.TimerFired, "", "")) != 1 {
-		t.Fatalf("the timer should have won and the Dequeue been cancelled; history:%s", quDump(evs))
+		t.Fatalf("the timer should have won and the Dequeue been cancelled; history:%s", dumpHistory(evs))
 	}
 	// Between the cancelled receive and the next one: the message is kept,
 	// not dropped (the queue lane has no causality).
 	quEnqueue(b, "i", "X", "data", "ev-1")
-	quWaitFate(b, "ev-1", history.FateBuffered)
-	evs = quHistory(b, "i", 0)
+	b.waitFate("ev-1", history.FateBuffered)
+	evs = b.history("i", 0)
 	if r := quOne(b, evs, "ev-1"); r.Kind != history.EventRaised || r.TaskSeq != 0 || r.Seq < cancel[0].Seq {
-		t.Fatalf("the message should be buffered after the cancellation; history:%s", quDump(evs))
+		t.Fatalf("the message should be buffered after the cancellation; history:%s", dumpHistory(evs))
 	}
 	close(release)
 	var o out
-	quResult(b, "i", &o)
+	b.result("i", &o)
 	if o != (out{Winner: 1, LoserCancelled: true, Got: "data", AtOnce: true}) {
 		t.Fatalf("result %+v, want the timer to win and the next Dequeue to get data at once", o)
 	}
-	evs = quHistory(b, "i", 0)
+	evs = b.history("i", 0)
 	sub = quFind(evs, history.EventSubscribed, history.LaneQueue, "X")
 	if len(sub) != 2 || sub[1].EventID != "ev-1" || sub[1].WaitNumber != 2 || len(quFind(evs, history.EventDropped, "", "")) != 0 {
-		t.Fatalf("history:%s", quDump(evs))
+		t.Fatalf("history:%s", dumpHistory(evs))
 	}
 	quCheckFate(b, "ev-1", quFate{Lane: history.LaneQueue, Name: "X", Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 2})
 	quReplay(b, "i")
@@ -194,11 +194,11 @@ func TestSeed002_8_QueueFIFO(t *testing.T) {
 		quEnqueue(b, "seq", "X", p, "seq-"+p)
 	}
 	for _, p := range want {
-		quWaitFate(b, "seq-"+p, history.FateBuffered)
+		b.waitFate("seq-"+p, history.FateBuffered)
 	}
 	quRaise(b, "seq", "go", nil, "ev-go")
 	var got []string
-	quResult(b, "seq", &got)
+	b.result("seq", &got)
 	if !slices.Equal(got, want) {
 		t.Fatalf("received %q, want %q", got, want)
 	}
@@ -212,15 +212,15 @@ func TestSeed002_8_QueueFIFO(t *testing.T) {
 	quEnqueue(b, "out", "X", "first", "out-first")
 	quEnqueue(b, "out", "X", "second", "out-second")
 	var got2 [2]string
-	quResult(b, "out", &got2)
+	b.result("out", &got2)
 	if got2 != [2]string{"first", "second"} {
 		t.Fatalf("received %q, want first, second", got2)
 	}
-	evs := quHistory(b, "out", 0)
+	evs := b.history("out", 0)
 	subs := quFind(evs, history.EventSubscribed, history.LaneQueue, "X")
 	first, second := quOne(b, evs, "out-first"), quOne(b, evs, "out-second")
 	if len(subs) != 2 || first.TaskSeq != subs[0].Seq || second.TaskSeq != subs[1].Seq || first.Seq > second.Seq {
-		t.Fatalf("history:%s", quDump(evs))
+		t.Fatalf("history:%s", dumpHistory(evs))
 	}
 	quCheckFate(b, "out-second", quFate{Lane: history.LaneQueue, Name: "X", Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 2})
 	quReplay(b, "out")
@@ -248,22 +248,22 @@ func TestSeed002_9_QueueSurvivesContinueAsNew(t *testing.T) {
 	quStart(b, "w", "i", nil)
 	quWaitExec(b, "i", 1, history.EventSubscribed, history.LanePositional, "go", 1)
 	quEnqueue(b, "i", "X", "data", "ev-1")
-	quWaitFate(b, "ev-1", history.FateBuffered)
+	b.waitFate("ev-1", history.FateBuffered)
 	quRaise(b, "i", "go", nil, "ev-go")
 	var o out
-	info := quResult(b, "i", &o)
+	info := b.result("i", &o)
 	if o != (out{Execution: 2, Got: "data"}) || info.Execution != 2 {
 		t.Fatalf("result %+v (execution %d), want data received by execution 2", o, info.Execution)
 	}
-	ex1 := quHistory(b, "i", 1)
+	ex1 := b.history("i", 1)
 	if r := quOne(b, ex1, "ev-1"); r.Kind != history.EventRaised || r.TaskSeq != 0 || r.Lane != history.LaneQueue ||
 		ex1[len(ex1)-1].Kind != history.ExecutionContinuedAsNew {
-		t.Fatalf("execution 1:%s", quDump(ex1))
+		t.Fatalf("execution 1:%s", dumpHistory(ex1))
 	}
-	ex2 := quHistory(b, "i", 2)
+	ex2 := b.history("i", 2)
 	quCheckStart(b, ex2, 2, quCarried{"ev-1", 1, ""})
 	if sub := quFind(ex2, history.EventSubscribed, history.LaneQueue, "X"); len(sub) != 1 || sub[0].EventID != "ev-1" || sub[0].WaitNumber != 1 {
-		t.Fatalf("execution 2:%s", quDump(ex2))
+		t.Fatalf("execution 2:%s", dumpHistory(ex2))
 	}
 	quCheckFate(b, "ev-1", quFate{Lane: history.LaneQueue, Name: "X", Fate: history.FateDelivered, Execution: 2, Origin: 1, WaitNumber: 1})
 	quReplay(b, "i")
@@ -317,26 +317,26 @@ func TestSeed002_10_QueueAndPositionalIndependent(t *testing.T) {
 	quStart(b, "both", "pq", nil)
 	quWaitExec(b, "pq", 1, history.EventSubscribed, history.LaneQueue, "X", 1)
 	quRaise(b, "pq", "X", "positional", "pq-p")
-	quWaitFate(b, "pq-p", history.FateDelivered)
-	evs := quHistory(b, "pq", 0)
+	b.waitFate("pq-p", history.FateDelivered)
+	evs := b.history("pq", 0)
 	if len(quFind(evs, history.EventRaised, history.LaneQueue, "")) != 0 {
-		t.Fatalf("the positional event reached the queue lane; history:%s", quDump(evs))
+		t.Fatalf("the positional event reached the queue lane; history:%s", dumpHistory(evs))
 	}
 	quEnqueue(b, "pq", "X", "queue", "pq-q")
 	var o both
-	quResult(b, "pq", &o)
+	b.result("pq", &o)
 	if o != (both{Positional: "positional", Queue: "queue"}) {
 		t.Fatalf("result %+v", o)
 	}
 	checkBoth := func(id, positionalID, queueID string) {
 		t.Helper()
-		evs := quHistory(b, id, 0)
+		evs := b.history(id, 0)
 		pSub := quFind(evs, history.EventSubscribed, history.LanePositional, "X")
 		qSub := quFind(evs, history.EventSubscribed, history.LaneQueue, "X")
 		p, q := quOne(b, evs, positionalID), quOne(b, evs, queueID)
 		if len(pSub) != 1 || len(qSub) != 1 || p.Lane != history.LanePositional || p.TaskSeq != pSub[0].Seq ||
 			q.Lane != history.LaneQueue || q.TaskSeq != qSub[0].Seq || p.Kind != history.EventRaised || q.Kind != history.EventRaised {
-			t.Fatalf("%s history:%s", id, quDump(evs))
+			t.Fatalf("%s history:%s", id, dumpHistory(evs))
 		}
 		quCheckFate(b, positionalID, quFate{Lane: history.LanePositional, Name: "X", Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
 		quCheckFate(b, queueID, quFate{Lane: history.LaneQueue, Name: "X", Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
@@ -348,13 +348,13 @@ func TestSeed002_10_QueueAndPositionalIndependent(t *testing.T) {
 	quStart(b, "both", "qp", nil)
 	quWaitExec(b, "qp", 1, history.EventSubscribed, history.LaneQueue, "X", 1)
 	quEnqueue(b, "qp", "X", "queue", "qp-q")
-	quWaitFate(b, "qp-q", history.FateDelivered)
-	evs = quHistory(b, "qp", 0)
+	b.waitFate("qp-q", history.FateDelivered)
+	evs = b.history("qp", 0)
 	if len(quFind(evs, history.EventRaised, history.LanePositional, "")) != 0 {
-		t.Fatalf("the queue message reached the positional lane; history:%s", quDump(evs))
+		t.Fatalf("the queue message reached the positional lane; history:%s", dumpHistory(evs))
 	}
 	quRaise(b, "qp", "X", "positional", "qp-p")
-	quResult(b, "qp", &o)
+	b.result("qp", &o)
 	if o != (both{Positional: "positional", Queue: "queue"}) {
 		t.Fatalf("result %+v", o)
 	}
@@ -367,19 +367,19 @@ func TestSeed002_10_QueueAndPositionalIndependent(t *testing.T) {
 	quWaitExec(b, "cross", 1, history.EventSubscribed, history.LanePositional, "go", 1)
 	quEnqueue(b, "cross", "X", "queue", "cross-q")
 	quRaise(b, "cross", "Y", "positional", "cross-p")
-	quWaitFate(b, "cross-q", history.FateBuffered)
-	quWaitFate(b, "cross-p", history.FateBuffered)
+	b.waitFate("cross-q", history.FateBuffered)
+	b.waitFate("cross-p", history.FateBuffered)
 	quRaise(b, "cross", "go", nil, "cross-go")
 	var c cross
-	quResult(b, "cross", &c)
+	b.result("cross", &c)
 	if c != (cross{Queue: "queue", Positional: "positional"}) {
 		t.Fatalf("result %+v", c)
 	}
-	evs = quHistory(b, "cross", 0)
+	evs = b.history("cross", 0)
 	cancels := quFind(evs, history.EventSubscribedCancelled, "", "")
 	if len(cancels) != 2 || cancels[0].Lane != history.LanePositional || cancels[0].Name != "X" ||
 		cancels[1].Lane != history.LaneQueue || cancels[1].Name != "Y" || len(quFind(evs, history.EventDropped, "", "")) != 0 {
-		t.Fatalf("history:%s", quDump(evs))
+		t.Fatalf("history:%s", dumpHistory(evs))
 	}
 	quCheckFate(b, "cross-q", quFate{Lane: history.LaneQueue, Name: "X", Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
 	quCheckFate(b, "cross-p", quFate{Lane: history.LanePositional, Name: "Y", Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})

@@ -51,25 +51,25 @@ func plCheckWithdrawn(b *bundle, evs []history.Event, droppedEventID, dataEventI
 		wantDrops = 1
 	}
 	if len(subs) != 2 || len(cancels) != 1 || len(raised) != 1 || len(drops) != wantDrops || len(fired) != 1 {
-		b.t.Fatalf("history:%s", plDump(evs))
+		b.t.Fatalf("history:%s", dumpHistory(evs))
 	}
 	// Wait 1 withdrawn after the timer fired, naming its subscription.
 	if c := cancels[0]; c.TaskSeq != subs[0].Seq || c.Seq < fired[0].Seq || c.Lane != history.LanePositional {
-		b.t.Fatalf("cancellation breadcrumb %+v, history:%s", c, plDump(evs))
+		b.t.Fatalf("cancellation breadcrumb %+v, history:%s", c, dumpHistory(evs))
 	}
 	// The late answer dropped between the withdrawal and the new wait.
 	if wantDrops == 1 {
 		d := drops[0]
 		if d.EventID != droppedEventID || d.Reason != history.DropWithdrawnWait || d.Seq < cancels[0].Seq || d.Seq > subs[1].Seq {
-			b.t.Fatalf("drop breadcrumb %+v, history:%s", d, plDump(evs))
+			b.t.Fatalf("drop breadcrumb %+v, history:%s", d, dumpHistory(evs))
 		}
 	}
 	// Wait 2 got the fresh event; wait 1 got nothing.
 	if r := raised[0]; r.EventID != dataEventID || r.TaskSeq != subs[1].Seq || r.WaitNumber != 2 {
-		b.t.Fatalf("delivery %+v, history:%s", r, plDump(evs))
+		b.t.Fatalf("delivery %+v, history:%s", r, dumpHistory(evs))
 	}
 	if subs[0].EventID != "" || subs[1].EventID != "" {
-		b.t.Fatalf("no wait took a buffered event, history:%s", plDump(evs))
+		b.t.Fatalf("no wait took a buffered event, history:%s", dumpHistory(evs))
 	}
 }
 
@@ -82,11 +82,11 @@ func TestSeed002_1_WaitInSelectDoesNotStealFutureEvent(t *testing.T) {
 	plRaise(b, "i", "X", "data", "ev-data")
 
 	var out selectOut
-	plResult(b, "i", &out)
+	b.result("i", &out)
 	if out != (selectOut{Winner: 1, Got: "data"}) {
 		t.Fatalf("result %+v, want timer won and the second wait got data", out)
 	}
-	plCheckWithdrawn(b, plHistory(b, "i", 0), "", "ev-data")
+	plCheckWithdrawn(b, b.history("i", 0), "", "ev-data")
 	plCheckFate(b, "ev-data", plFate{Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 2})
 }
 
@@ -109,18 +109,18 @@ func TestSeed002_2_CancelledSubscriptionDropsInterveningEvent(t *testing.T) {
 	plRaise(b, "i", "X", "first", "ev-first")
 	b.waitHistory("i", history.EventDropped, "X", 1)
 	plCheckFate(b, "ev-first", plFate{Fate: history.FateDropped, Reason: history.DropWithdrawnWait, Execution: 1, Origin: 1})
-	plWantWarn(b, "herald: event dropped", "ev-first", "reason=withdrawn_wait")
+	b.wantWarn("herald: event dropped", "ev-first", "reason=withdrawn_wait")
 
 	plRaise(b, "i", "go-on", nil, "ev-go-on")
 	b.waitHistory("i", history.EventSubscribed, "X", 2)
 	plRaise(b, "i", "X", "second", "ev-second")
 
 	var out selectOut
-	plResult(b, "i", &out)
+	b.result("i", &out)
 	if out != (selectOut{Winner: 1, Got: "second"}) {
 		t.Fatalf("result %+v, want the second event only", out)
 	}
-	evs := plHistory(b, "i", 0)
+	evs := b.history("i", 0)
 	plCheckWithdrawn(b, evs, "ev-first", "ev-second")
 	plCheckFate(b, "ev-second", plFate{Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 2})
 	if err := b.rt.ReplayHistory(evs); err != nil {
@@ -164,20 +164,20 @@ func TestSeed002_3_PositionalMatchingWithoutCancellation(t *testing.T) {
 
 	for _, id := range []string{"seq", "both"} {
 		var out [2]string
-		plResult(b, id, &out)
+		b.result(id, &out)
 		if out != [2]string{"first", "second"} {
 			t.Fatalf("%s: result %q, want [first second]", id, out)
 		}
-		evs := plHistory(b, id, 0)
+		evs := b.history(id, 0)
 		subs := plFind(evs, history.EventSubscribed, "X")
 		raised := plFind(evs, history.EventRaised, "X")
 		if len(subs) != 2 || len(raised) != 2 || countKind(evs, history.EventSubscribedCancelled, "") != 0 ||
 			countKind(evs, history.EventDropped, "") != 0 {
-			t.Fatalf("%s: history:%s", id, plDump(evs))
+			t.Fatalf("%s: history:%s", id, dumpHistory(evs))
 		}
 		for i := range 2 {
 			if raised[i].TaskSeq != subs[i].Seq || raised[i].WaitNumber != i+1 {
-				t.Fatalf("%s: raise %d did not pair with wait %d, history:%s", id, i+1, i+1, plDump(evs))
+				t.Fatalf("%s: raise %d did not pair with wait %d, history:%s", id, i+1, i+1, dumpHistory(evs))
 			}
 		}
 		plCheckFate(b, id+"-1", plFate{Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
@@ -195,18 +195,18 @@ func TestSeed002_4_CancelledSubscriptionBreadcrumbReplays(t *testing.T) {
 	b.waitHistory("i", history.EventSubscribed, "X", 2)
 	plRaise(b, "i", "X", "data", "ev-data")
 	var out selectOut
-	plResult(b, "i", &out)
+	b.result("i", &out)
 	if out != (selectOut{Winner: 1, Got: "data"}) {
 		t.Fatalf("result %+v", out)
 	}
 
-	evs := plHistory(b, "i", 0)
+	evs := b.history("i", 0)
 	if countKind(evs, history.EventSubscribedCancelled, "X") != 1 {
-		t.Fatalf("no cancellation breadcrumb, history:%s", plDump(evs))
+		t.Fatalf("no cancellation breadcrumb, history:%s", dumpHistory(evs))
 	}
 	plCheckWithdrawn(b, evs, "", "ev-data")
 	if last := evs[len(evs)-1]; last.Kind != history.ExecutionCompleted || string(last.Result) != `{"Winner":1,"Got":"data"}` {
-		t.Fatalf("history:%s", plDump(evs))
+		t.Fatalf("history:%s", dumpHistory(evs))
 	}
 	// Replaying the recorded history gives the same decisions.
 	if err := b.rt.ReplayHistory(evs); err != nil {
@@ -269,17 +269,17 @@ func TestSeed002_7b_PositionalEventDroppedAfterSelectCancellation(t *testing.T) 
 	plRaise(b, "i", "X", "data2", "ev-data2")
 
 	var out selectOut
-	plResult(b, "i", &out)
+	b.result("i", &out)
 	if out != (selectOut{Winner: 1, Got: "data2"}) {
 		t.Fatalf("result %+v, want data2 only", out)
 	}
-	evs := plHistory(b, "i", 0)
+	evs := b.history("i", 0)
 	plCheckWithdrawn(b, evs, "ev-data", "ev-data2")
 	if d := plFind(evs, history.EventDropped, "X")[0]; d.Seq > plFind(evs, history.ActivityCompleted, "hold")[0].Seq {
-		t.Fatalf("the drop should precede the activity's completion, history:%s", plDump(evs))
+		t.Fatalf("the drop should precede the activity's completion, history:%s", dumpHistory(evs))
 	}
 	plCheckFate(b, "ev-data2", plFate{Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 2})
-	plWantWarn(b, "herald: event dropped", "ev-data", "reason=withdrawn_wait")
+	b.wantWarn("herald: event dropped", "ev-data", "reason=withdrawn_wait")
 	if err := b.rt.ReplayHistory(evs); err != nil {
 		t.Fatalf("replay: %v", err)
 	}

@@ -2,9 +2,11 @@ package herald_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -194,4 +196,73 @@ func (l *logRecorder) warnings() []string {
 		}
 	}
 	return out
+}
+
+// history returns one execution's history (0: the current one).
+func (b *bundle) history(id string, execution int) []history.Event {
+	b.t.Helper()
+	evs, err := b.client.History(b.ctx, id, execution)
+	if err != nil {
+		b.t.Fatalf("history of %s (execution %d): %v", id, execution, err)
+	}
+	return evs
+}
+
+// dumpHistory renders a history for failure messages.
+func dumpHistory(evs []history.Event) string {
+	var sb strings.Builder
+	for _, ev := range evs {
+		fmt.Fprintf(&sb, "\n  %3d %-26s lane=%-10s name=%q key=%q task=%d id=%q payload=%.40s origin=%d at_start=%v wait=%d no_wait=%v reason=%s",
+			ev.Seq, ev.Kind, ev.Lane, ev.Name, ev.Key, ev.TaskSeq, ev.EventID, ev.Payload, ev.OriginExecution, ev.AtStart,
+			ev.WaitNumber, ev.NoWait, ev.Reason)
+	}
+	return sb.String()
+}
+
+// waitFate waits until the event's fate is fate and returns its record.
+func (b *bundle) waitFate(eventID string, fate history.Fate) *herald.EventRecord {
+	b.t.Helper()
+	var rec *herald.EventRecord
+	b.waitFor("fate "+string(fate)+" of "+eventID, func() bool {
+		r, err := b.client.EventFate(b.ctx, eventID)
+		if err != nil {
+			return false
+		}
+		rec = r
+		return r.Fate == fate
+	})
+	return rec
+}
+
+// result waits for the instance to complete and decodes its result into out;
+// an instance that failed or was terminated fails the test with its history.
+func (b *bundle) result(id string, out any) *herald.InstanceInfo {
+	b.t.Helper()
+	info := b.waitDone(id)
+	if info.Status != herald.StatusCompleted {
+		b.t.Fatalf("%s ended %s: %v\nhistory:%s", id, info.Status, info.Err(), dumpHistory(b.history(id, 0)))
+	}
+	if err := info.Result(out); err != nil {
+		b.t.Fatalf("result of %s: %v", id, err)
+	}
+	return info
+}
+
+// wantWarn waits for a WARN line containing every fragment. The runtime logs
+// a drop just after its turn commits, so the line may trail the history the
+// test has seen.
+func (b *bundle) wantWarn(fragments ...string) {
+	b.t.Helper()
+	b.waitFor(fmt.Sprintf("a WARN line with %q", fragments), func() bool {
+		for _, w := range b.logs.warnings() {
+			ok := true
+			for _, f := range fragments {
+				ok = ok && strings.Contains(w, f)
+			}
+			if ok {
+				return true
+			}
+		}
+		return false
+	})
 }
