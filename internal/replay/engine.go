@@ -102,21 +102,10 @@ type CorrelatedWait struct {
 	Key     string
 }
 
-type futureKind int
-
-const (
-	kindActivity futureKind = iota + 1
-	kindTimer
-	kindWait
-	kindDerived
-)
-
 // Future is the engine's future: resolved by an input (or at once), or
 // cancelled as a select loser.
 type Future struct {
 	s      *State
-	kind   futureKind
-	seq    int
 	name   string
 	done   bool
 	value  json.RawMessage
@@ -830,8 +819,10 @@ func (s *State) continueAsNew() {
 
 // ---- workflow-facing operations ----
 
-func (s *State) newFuture(kind futureKind, seq int, name string) *Future {
-	f := &Future{s: s, kind: kind, seq: seq, name: name}
+// newFuture makes a future; one with a decision seq is registered so inputs
+// naming that seq resolve it.
+func (s *State) newFuture(seq int, name string) *Future {
+	f := &Future{s: s, name: name}
 	if seq > 0 {
 		s.futures[seq] = f
 	}
@@ -846,7 +837,7 @@ func (s *State) CallActivity(name string, input json.RawMessage, retry storage.R
 			InstanceID: s.in.InstanceID, Execution: s.execution, TaskSeq: seq, Name: name, Input: input, Attempt: 1, Retry: retry,
 		})
 	}
-	f := s.newFuture(kindActivity, seq, name)
+	f := s.newFuture(seq, name)
 	f.cancel = func() {
 		if _, isNew := s.decide(history.Event{Kind: history.ActivityCancelRequested, Name: name, TaskSeq: seq}); isNew {
 			s.out.CancelActivities = append(s.out.CancelActivities, seq)
@@ -866,7 +857,7 @@ func (s *State) NewTimer(d time.Duration) *Future {
 	if isNew {
 		s.out.Timers = append(s.out.Timers, storage.TimerSchedule{TaskSeq: seq, FireAt: fireAt})
 	}
-	f := s.newFuture(kindTimer, seq, "")
+	f := s.newFuture(seq, "")
 	f.cancel = func() {
 		if _, isNew := s.decide(history.Event{Kind: history.TimerCancelled, TaskSeq: seq}); isNew {
 			s.out.CancelTimers = append(s.out.CancelTimers, seq)
@@ -940,7 +931,7 @@ func (s *State) WaitCorrelated(def, key string, timeout time.Duration) *Future {
 
 func (s *State) waitKey(lane history.Lane, name, key string, timeout time.Duration) *Future {
 	seq, isNew := s.decide(history.Event{Kind: history.EventSubscribed, Lane: lane, Name: name, Key: key})
-	f := s.newFuture(kindWait, seq, name)
+	f := s.newFuture(seq, name)
 	var n int
 	var got *Buffered
 	switch lane {
@@ -985,7 +976,7 @@ func (s *State) waitKey(lane history.Lane, name, key string, timeout time.Durati
 		return f
 	}
 	t := s.NewTimer(timeout)
-	c := s.newFuture(kindDerived, 0, name)
+	c := s.newFuture(0, name)
 	t.then(func() {
 		if t.err == nil && !f.done { // the timer fired first
 			withdraw(ErrEventTimeout)
