@@ -20,6 +20,15 @@
 //	replay     cost of one turn for histories of 10 … 10,000 events
 //	scaleout   the round trip with Herald's workers in 1 and in 3 separate
 //	           processes on one PostgreSQL schema (needs the postgres backend)
+//	sweep      the round trip again at the sizes of -sweep-n (Herald) and
+//	           -peer-sweep-n (peers), for the plot (cmd/heraldplot)
+//
+// Peers (-peers, comma-separated; default durabletask,dbos-postgres,dbos-sqlite;
+// "none" for Herald alone) run the round-trip scenarios in the same run, on
+// their positional lane (external event, message, signal): durabletask-go on
+// a SQLite file, DBOS on PostgreSQL and on its SQLite system database (and
+// with synchronous=FULL: dbos-sqlite-full), and the Temporal dev server
+// (temporal: opt-in, its CLI is built with go install the first time).
 //
 // A resumed time is taken when the turn that took the event has been
 // committed: the benchmark wraps the store Herald's runtime uses and notes
@@ -78,13 +87,19 @@ type options struct {
 	turnWorkers, pgConns           int
 	loadFor, physicalFor           time.Duration
 	replaySizes                    []int
+	peers                          []string
+	peerN, dtWorkers               int
+	temporalBin                    string
+	sweepN, peerSweepN             []int
 }
 
 func main() {
 	var (
-		o         options
-		backends  string
-		scenarios string
+		o                  options
+		backends           string
+		scenarios          string
+		peers              string
+		sweepN, peerSweepN string
 	)
 	defURL := os.Getenv("HERALD_BENCH_POSTGRES_URL")
 	if defURL == "" {
@@ -95,7 +110,14 @@ func main() {
 	flag.IntVar(&o.clients, "clients", 32, "concurrent clients sending events")
 	flag.IntVar(&o.samples, "samples", 100, "round trips in the isolated-latency scenario")
 	flag.StringVar(&backends, "backends", "sqlite,postgres", "backends: sqlite (= sqlite-full,sqlite-normal), sqlite-full, sqlite-normal, postgres")
-	flag.StringVar(&scenarios, "scenarios", "roundtrip,isolated,queue,correlated,load,physical,replay,scaleout", "scenarios to run")
+	flag.StringVar(&scenarios, "scenarios", "roundtrip,isolated,queue,correlated,load,physical,replay,scaleout,sweep", "scenarios to run")
+	flag.StringVar(&peers, "peers", peerDurableTask+","+peerDBOSPostgres+","+peerDBOSSQLite,
+		"peers run in the same run: "+strings.Join(knownPeers, ", ")+"; none for Herald alone")
+	flag.IntVar(&o.peerN, "peer-n", 1000, "instances per round-trip run of a peer (300 with -quick)")
+	flag.IntVar(&o.dtWorkers, "durabletask-workers", 32, "durabletask-go orchestration worker parallelism (its default is 1)")
+	flag.StringVar(&o.temporalBin, "temporal-bin", "", "Temporal CLI "+temporalCLIVersion+" binary (default $HOME/.cache/heraldbench/bin/temporal, built with go install if missing)")
+	flag.StringVar(&sweepN, "sweep-n", "100,1000,10000", "round-trip sizes of the sweep for Herald (100,500 with -quick)")
+	flag.StringVar(&peerSweepN, "peer-sweep-n", "100,1000", "round-trip sizes of the sweep for the peers (100,300 with -quick)")
 	flag.StringVar(&o.postgresURL, "postgres", defURL, "PostgreSQL URL (default $HERALD_BENCH_POSTGRES_URL or the local test database)")
 	flag.StringVar(&o.jsonPath, "json", "", "write the results as JSON to this file")
 	flag.StringVar(&o.dir, "dir", "", "directory for SQLite files (default a temporary directory)")
@@ -132,6 +154,36 @@ func main() {
 			o.physicalFor = time.Second
 		}
 		o.replaySizes = []int{10, 100, 1000}
+		if !set["peer-n"] {
+			o.peerN = 300
+		}
+		if !set["sweep-n"] {
+			sweepN = "100,500"
+		}
+		if !set["peer-sweep-n"] {
+			peerSweepN = "100,300"
+		}
+	}
+	var err error
+	if o.sweepN, err = parseInts(sweepN); err != nil {
+		fmt.Fprintln(os.Stderr, "heraldbench: -sweep-n:", err)
+		os.Exit(2)
+	}
+	if o.peerSweepN, err = parseInts(peerSweepN); err != nil {
+		fmt.Fprintln(os.Stderr, "heraldbench: -peer-sweep-n:", err)
+		os.Exit(2)
+	}
+	for _, p := range strings.Split(peers, ",") {
+		switch p = strings.TrimSpace(p); {
+		case p == "" || p == "none":
+		case slices.Contains(knownPeers, p):
+			if !slices.Contains(o.peers, p) {
+				o.peers = append(o.peers, p)
+			}
+		default:
+			fmt.Fprintf(os.Stderr, "heraldbench: unknown peer %q (known: %s, none)\n", p, strings.Join(knownPeers, ","))
+			os.Exit(2)
+		}
 	}
 	if o.postgresN <= 0 {
 		o.postgresN = o.n
@@ -148,7 +200,7 @@ func main() {
 			os.Exit(2)
 		}
 	}
-	known := []string{"roundtrip", "isolated", "queue", "correlated", "load", "physical", "replay", "scaleout"}
+	known := []string{"roundtrip", "isolated", "queue", "correlated", "load", "physical", "replay", "scaleout", "sweep"}
 	for _, s := range strings.Split(scenarios, ",") {
 		if s = strings.TrimSpace(s); s == "" {
 			continue
@@ -188,9 +240,11 @@ func main() {
 		pprof.StopCPUProfile()
 	}
 
-	fmt.Printf("\nheraldbench %s — %d CPUs, load average before the run %s, -n %d (PostgreSQL %d)\n\n",
-		began.UTC().Format(time.RFC3339), runtime.NumCPU(), loadAvg, o.n, o.postgresN)
+	fmt.Printf("\nheraldbench %s — %d CPUs, load average before the run %s, -n %d (PostgreSQL %d), -peer-n %d\n\n",
+		began.UTC().Format(time.RFC3339), runtime.NumCPU(), loadAvg, o.n, o.postgresN, o.peerN)
 	printTable(os.Stdout, results)
+	rats := ratios(results)
+	printRatios(os.Stdout, rats)
 	if o.jsonPath != "" {
 		out := struct {
 			Date      time.Time `json:"date"`
@@ -199,7 +253,8 @@ func main() {
 			GoVersion string    `json:"go_version"`
 			Args      []string  `json:"args"`
 			Results   []Result  `json:"results"`
-		}{began.UTC(), runtime.NumCPU(), loadAvg, runtime.Version(), os.Args[1:], results}
+			Ratios    []Ratio   `json:"ratios,omitempty"`
+		}{began.UTC(), runtime.NumCPU(), loadAvg, runtime.Version(), os.Args[1:], results, rats}
 		b, _ := json.MarshalIndent(out, "", "  ")
 		if err := os.WriteFile(o.jsonPath, append(b, '\n'), 0o644); err != nil {
 			fmt.Fprintln(os.Stderr, "heraldbench:", err)
@@ -247,7 +302,7 @@ func run(ctx context.Context, o *options) []Result {
 			tag: tag + "_" + suffix}
 	}
 
-	if has("roundtrip") || has("isolated") || has("queue") || has("correlated") || has("load") {
+	if has("roundtrip") || has("isolated") || has("queue") || has("correlated") || has("load") || has("sweep") {
 		for _, b := range o.backends {
 			if ctx.Err() != nil {
 				break
@@ -262,30 +317,12 @@ func run(ctx context.Context, o *options) []Result {
 				add(Result{Scenario: "open", System: "herald " + b, Error: err.Error()})
 				continue
 			}
-			t := newTarget(h)
-			var peak float64
-			if has("roundtrip") || has("load") {
-				r := roundTrip(ctx, t, LanePositional, n, o.clients)
-				peak = r.Rate
-				add(r)
-			}
-			if has("isolated") {
-				add(isolated(ctx, t, LanePositional, o.samples))
-			}
-			if has("queue") {
-				add(roundTrip(ctx, t, LaneQueue, n, o.clients))
-			}
-			if has("correlated") {
-				add(roundTrip(ctx, t, LaneCorrelated, n, o.clients))
-				add(fanOut(ctx, t, n, 100, o.clients))
-			}
-			if has("load") && peak > 0 {
-				add(underLoad(ctx, t, LanePositional, peak/2, o.loadFor))
-			}
+			runSystem(ctx, h, o, n, o.sweepN, add)
 			if err := h.Close(); err != nil {
 				progress("  close: %v", err)
 			}
 		}
+		runPeers(ctx, o, tag, add)
 	}
 
 	if has("physical") && ctx.Err() == nil {

@@ -24,6 +24,10 @@ type Result struct {
 	Max        float64 `json:"max_ms,omitempty"`
 	Note       string  `json:"note,omitempty"`
 	Error      string  `json:"error,omitempty"`
+	// Peer is the -peers name of a peer's row ("" for Herald's).
+	Peer string `json:"peer,omitempty"`
+	// Unsupported marks a scenario the system cannot run (a lane it lacks).
+	Unsupported bool `json:"unsupported,omitempty"`
 }
 
 // dist holds latency samples.
@@ -80,7 +84,14 @@ func printTable(w io.Writer, rs []Result) {
 				n = fmt.Sprint(r.N)
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Scenario, r.System, n, num(r.Rate), r.RateUnit,
+		rate, unit := num(r.Rate), r.RateUnit
+		switch {
+		case r.Unsupported:
+			rate, unit = "unsupported", ""
+		case r.Error != "":
+			rate, unit = "ERROR", ""
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Scenario, r.System, n, rate, unit,
 			num(r.P50), num(r.P95), num(r.P99), num(r.Max))
 	}
 	tw.Flush()
