@@ -48,7 +48,7 @@ func loadCorrelated(ctx context.Context, q querier, tenant, def, key string) (*s
 
 // scanProduced appends produced rows (key, event_id, instance_id,
 // execution, task_seq, created_at) to the events byKey returns.
-func scanProduced(rows *sql.Rows, byKey func(string) *storage.CorrelatedEvent) error {
+func scanProduced(rows rowsIter, byKey func(string) *storage.CorrelatedEvent) error {
 	for rows.Next() {
 		var (
 			key       string

@@ -17,10 +17,20 @@ import (
 	"github.com/heraldwf/herald/storage/internal/backend"
 )
 
-// querier is what the helpers need from a *sql.Tx or *sql.DB.
+// querier is what the helpers need from the writer's transaction (wtx) or
+// the read pool (reader).
 type querier interface {
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	QueryContext(ctx context.Context, query string, args ...any) (rowsIter, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) scanner
+}
+
+// rowsIter is a query's rows: *sql.Rows on the read pool, *wrows in the
+// writer.
+type rowsIter interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+	Close() error
 }
 
 // nonTerminal is the SQL list of statuses that can still run.
@@ -90,7 +100,11 @@ func (r reader) stmt(ctx context.Context, q string) *sql.Stmt {
 	return st
 }
 
-func (r reader) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+func (r reader) QueryContext(ctx context.Context, q string, args ...any) (rowsIter, error) {
+	return r.rows(ctx, q, args...)
+}
+
+func (r reader) rows(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
 	if st := r.stmt(ctx, q); st != nil {
 		return st.QueryContext(ctx, args...)
 	}
@@ -100,7 +114,11 @@ func (r reader) QueryContext(ctx context.Context, q string, args ...any) (*sql.R
 	return r.s.rdb.QueryContext(ctx, q, args...)
 }
 
-func (r reader) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
+func (r reader) QueryRowContext(ctx context.Context, q string, args ...any) scanner {
+	return r.row(ctx, q, args...)
+}
+
+func (r reader) row(ctx context.Context, q string, args ...any) *sql.Row {
 	if st := r.stmt(ctx, q); st != nil {
 		return st.QueryRowContext(ctx, args...)
 	}

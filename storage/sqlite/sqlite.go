@@ -178,10 +178,10 @@ type Store struct {
 	path string
 	cfg  config
 
-	wdb    *sql.DB // the single writer connection
-	rdb    *sql.DB // read-only pool
-	wstmts *writerStmts
-	rstmts sync.Map // query -> *sql.Stmt on rdb
+	wc        *wconn  // the single writer connection, owned by the writer goroutine
+	wcloseErr error   // closing wc; set before writerDone is closed
+	rdb       *sql.DB // read-only pool
+	rstmts    sync.Map // query -> *sql.Stmt on rdb
 
 	reqs       chan *writeReq // unbuffered: a request is either taken by the writer or not sent
 	closing    chan struct{}
@@ -232,31 +232,36 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		"&_txlock=immediate"
 	rdsn := name + "?" + busy + "&_pragma=query_only(1)"
 
-	wdb, err := sql.Open("sqlite", wdsn)
+	// A writer connection comes first: it switches the file to WAL and
+	// creates the schema before any reader looks at it. Migrations run
+	// through database/sql; the writer goroutine then gets a connection of
+	// its own that it drives through the driver interface (see wconn).
+	mdb, err := sql.Open("sqlite", wdsn)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
-	wdb.SetMaxOpenConns(1)
-	wdb.SetMaxIdleConns(1)
-	wdb.SetConnMaxLifetime(0)
-	wdb.SetConnMaxIdleTime(0)
-
-	// The writer connection comes first: it switches the file to WAL and
-	// creates the schema before any reader looks at it.
-	if err := migrate(ctx, wdb); err != nil {
-		wdb.Close()
+	mdb.SetMaxOpenConns(1)
+	err = migrate(ctx, mdb)
+	if cerr := mdb.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	wc, err := openWriterConn(wdsn)
+	if err != nil {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
 
 	rdb, err := sql.Open("sqlite", rdsn)
 	if err != nil {
-		wdb.Close()
+		wc.close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
 	rdb.SetMaxOpenConns(cfg.readConns)
 	rdb.SetMaxIdleConns(cfg.readConns)
 	if err := rdb.PingContext(ctx); err != nil {
-		wdb.Close()
+		wc.close()
 		rdb.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
@@ -264,9 +269,8 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	s := &Store{
 		path:       path,
 		cfg:        cfg,
-		wdb:        wdb,
+		wc:         wc,
 		rdb:        rdb,
-		wstmts:     newWriterStmts(wdb),
 		reqs:       make(chan *writeReq),
 		closing:    make(chan struct{}),
 		writerDone: make(chan struct{}),
@@ -287,7 +291,7 @@ func (s *Store) Close() error {
 			st.(*sql.Stmt).Close()
 			return true
 		})
-		s.closeErr = errors.Join(s.wdb.Close(), s.rdb.Close())
+		s.closeErr = errors.Join(s.wcloseErr, s.rdb.Close())
 		if s.closeErr != nil {
 			s.closeErr = fmt.Errorf("sqlite: close %s: %w", s.path, s.closeErr)
 		}

@@ -24,82 +24,37 @@ type writeReq struct {
 
 // wtx is the writer's view of the transaction a request runs in.
 type wtx struct {
-	tx     *sql.Tx
+	c      *wconn
 	ctx    context.Context
-	stmts  *writerStmts
 	notify []string // tenants to signal once the transaction commits
 }
 
-// writerStmts caches the writer connection's prepared statements. It is
-// used by the writer goroutine only. A query seen for the first time runs
-// unprepared and is prepared after the batch, when the connection is free.
-type writerStmts struct {
-	db      *sql.DB
-	stmts   map[string]*sql.Stmt
-	pending map[string]struct{}
-}
-
-func newWriterStmts(db *sql.DB) *writerStmts {
-	return &writerStmts{db: db, stmts: make(map[string]*sql.Stmt), pending: make(map[string]struct{})}
-}
-
-// get returns q's statement bound to tx, or nil if q is not prepared yet.
-func (c *writerStmts) get(ctx context.Context, tx *sql.Tx, q string) *sql.Stmt {
-	if st, ok := c.stmts[q]; ok {
-		return tx.StmtContext(ctx, st)
-	}
-	c.pending[q] = struct{}{}
-	return nil
-}
-
-// prepare prepares the queries seen since the last call. Failures are
-// ignored: the query keeps running unprepared and reports its own errors.
-func (c *writerStmts) prepare() {
-	for q := range c.pending {
-		if st, err := c.db.PrepareContext(context.Background(), q); err == nil {
-			c.stmts[q] = st
-		}
-		delete(c.pending, q)
-	}
-}
-
-func (c *writerStmts) close() {
-	for q, st := range c.stmts {
-		st.Close()
-		delete(c.stmts, q)
-	}
-}
-
 func (w *wtx) exec(q string, args ...any) (sql.Result, error) {
-	if st := w.stmts.get(w.ctx, w.tx, q); st != nil {
-		return st.ExecContext(w.ctx, args...)
+	return w.c.exec(q, args)
+}
+
+func (w *wtx) query(q string, args ...any) (rowsIter, error) {
+	r, err := w.c.query(q, args)
+	if err != nil {
+		return nil, err
 	}
-	return w.tx.ExecContext(w.ctx, q, args...)
+	return r, nil
 }
 
-func (w *wtx) query(q string, args ...any) (*sql.Rows, error) {
-	return w.QueryContext(w.ctx, q, args...)
-}
-
-func (w *wtx) queryRow(q string, args ...any) *sql.Row {
-	return w.QueryRowContext(w.ctx, q, args...)
+func (w *wtx) queryRow(q string, args ...any) scanner {
+	r, err := w.c.query(q, args)
+	return wrow{rows: r, err: err}
 }
 
 // QueryContext makes wtx a querier. ctx is ignored: statements of a write
-// run under the writer's context (the caller's was checked before fn ran).
-func (w *wtx) QueryContext(_ context.Context, q string, args ...any) (*sql.Rows, error) {
-	if st := w.stmts.get(w.ctx, w.tx, q); st != nil {
-		return st.QueryContext(w.ctx, args...)
-	}
-	return w.tx.QueryContext(w.ctx, q, args...)
+// run to completion (the caller's context was checked before fn ran).
+func (w *wtx) QueryContext(_ context.Context, q string, args ...any) (rowsIter, error) {
+	return w.query(q, args...)
 }
 
 // QueryRowContext makes wtx a querier; see QueryContext.
-func (w *wtx) QueryRowContext(_ context.Context, q string, args ...any) *sql.Row {
-	if st := w.stmts.get(w.ctx, w.tx, q); st != nil {
-		return st.QueryRowContext(w.ctx, args...)
-	}
-	return w.tx.QueryRowContext(w.ctx, q, args...)
+func (w *wtx) QueryRowContext(_ context.Context, q string, args ...any) scanner {
+	return w.queryRow(q, args...)
 }
 
 // signal schedules a Subscribe notification for tenant after commit.
@@ -138,10 +93,11 @@ func (s *Store) write(ctx context.Context, fn func(*wtx) error) error {
 }
 
 // writerLoop is the single writer goroutine: it takes one request, adds the
-// requests already waiting (up to maxBatch) and runs them as one batch.
+// requests already waiting (up to maxBatch) and runs them as one batch. It
+// closes the writer connection when the store closes.
 func (s *Store) writerLoop() {
 	defer close(s.writerDone)
-	defer s.wstmts.close()
+	defer func() { s.wcloseErr = s.wc.close() }()
 	batch := make([]*writeReq, 0, s.cfg.maxBatch)
 	for {
 		select {
@@ -161,7 +117,6 @@ func (s *Store) writerLoop() {
 		}
 		s.runBatch(batch)
 		clear(batch)
-		s.wstmts.prepare()
 	}
 }
 
@@ -197,8 +152,8 @@ func (s *Store) runBatch(batch []*writeReq) {
 // runAlone runs one request in its own transaction and answers it.
 func (s *Store) runAlone(r *writeReq) {
 	r.notify = nil
-	err := s.runTx(func(tx *sql.Tx) error {
-		w := &wtx{tx: tx, ctx: context.Background(), stmts: s.wstmts}
+	err := s.runTx(func() error {
+		w := &wtx{c: s.wc, ctx: context.Background()}
 		if err := call(r, w); err != nil {
 			return err
 		}
@@ -214,16 +169,19 @@ func (s *Store) runAlone(r *writeReq) {
 	r.done <- err
 }
 
-func (s *Store) runTx(fn func(*sql.Tx) error) error {
-	tx, err := s.wdb.BeginTx(context.Background(), nil)
-	if err != nil {
+// runTx runs fn in a transaction of its own and commits it; if anything
+// fails, the transaction is rolled back.
+func (s *Store) runTx(fn func() error) error {
+	c := s.wc
+	if err := c.run(c.begin); err != nil {
 		return s.txErr("begin", err)
 	}
-	if err := fn(tx); err != nil {
-		tx.Rollback()
+	if err := fn(); err != nil {
+		c.run(c.rollback)
 		return err
 	}
-	if err := tx.Commit(); err != nil {
+	if err := c.run(c.commit); err != nil {
+		c.run(c.rollback) // a failed COMMIT can leave the transaction open
 		return s.txErr("commit", err)
 	}
 	return nil
@@ -234,44 +192,43 @@ func (s *Store) runTx(fn func(*sql.Tx) error) error {
 // once; the others are answered after the commit. It returns false if the
 // transaction itself failed, leaving the unanswered requests unanswered.
 func (s *Store) runGroup(reqs []*writeReq) bool {
-	bg := context.Background()
-	tx, err := s.wdb.BeginTx(bg, nil)
-	if err != nil {
+	c := s.wc
+	if err := c.run(c.begin); err != nil {
+		return false
+	}
+	abort := func() bool {
+		c.run(c.rollback) // may fail if SQLite already rolled back: nothing is left open either way
 		return false
 	}
 	ok := 0
 	for _, r := range reqs {
 		r.notify = nil
-		if _, err := tx.ExecContext(bg, "SAVEPOINT herald_req"); err != nil {
-			tx.Rollback()
-			return false
+		if err := c.run(c.savepoint); err != nil {
+			return abort()
 		}
-		w := &wtx{tx: tx, ctx: bg, stmts: s.wstmts}
+		w := &wtx{c: c, ctx: context.Background()}
 		if err := call(r, w); err != nil {
 			// Answer now: whatever happens to the batch, this request wrote
 			// nothing. If SQLite already rolled the whole transaction back
 			// (I/O error, full disk), ROLLBACK TO fails and the batch is lost.
 			r.finished = true
 			r.done <- err
-			if _, rerr := tx.ExecContext(bg, "ROLLBACK TO herald_req"); rerr != nil {
-				tx.Rollback()
-				return false
+			if rerr := c.run(c.rollbackTo); rerr != nil {
+				return abort()
 			}
-			if _, rerr := tx.ExecContext(bg, "RELEASE herald_req"); rerr != nil {
-				tx.Rollback()
-				return false
+			if rerr := c.run(c.release); rerr != nil {
+				return abort()
 			}
 			continue
 		}
-		if _, err := tx.ExecContext(bg, "RELEASE herald_req"); err != nil {
-			tx.Rollback()
-			return false
+		if err := c.run(c.release); err != nil {
+			return abort()
 		}
 		r.notify = w.notify
 		ok++
 	}
-	if err := tx.Commit(); err != nil {
-		return false
+	if err := c.run(c.commit); err != nil {
+		return abort()
 	}
 	if ok > 0 {
 		s.commits.Add(1)
