@@ -178,9 +178,9 @@ type Store struct {
 	path string
 	cfg  config
 
-	wc        *wconn  // the single writer connection, owned by the writer goroutine
-	wcloseErr error   // closing wc; set before writerDone is closed
-	rdb       *sql.DB // read-only pool
+	wc        *wconn   // the single writer connection, owned by the writer goroutine
+	wcloseErr error    // closing wc; set before writerDone is closed
+	rdb       *sql.DB  // read-only pool
 	rstmts    sync.Map // query -> *sql.Stmt on rdb
 
 	reqs       chan *writeReq // unbuffered: a request is either taken by the writer or not sent
