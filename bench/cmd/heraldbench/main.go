@@ -88,7 +88,7 @@ type options struct {
 	loadFor, physicalFor           time.Duration
 	replaySizes                    []int
 	peers                          []string
-	peerN, dtWorkers               int
+	peerN, peerSamples, dtWorkers  int
 	temporalBin                    string
 	sweepN, peerSweepN             []int
 }
@@ -114,6 +114,7 @@ func main() {
 	flag.StringVar(&peers, "peers", peerDurableTask+","+peerDBOSPostgres+","+peerDBOSSQLite,
 		"peers run in the same run: "+strings.Join(knownPeers, ", ")+"; none for Herald alone")
 	flag.IntVar(&o.peerN, "peer-n", 1000, "instances per round-trip run of a peer (300 with -quick)")
+	flag.IntVar(&o.peerSamples, "peer-samples", 0, "round trips in a peer's isolated-latency scenario (default -samples)")
 	flag.IntVar(&o.dtWorkers, "durabletask-workers", 32, "durabletask-go orchestration worker parallelism (its default is 1)")
 	flag.StringVar(&o.temporalBin, "temporal-bin", "", "Temporal CLI "+temporalCLIVersion+" binary (default $HOME/.cache/heraldbench/bin/temporal, built with go install if missing)")
 	flag.StringVar(&sweepN, "sweep-n", "100,1000,10000", "round-trip sizes of the sweep for Herald (100,500 with -quick)")
@@ -184,6 +185,9 @@ func main() {
 			fmt.Fprintf(os.Stderr, "heraldbench: unknown peer %q (known: %s, none)\n", p, strings.Join(knownPeers, ","))
 			os.Exit(2)
 		}
+	}
+	if o.peerSamples <= 0 {
+		o.peerSamples = o.samples
 	}
 	if o.postgresN <= 0 {
 		o.postgresN = o.n
@@ -317,7 +321,7 @@ func run(ctx context.Context, o *options) []Result {
 				add(Result{Scenario: "open", System: "herald " + b, Error: err.Error()})
 				continue
 			}
-			runSystem(ctx, h, o, n, o.sweepN, add)
+			runSystem(ctx, h, o, n, o.samples, o.sweepN, add)
 			if err := h.Close(); err != nil {
 				progress("  close: %v", err)
 			}

@@ -70,7 +70,7 @@ const sweepScenario = "sweep round trip (positional)"
 // round trip at n, isolated latency, the queue and correlated lanes, latency
 // under load, and the sweep's round trips at the sizes in sweep other than n
 // (when the round trip ran at n).
-func runSystem(ctx context.Context, s System, o *options, n int, sweep []int, add func(...Result)) {
+func runSystem(ctx context.Context, s System, o *options, n, samples int, sweep []int, add func(...Result)) {
 	has := func(sc string) bool { return slices.Contains(o.scenarios, sc) }
 	t := newTarget(s)
 	var peak float64
@@ -80,7 +80,7 @@ func runSystem(ctx context.Context, s System, o *options, n int, sweep []int, ad
 		add(r)
 	}
 	if has("isolated") && ctx.Err() == nil {
-		add(isolated(ctx, t, LanePositional, o.samples))
+		add(isolated(ctx, t, LanePositional, samples))
 	}
 	if has("queue") && ctx.Err() == nil {
 		if supports(s, LaneQueue) {
@@ -127,7 +127,7 @@ func runPeers(ctx context.Context, o *options, tag string, add func(...Result)) 
 			add(Result{Scenario: "open", System: p, Error: err.Error()})
 			continue
 		}
-		runSystem(ctx, s, o, o.peerN, o.peerSweepN, func(rs ...Result) {
+		runSystem(ctx, s, o, o.peerN, o.peerSamples, o.peerSweepN, func(rs ...Result) {
 			for i := range rs {
 				rs[i].Peer = p
 			}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"debug/buildinfo"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -79,9 +79,12 @@ func temporalBinary(ctx context.Context, path string) (string, error) {
 		}
 		path = filepath.Join(cache, "heraldbench", "bin", "temporal")
 	}
-	if out, err := exec.CommandContext(ctx, path, "--version").Output(); err == nil {
-		if !strings.Contains(string(out), strings.TrimPrefix(temporalCLIVersion, "v")) {
-			return "", fmt.Errorf("%s is %s, want %s (remove it to rebuild)", path, strings.TrimSpace(string(out)), temporalCLIVersion)
+	// go install leaves the module version in the binary's build info
+	// (`temporal --version` says 0.0.0-DEV).
+	if bi, err := buildinfo.ReadFile(path); err == nil {
+		if bi.Main.Path != "github.com/temporalio/cli" || bi.Main.Version != temporalCLIVersion {
+			return "", fmt.Errorf("%s is %s %s, want github.com/temporalio/cli %s (remove it to rebuild)",
+				path, bi.Main.Path, bi.Main.Version, temporalCLIVersion)
 		}
 		return path, nil
 	}
@@ -174,6 +177,15 @@ func openTemporal(ctx context.Context, bin, dir, tag string) (_ *temporalSystem,
 		if time.Now().After(deadline) {
 			return nil, fmt.Errorf("temporal dev server not ready after 2 minutes: %w", err)
 		}
+	}
+	// The journal mode is kept in the file (WAL) or not (a rollback
+	// journal): check it. synchronous is per connection, inside the server:
+	// start-dev passes no PRAGMA (only --sqlite-pragma would), so SQLite's
+	// default FULL.
+	if jm, _, err := sqlitePragmas(ctx, "file:"+s.dbPath+"?mode=ro&_pragma=busy_timeout(5000)"); err != nil {
+		return nil, fmt.Errorf("reading the dev server's journal mode: %w", err)
+	} else if jm != "DELETE" {
+		s.durability = fmt.Sprintf("journal_mode=%s, synchronous=FULL (SQLite's default; start-dev sets no PRAGMA); one connection", jm)
 	}
 	s.worker = worker.New(s.client, temporalTaskQueue, worker.Options{})
 	s.worker.RegisterWorkflowWithOptions(temporalWait, workflow.RegisterOptions{Name: "bench.wait"})
