@@ -103,6 +103,13 @@ func claimLoop[T any](ctx context.Context, r *Runtime, what string, workers int,
 				run(context.WithoutCancel(ctx), item)
 			}()
 		}
+		if len(items) < free {
+			// The claim took everything there was: more work comes with a
+			// signal (new work, a committed turn that left some) or at its
+			// NextWake time. Claiming again at once would only queue an
+			// empty claim in front of the turns just started.
+			w.wait(ctx)
+		}
 	}
 }
 

@@ -407,7 +407,8 @@ func (s *Store) CorrelatedPut(ctx context.Context, p *storage.CorrelatedPutParam
 // CorrelatedGet returns a correlated event with its produced list (oldest
 // first), or storage.ErrNotFound. An event past its ExpiresAt is returned
 // until CorrelatedExpire deletes it.
-func (s *Store) CorrelatedGet(ctx context.Context, p *storage.CorrelatedGetParams) (*storage.CorrelatedEvent, error) {
+func (s *Store) CorrelatedGet(ctx context.Context, p *storage.CorrelatedGetParams) (_ *storage.CorrelatedEvent, err error) {
+	defer s.afterRead(ctx, &err)
 	if p == nil {
 		return nil, errors.New("sqlite: get correlated event: nil params")
 	}
@@ -453,7 +454,8 @@ func (s *Store) CorrelatedDelete(ctx context.Context, p *storage.CorrelatedGetPa
 // list, and the bookmark of the next page ("" if this page is the last).
 // A bookmark names the last event of its page, so events created meanwhile
 // never shift a page. A malformed bookmark is an error.
-func (s *Store) CorrelatedSearch(ctx context.Context, p *storage.CorrelatedSearchParams) ([]*storage.CorrelatedEvent, string, error) {
+func (s *Store) CorrelatedSearch(ctx context.Context, p *storage.CorrelatedSearchParams) (_ []*storage.CorrelatedEvent, _ string, err error) {
+	defer s.afterRead(ctx, &err)
 	if p == nil {
 		return nil, "", errors.New("sqlite: search correlated events: nil params")
 	}

@@ -72,7 +72,8 @@ func (s *Store) EventDefinitionPut(ctx context.Context, p *storage.EventDefiniti
 }
 
 // EventDefinitionGet returns a definition, or storage.ErrNotFound.
-func (s *Store) EventDefinitionGet(ctx context.Context, p *storage.EventDefinitionGetParams) (*storage.EventDefinition, error) {
+func (s *Store) EventDefinitionGet(ctx context.Context, p *storage.EventDefinitionGetParams) (_ *storage.EventDefinition, err error) {
+	defer s.afterRead(ctx, &err)
 	if p == nil {
 		return nil, errors.New("sqlite: get event definition: nil params")
 	}
@@ -92,7 +93,8 @@ func (s *Store) EventDefinitionGet(ctx context.Context, p *storage.EventDefiniti
 
 // EventDefinitionList returns all the tenant's definitions ordered by name
 // (bytewise).
-func (s *Store) EventDefinitionList(ctx context.Context, p *storage.EventDefinitionListParams) ([]*storage.EventDefinition, error) {
+func (s *Store) EventDefinitionList(ctx context.Context, p *storage.EventDefinitionListParams) (_ []*storage.EventDefinition, err error) {
+	defer s.afterRead(ctx, &err)
 	if p == nil {
 		return nil, errors.New("sqlite: list event definitions: nil params")
 	}

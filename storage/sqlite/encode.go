@@ -181,6 +181,30 @@ func getInstance(ctx context.Context, q querier, tenant, id string) (*instanceRo
 // ---- history ----
 
 func loadHistory(ctx context.Context, q querier, tenant, id string, execution, afterSeq, limit int) ([]history.Event, error) {
+	docs, err := loadHistoryDocs(ctx, q, tenant, id, execution, afterSeq, limit)
+	if err != nil {
+		return nil, err
+	}
+	return decodeHistory(docs)
+}
+
+func decodeHistory(docs [][]byte) ([]history.Event, error) {
+	if len(docs) == 0 {
+		return nil, nil
+	}
+	evs := make([]history.Event, len(docs))
+	for i, b := range docs {
+		ev, err := backend.DecodeHistoryEvent(b)
+		if err != nil {
+			return nil, err
+		}
+		evs[i] = ev
+	}
+	return evs, nil
+}
+
+// loadHistoryDocs reads an execution's history documents, undecoded.
+func loadHistoryDocs(ctx context.Context, q querier, tenant, id string, execution, afterSeq, limit int) ([][]byte, error) {
 	if limit <= 0 {
 		limit = -1 // SQLite: no limit
 	}
@@ -191,33 +215,48 @@ func loadHistory(ctx context.Context, q querier, tenant, id string, execution, a
 		return nil, fmt.Errorf("load history: %w", err)
 	}
 	defer rows.Close()
-	var evs []history.Event
+	var docs [][]byte
 	for rows.Next() {
 		var b []byte
 		if err := rows.Scan(&b); err != nil {
 			return nil, fmt.Errorf("load history: %w", err)
 		}
-		ev, err := backend.DecodeHistoryEvent(b)
-		if err != nil {
-			return nil, err
-		}
-		evs = append(evs, ev)
+		docs = append(docs, b)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("load history: %w", err)
 	}
-	return evs, nil
+	return docs, nil
 }
 
 // appendHistory inserts events into an execution's history. Their Seq must
 // be set and not taken: a duplicate fails on the primary key.
 func appendHistory(w *wtx, tenant, id string, execution int, evs []history.Event) error {
+	docs, err := encodeHistory(evs)
+	if err != nil {
+		return err
+	}
+	return appendEncoded(w, tenant, id, execution, evs, docs)
+}
+
+// encodeHistory encodes events for appendEncoded. TurnCommit calls it before
+// handing the write to the writer goroutine, which is the bottleneck.
+func encodeHistory(evs []history.Event) ([]string, error) {
+	docs := make([]string, len(evs))
 	for i := range evs {
-		ev := &evs[i]
-		doc, err := backend.EncodeHistoryEvent(i, ev)
+		doc, err := backend.EncodeHistoryEvent(i, &evs[i])
 		if err != nil {
-			return err
+			return nil, err
 		}
+		docs[i] = doc
+	}
+	return docs, nil
+}
+
+// appendEncoded is appendHistory with the documents encodeHistory made.
+func appendEncoded(w *wtx, tenant, id string, execution int, evs []history.Event, docs []string) error {
+	for i := range evs {
+		ev, doc := &evs[i], docs[i]
 		if _, err := w.exec(`INSERT INTO history (tenant, instance_id, execution, seq, kind, event)
 			VALUES (?, ?, ?, ?, ?, ?)`, tenant, id, execution, ev.Seq, string(ev.Kind), doc); err != nil {
 			if isConstraint(err) {

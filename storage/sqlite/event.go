@@ -120,7 +120,8 @@ func (s *Store) EventRaise(ctx context.Context, p *storage.EventRaiseParams) (*s
 }
 
 // EventGet returns an event's ledger entry, or storage.ErrNotFound.
-func (s *Store) EventGet(ctx context.Context, p *storage.EventGetParams) (*storage.EventRecord, error) {
+func (s *Store) EventGet(ctx context.Context, p *storage.EventGetParams) (_ *storage.EventRecord, err error) {
+	defer s.afterRead(ctx, &err)
 	if p == nil {
 		return nil, errors.New("sqlite: get event: nil params")
 	}
@@ -141,7 +142,8 @@ func (s *Store) EventGet(ctx context.Context, p *storage.EventGetParams) (*stora
 // EventList returns an instance's ledger entries in the order they were
 // received, filtered by lane, name and fate when set, at most p.Limit
 // (default 1000). An empty InstanceID lists the whole tenant's ledger.
-func (s *Store) EventList(ctx context.Context, p *storage.EventListParams) ([]*storage.EventRecord, error) {
+func (s *Store) EventList(ctx context.Context, p *storage.EventListParams) (_ []*storage.EventRecord, err error) {
+	defer s.afterRead(ctx, &err)
 	if p == nil {
 		return nil, errors.New("sqlite: list events: nil params")
 	}

@@ -86,7 +86,8 @@ func createInstance(w *wtx, p *storage.InstanceCreateParams) (*storage.Instance,
 }
 
 // InstanceGet returns storage.ErrNotFound if the instance does not exist.
-func (s *Store) InstanceGet(ctx context.Context, p *storage.InstanceGetParams) (*storage.Instance, error) {
+func (s *Store) InstanceGet(ctx context.Context, p *storage.InstanceGetParams) (_ *storage.Instance, err error) {
+	defer s.afterRead(ctx, &err)
 	if p == nil {
 		return nil, errors.New("sqlite: get instance: nil params")
 	}
@@ -102,7 +103,8 @@ func (s *Store) InstanceGet(ctx context.Context, p *storage.InstanceGetParams) (
 
 // InstanceList returns the tenant's instances, newest first, filtered by
 // workflow and status when set, at most p.Limit (default 100).
-func (s *Store) InstanceList(ctx context.Context, p *storage.InstanceListParams) ([]*storage.Instance, error) {
+func (s *Store) InstanceList(ctx context.Context, p *storage.InstanceListParams) (_ []*storage.Instance, err error) {
+	defer s.afterRead(ctx, &err)
 	if p == nil {
 		return nil, errors.New("sqlite: list instances: nil params")
 	}
@@ -272,7 +274,8 @@ func endInstance(w *wtx, tenant, id string, execution int, now int64) ([]history
 // HistoryList returns one execution's history (Execution 0: the current
 // one) ordered by seq: the events after p.AfterSeq, at most p.Limit (0 =
 // all). It returns storage.ErrNotFound if the instance does not exist.
-func (s *Store) HistoryList(ctx context.Context, p *storage.HistoryListParams) ([]history.Event, error) {
+func (s *Store) HistoryList(ctx context.Context, p *storage.HistoryListParams) (_ []history.Event, err error) {
+	defer s.afterRead(ctx, &err)
 	if p == nil {
 		return nil, errors.New("sqlite: list history: nil params")
 	}

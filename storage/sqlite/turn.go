@@ -32,9 +32,12 @@ func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*s
 	lease := backend.Lease(p.Lease)
 	maxMessages := backend.MaxMessages(p.MaxMessages)
 	leaseUntil := now.Add(lease)
-	var turns []*storage.Turn
-	err := s.write(ctx, func(w *wtx) error {
-		turns = nil
+	var (
+		turns []*storage.Turn
+		docs  [][][]byte // each turn's history documents, decoded outside the writer
+	)
+	err := s.writeEarly(ctx, func(w *wtx) error {
+		turns, docs = nil, nil
 		// Unleased instances come from the instances_ready index in ready
 		// order; those whose lease ran out from instances_leased.
 		rows, err := w.query(`SELECT id, ready_at, rid FROM (
@@ -72,7 +75,7 @@ func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*s
 			if err != nil {
 				return fmt.Errorf("lease instance %q: %w", id, err)
 			}
-			hist, err := loadHistory(w.ctx, w, p.Tenant, id, inst.Execution, 0, 0)
+			hist, err := loadHistoryDocs(w.ctx, w, p.Tenant, id, inst.Execution, 0, 0)
 			if err != nil {
 				return fmt.Errorf("instance %q: %w", id, err)
 			}
@@ -82,16 +85,31 @@ func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*s
 			}
 			turns = append(turns, &storage.Turn{
 				Instance:   inst.Instance,
-				History:    hist,
 				Messages:   msgs,
 				LockToken:  token,
 				LeaseUntil: leaseUntil,
 			})
+			docs = append(docs, hist)
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: claim turns: %w", err)
+	}
+	// Decoding runs on the caller's goroutine: the writer is the store's
+	// bottleneck, the callers are many.
+	for i, t := range turns {
+		if t.History, err = decodeHistory(docs[i]); err != nil {
+			err = fmt.Errorf("sqlite: claim turns: instance %q: %w", t.Instance.ID, err)
+			// As if the claim had failed: release every lease it took.
+			for _, t := range turns {
+				if aerr := s.TurnAbandon(context.WithoutCancel(ctx), &storage.TurnAbandonParams{Tenant: p.Tenant,
+					InstanceID: t.Instance.ID, LockToken: t.LockToken}); aerr != nil {
+					err = errors.Join(err, aerr)
+				}
+			}
+			return nil, err
+		}
 	}
 	return turns, nil
 }
@@ -135,10 +153,14 @@ func (s *Store) TurnCommit(ctx context.Context, p *storage.TurnCommitParams) ([]
 		return nil, fmt.Errorf("sqlite: commit turn of %q: %w", p.InstanceID, err)
 	}
 	now := backend.NowOr(p.Now)
+	docs, err := encodeTurn(p)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: commit turn of %q: %w", p.InstanceID, err)
+	}
 	var dropped []history.Event
 	err = s.write(ctx, func(w *wtx) error {
 		dropped = nil
-		return commitTurn(w, p, status, now, &dropped)
+		return commitTurn(w, p, docs, status, now, &dropped)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: commit turn of %q: %w", p.InstanceID, err)
@@ -146,9 +168,28 @@ func (s *Store) TurnCommit(ctx context.Context, p *storage.TurnCommitParams) ([]
 	return dropped, nil
 }
 
+// turnDocs are a turn's history events, encoded before the write.
+type turnDocs struct {
+	newEvents, startEvents []string
+}
+
+func encodeTurn(p *storage.TurnCommitParams) (*turnDocs, error) {
+	var d turnDocs
+	var err error
+	if d.newEvents, err = encodeHistory(p.NewEvents); err != nil {
+		return nil, err
+	}
+	if p.ContinueAsNew != nil {
+		if d.startEvents, err = encodeHistory(p.ContinueAsNew.StartEvents); err != nil {
+			return nil, fmt.Errorf("continue as new: %w", err)
+		}
+	}
+	return &d, nil
+}
+
 // commitTurn writes one turn; the instance_terminal drop breadcrumbs it adds
 // go to *dropped.
-func commitTurn(w *wtx, p *storage.TurnCommitParams, status storage.Status, now time.Time, dropped *[]history.Event) error {
+func commitTurn(w *wtx, p *storage.TurnCommitParams, docs *turnDocs, status storage.Status, now time.Time, dropped *[]history.Event) error {
 	tenant, id, nowN := p.Tenant, p.InstanceID, now.UnixNano()
 	var (
 		token     sql.NullString
@@ -173,17 +214,14 @@ func commitTurn(w *wtx, p *storage.TurnCommitParams, status storage.Status, now 
 		return fmt.Errorf("turn ran on execution %d but the instance is on execution %d", p.Execution, execution)
 	}
 
-	if err := appendHistory(w, tenant, id, execution, p.NewEvents); err != nil {
+	if err := appendEncoded(w, tenant, id, execution, p.NewEvents, docs.newEvents); err != nil {
 		return err
 	}
-	if len(p.ConsumedMessages) > 0 {
-		ids, err := jsonArg(p.ConsumedMessages)
-		if err != nil {
-			return err
-		}
-		if _, err := w.exec(`DELETE FROM inbox WHERE tenant = ? AND instance_id = ?
-			AND id IN (SELECT value FROM json_each(?))`, tenant, id, ids); err != nil {
-			return fmt.Errorf("delete consumed messages: %w", err)
+	// Deleted first even when the turn ends the instance: rerouteWithdrawn
+	// must not take a consumed delivery for one still waiting to be handed on.
+	for _, mid := range p.ConsumedMessages {
+		if _, err := w.exec(`DELETE FROM inbox WHERE id = ? AND tenant = ? AND instance_id = ?`, mid, tenant, id); err != nil {
+			return fmt.Errorf("delete consumed message %d: %w", mid, err)
 		}
 	}
 	for i := range p.Activities {
@@ -261,7 +299,7 @@ func commitTurn(w *wtx, p *storage.TurnCommitParams, status storage.Status, now 
 	next, input := execution, any(nil)
 	if can := p.ContinueAsNew; can != nil {
 		next, input = execution+1, backend.RawArg(can.Input)
-		if err := appendHistory(w, tenant, id, next, can.StartEvents); err != nil {
+		if err := appendEncoded(w, tenant, id, next, can.StartEvents, docs.startEvents); err != nil {
 			return fmt.Errorf("continue as new: %w", err)
 		}
 		// The old executions' timers and activity results can never be used.

@@ -20,6 +20,10 @@ type writeReq struct {
 
 	finished bool // writer-owned: done has been sent
 	notify   []string
+
+	// early: answer as soon as the transaction has committed, before it is
+	// durable (see writeEarly).
+	early bool
 }
 
 // wtx is the writer's view of the transaction a request runs in.
@@ -72,13 +76,19 @@ func (w *wtx) signal(tenant string) {
 // committed; any error means none of them are. If ctx ends before the
 // writer starts fn, fn does not run and ctx's error is returned.
 func (s *Store) write(ctx context.Context, fn func(*wtx) error) error {
+	return s.submit(ctx, &writeReq{ctx: ctx, fn: fn, done: make(chan error, 1)})
+}
+
+func (s *Store) submit(ctx context.Context, r *writeReq) error {
 	if s.closed.Load() {
 		return storage.ErrClosed
+	}
+	if err := s.broken.Load(); err != nil {
+		return *err
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	r := &writeReq{ctx: ctx, fn: fn, done: make(chan error, 1)}
 	select {
 	case s.reqs <- r:
 	case <-s.closing:
@@ -92,12 +102,29 @@ func (s *Store) write(ctx context.Context, fn func(*wtx) error) error {
 	return <-r.done
 }
 
+// writeEarly is write for a call that may be answered before its
+// transaction is durable: TurnClaim. A claim lost to a power loss costs
+// nothing (its lock token then fails with ErrLeaseLost, and the work is
+// claimed again), and everything a turn produces goes through TurnCommit,
+// which is answered only once durable, and with it every transaction
+// before it (the WAL is replayed as a prefix). Without the sync pipeline it
+// is write.
+func (s *Store) writeEarly(ctx context.Context, fn func(*wtx) error) error {
+	return s.submit(ctx, &writeReq{ctx: ctx, fn: fn, done: make(chan error, 1), early: true})
+}
+
 // writerLoop is the single writer goroutine: it takes one request, adds the
 // requests already waiting (up to maxBatch) and runs them as one batch. It
 // closes the writer connection when the store closes.
 func (s *Store) writerLoop() {
 	defer close(s.writerDone)
-	defer func() { s.wcloseErr = s.wc.close() }()
+	defer func() {
+		if s.syncq != nil {
+			close(s.syncq) // the syncer answers what it holds, then stops
+			<-s.syncDone
+		}
+		s.wcloseErr = s.wc.close()
+	}()
 	batch := make([]*writeReq, 0, s.cfg.maxBatch)
 	for {
 		select {
@@ -160,13 +187,14 @@ func (s *Store) runAlone(r *writeReq) {
 		r.notify = w.notify
 		return nil
 	})
-	if err == nil {
-		s.commits.Add(1)
-		s.writes.Add(1)
-		s.signal(r.notify)
-	}
 	r.finished = true
-	r.done <- err
+	if err != nil {
+		r.done <- err
+		return
+	}
+	s.commits.Add(1)
+	s.writes.Add(1)
+	s.acknowledge([]*writeReq{r})
 }
 
 // runTx runs fn in a transaction of its own and commits it; if anything
@@ -230,18 +258,127 @@ func (s *Store) runGroup(reqs []*writeReq) bool {
 	if err := c.run(c.commit); err != nil {
 		return abort()
 	}
+	var acks []*writeReq
 	if ok > 0 {
 		s.commits.Add(1)
 		s.writes.Add(int64(ok))
+		acks = make([]*writeReq, 0, ok)
 	}
 	for _, r := range reqs {
 		if !r.finished {
-			s.signal(r.notify)
 			r.finished = true
-			r.done <- nil
+			acks = append(acks, r)
 		}
 	}
+	if len(acks) > 0 {
+		s.acknowledge(acks)
+	}
 	return true
+}
+
+// acknowledge answers committed requests and signals their tenants, once
+// their transaction is durable. Without the sync pipeline (synchronous FULL
+// inside SQLite, NORMAL or OFF) that is now: the commit has done whatever
+// syncing the mode promises. With it, the requests go to the syncer, which
+// answers them after its next fsync of the WAL; the writer goes on with the
+// next batch meanwhile.
+func (s *Store) acknowledge(reqs []*writeReq) {
+	seq := s.committed.Add(1)
+	if s.syncq == nil {
+		s.durable.advance(seq, nil)
+		for _, r := range reqs {
+			s.signal(r.notify)
+			r.done <- nil
+		}
+		return
+	}
+	wait := reqs[:0:0]
+	for _, r := range reqs {
+		if r.early {
+			s.signal(r.notify)
+			r.done <- nil
+			continue
+		}
+		wait = append(wait, r)
+	}
+	// Sent even when no request waits, so that the durable mark advances
+	// past this transaction for the reads.
+	s.syncq <- syncItem{reqs: wait, seq: seq}
+}
+
+// syncItem is a committed transaction's requests, waiting for the fsync
+// that makes them durable.
+type syncItem struct {
+	reqs []*writeReq
+	seq  int64 // the transaction's number in s.committed
+}
+
+// syncLoop is the syncer goroutine of the sync pipeline (synchronous FULL,
+// the default). The writer connection runs with synchronous=NORMAL, so a
+// COMMIT writes its WAL frames without waiting for the disk; the syncer then
+// fsyncs the WAL file and only after that answers the transaction's
+// requests. One fsync covers every transaction committed before it started,
+// so the syncer takes all the items queued and answers them together, while
+// the writer already runs the next batches: the disk's flush time and the
+// writer's CPU time overlap instead of adding up.
+//
+// Durability is the same as SQLite's own synchronous=FULL for every write
+// call that has returned: the WAL is append-only between checkpoints, its
+// frames carry a checksum chain, and recovery after a power loss replays the
+// longest valid prefix of committed transactions, which contains every
+// transaction whose frames were flushed. (Checkpoints with NORMAL fsync the
+// WAL before copying and the database file after, as with FULL.) Reads
+// through the read pool wait for the same fsync (s.durable) so that they
+// never return a write that is not yet durable.
+//
+// If an fsync fails, what the OS still holds is unknown (Linux may drop the
+// dirty pages): the requests waiting on it fail and the store refuses every
+// later write, like PostgreSQL, which stops on a failed fsync.
+func (s *Store) syncLoop() {
+	defer close(s.syncDone)
+	var (
+		pend []syncItem
+		open = true
+	)
+	for open {
+		it, ok := <-s.syncq
+		if !ok {
+			return
+		}
+		pend = append(pend[:0], it)
+	more:
+		for {
+			select {
+			case it, ok := <-s.syncq:
+				if !ok {
+					open = false
+					break more
+				}
+				pend = append(pend, it)
+			default:
+				break more
+			}
+		}
+		upTo := pend[len(pend)-1].seq
+		err := s.syncFn()
+		if err != nil {
+			err = fmt.Errorf("fsync of the WAL failed, the store refuses further writes "+
+				"(the write was committed but may not be durable): %w", err)
+			s.broken.CompareAndSwap(nil, &err)
+		}
+		s.durable.advance(upTo, err)
+		for _, it := range pend {
+			for _, r := range it.reqs {
+				if err != nil {
+					r.done <- err
+					continue
+				}
+				s.signal(r.notify)
+				r.done <- nil
+			}
+		}
+		clear(pend)
+	}
 }
 
 // call runs r.fn, turning a panic into an error so that a bug in one

@@ -1004,4 +1004,17 @@ func testCorrelatedWithdrawnDelivery(b *bundle) {
 	}
 	b.commit(b.commitParams(turn, at(17*time.Second)))
 	b.claimNone(at(17 * time.Second))
+
+	// A turn that consumes its delivery and ends the instance hands nothing
+	// on: a consumed message is not a delivery to a withdrawn wait.
+	b.startWaiting("h", at(18*time.Second), cw(2, "k6", true))
+	b.startWaiting("i", at(19*time.Second), cw(2, "k6", true))
+	c6 := b.corrPut(def, "k6", `7`, true, at(20*time.Second))
+	wantProduced(t, "put to h", c6, "h:2")
+	turn = b.turnOf("h", at(21*time.Second))
+	p = b.commitParams(turn, at(21*time.Second)) // consumes the delivery
+	p.Status = storage.StatusCompleted
+	b.commit(p)
+	b.wantDelivered("i", at(22*time.Second))
+	b.wantCorrGone(def, "k6")
 }

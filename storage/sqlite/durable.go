@@ -1,0 +1,102 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+)
+
+// durableMark is how far the store's committed transactions are durable:
+// every transaction numbered up to seq (see Store.committed) is on disk.
+type durableMark struct {
+	seq atomic.Int64
+
+	mu   sync.Mutex
+	err  error         // a failed fsync: nothing after it is known to be durable
+	wake chan struct{} // closed and replaced whenever seq advances
+}
+
+func newDurableMark() *durableMark {
+	return &durableMark{wake: make(chan struct{})}
+}
+
+// advance records that the transactions up to seq are durable, or, with
+// err, that they may not be.
+func (d *durableMark) advance(seq int64, err error) {
+	d.mu.Lock()
+	if err != nil && d.err == nil {
+		d.err = err
+	}
+	if err == nil && seq > d.seq.Load() {
+		d.seq.Store(seq)
+	}
+	close(d.wake)
+	d.wake = make(chan struct{})
+	d.mu.Unlock()
+}
+
+// wait returns once the transactions up to seq are durable.
+func (d *durableMark) wait(ctx context.Context, seq int64) error {
+	for {
+		if d.seq.Load() >= seq {
+			return nil
+		}
+		d.mu.Lock()
+		if d.err != nil {
+			err := d.err
+			d.mu.Unlock()
+			return err
+		}
+		if d.seq.Load() >= seq {
+			d.mu.Unlock()
+			return nil
+		}
+		wake := d.wake
+		d.mu.Unlock()
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// readDurable is called by a read after it has read: it waits until every
+// transaction the read could have seen is durable, so that a read never
+// returns a write whose caller has not been told it is committed. Without
+// the sync pipeline it returns at once.
+func (s *Store) readDurable(ctx context.Context) error {
+	if err := s.durable.wait(ctx, s.committed.Load()); err != nil {
+		return fmt.Errorf("wait for the data read to be durable: %w", err)
+	}
+	return nil
+}
+
+// openWAL opens the WAL file for the syncer's fsyncs. The writer connection
+// is open and has read the schema, so the file exists and stays (SQLite
+// deletes it only when the last connection closes).
+func openWAL(path string) (*os.File, error) {
+	f, err := os.Open(path + "-wal")
+	if err != nil {
+		return nil, fmt.Errorf("open the WAL file for syncing: %w", err)
+	}
+	return f, nil
+}
+
+// syncWAL flushes the WAL file to disk (fdatasync where there is one).
+func (s *Store) syncWAL() error {
+	return datasync(s.wal)
+}
+
+// afterRead is deferred by the read methods: a read that succeeded waits
+// until what it read is durable (see readDurable).
+func (s *Store) afterRead(ctx context.Context, err *error) {
+	if *err != nil {
+		return
+	}
+	if e := s.readDurable(ctx); e != nil {
+		*err = fmt.Errorf("sqlite: %w", e)
+	}
+}
