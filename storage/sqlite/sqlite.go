@@ -256,6 +256,8 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		"&_pragma=journal_mode(WAL)" +
 		"&_pragma=synchronous(" + string(sync) + ")" +
 		"&_pragma=foreign_keys(1)" +
+		"&_pragma=cache_size(-32768)" + // 32 MiB: no spilling inside a batch
+		"&_pragma=temp_store(MEMORY)" + // savepoint sub-journals in memory, not a temp file
 		"&_txlock=immediate"
 	rdsn := name + "?" + busy + "&_pragma=query_only(1)"
 
