@@ -27,8 +27,8 @@ type waiter struct {
 	timer  *time.Timer
 }
 
-func (r *Runtime) newWaiter() (*waiter, func()) {
-	ch, cancel := r.store.Subscribe(r.cfg.Tenant)
+func (r *Runtime) newWaiter(kinds storage.WorkKind) (*waiter, func()) {
+	ch, cancel := r.store.SubscribeKinds(r.cfg.Tenant, kinds)
 	t := time.NewTimer(time.Hour)
 	t.Stop()
 	return &waiter{r: r, signal: ch, timer: t}, func() { cancel(); t.Stop() }
@@ -63,9 +63,9 @@ func (w *waiter) wait(ctx context.Context) {
 // A claim is not cut off by Stop: a claim the database committed but the
 // caller saw cancelled would strand its work until the lease ran out. What
 // a claim returns is run, even when stopping; Stop waits for it.
-func claimLoop[T any](ctx context.Context, r *Runtime, what string, workers int,
+func claimLoop[T any](ctx context.Context, r *Runtime, what string, kinds storage.WorkKind, workers int,
 	claim func(ctx context.Context, max int) ([]T, error), run func(ctx context.Context, item T)) {
-	w, done := r.newWaiter()
+	w, done := r.newWaiter(kinds)
 	defer done()
 	slots := make(chan struct{}, workers)
 	var inflight sync.WaitGroup
@@ -115,7 +115,7 @@ func claimLoop[T any](ctx context.Context, r *Runtime, what string, workers int,
 
 // turnLoop claims and runs turns.
 func (r *Runtime) turnLoop(ctx context.Context) {
-	claimLoop(ctx, r, "turns", r.cfg.TurnWorkers, func(ctx context.Context, max int) ([]*storage.Turn, error) {
+	claimLoop(ctx, r, "turns", storage.WorkTurns, r.cfg.TurnWorkers, func(ctx context.Context, max int) ([]*storage.Turn, error) {
 		return r.store.TurnClaim(ctx, &storage.TurnClaimParams{Tenant: r.cfg.Tenant, Now: r.cfg.Now(), Lease: r.cfg.TurnLease, Max: max})
 	}, r.runTurn)
 }
@@ -289,7 +289,7 @@ func NonRetryable(err error) error { return &nonRetryable{err} }
 
 // activityLoop claims and runs activities.
 func (r *Runtime) activityLoop(ctx context.Context) {
-	claimLoop(ctx, r, "activities", r.cfg.ActivityWorkers, func(ctx context.Context, max int) ([]*storage.ActivityTask, error) {
+	claimLoop(ctx, r, "activities", storage.WorkActivities, r.cfg.ActivityWorkers, func(ctx context.Context, max int) ([]*storage.ActivityTask, error) {
 		return r.store.ActivityClaim(ctx, &storage.ActivityClaimParams{Tenant: r.cfg.Tenant, Now: r.cfg.Now(), Lease: r.cfg.ActivityLease, Max: max})
 	}, r.runActivity)
 }

@@ -678,6 +678,25 @@ type Store interface {
 	// Subscribe returns a channel that receives a value (coalesced) whenever
 	// this store writes new work for the tenant, so idle workers wake at once.
 	Subscribe(tenant string) (ch <-chan struct{}, cancel func())
+	// SubscribeKinds is Subscribe for the work of the kinds in the mask, so
+	// that a worker loop for turns is not woken (and does not make an empty
+	// claim) for a new activity task, and the other way round. A store that
+	// cannot tell may wake a subscriber for any kind.
+	SubscribeKinds(tenant string, kinds WorkKind) (ch <-chan struct{}, cancel func())
 
 	Close() error
 }
+
+// WorkKind is a kind of work a wake-up announces: the bits of a mask.
+type WorkKind uint8
+
+// Kinds of work.
+const (
+	// WorkTurns: an instance may have a turn to run (a message arrived,
+	// a turn left work, a lease was released).
+	WorkTurns WorkKind = 1 << iota
+	// WorkActivities: an activity task may be claimable.
+	WorkActivities
+
+	WorkAll = WorkTurns | WorkActivities
+)

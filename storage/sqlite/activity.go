@@ -190,7 +190,7 @@ func (s *Store) ActivityComplete(ctx context.Context, p *storage.ActivityComplet
 		if err := lowerReady(w, p.Tenant, p.InstanceID, now.UnixNano()); err != nil {
 			return err
 		}
-		w.signal(p.Tenant)
+		w.signalKinds(p.Tenant, storage.WorkTurns)
 		return nil
 	})
 	if err != nil {
@@ -224,7 +224,7 @@ func (s *Store) ActivityRetry(ctx context.Context, p *storage.ActivityRetryParam
 			backend.Nanos(p.RetryAt), p.Tenant, p.InstanceID, p.Execution, p.TaskSeq); err != nil {
 			return fmt.Errorf("reschedule task: %w", err)
 		}
-		w.signal(p.Tenant)
+		w.signalKinds(p.Tenant, storage.WorkActivities)
 		return nil
 	})
 	if err != nil {

@@ -120,7 +120,7 @@ func produce(w *wtx, tenant, instanceID string, execution, taskSeq int, def, key
 			return fmt.Errorf("insert produced entry: %w", err)
 		}
 	}
-	w.signal(tenant)
+	w.signalKinds(tenant, storage.WorkTurns)
 	return nil
 }
 

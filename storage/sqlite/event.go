@@ -109,7 +109,7 @@ func (s *Store) EventRaise(ctx context.Context, p *storage.EventRaiseParams) (*s
 				return err
 			}
 		}
-		w.signal(p.Tenant)
+		w.signalKinds(p.Tenant, storage.WorkTurns)
 		res = &storage.EventRaiseResult{EventID: p.EventID, ReceivedAt: now, Started: started}
 		return nil
 	})

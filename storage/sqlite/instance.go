@@ -72,7 +72,7 @@ func createInstance(w *wtx, p *storage.InstanceCreateParams) (*storage.Instance,
 		p.Tenant, p.ID); err != nil {
 		return nil, fmt.Errorf("keep waiting events: %w", err)
 	}
-	w.signal(p.Tenant)
+	w.signalKinds(p.Tenant, storage.WorkTurns)
 	return &storage.Instance{
 		Tenant:    p.Tenant,
 		ID:        p.ID,

@@ -375,3 +375,8 @@ func (s *Store) Stats() Stats {
 func (s *Store) Subscribe(tenant string) (<-chan struct{}, func()) {
 	return s.hub.Subscribe(tenant)
 }
+
+// SubscribeKinds is Subscribe for the work of the kinds in the mask.
+func (s *Store) SubscribeKinds(tenant string, kinds storage.WorkKind) (<-chan struct{}, func()) {
+	return s.hub.SubscribeKinds(tenant, kinds)
+}

@@ -343,8 +343,11 @@ func commitTurn(w *wtx, p *storage.TurnCommitParams, docs *turnDocs, status stor
 	// Wake idle workers if the instance has work left (messages that arrived
 	// during the turn, a kick) or the turn added work (activities, timers:
 	// a new timer can be earlier than the NextWake a worker sleeps on).
-	if len(p.Activities) > 0 || len(p.Timers) > 0 || (ready.Valid && ready.Int64 <= nowN) {
-		w.signal(tenant)
+	if len(p.Activities) > 0 {
+		w.signalKinds(tenant, storage.WorkActivities)
+	}
+	if len(p.Timers) > 0 || (ready.Valid && ready.Int64 <= nowN) {
+		w.signalKinds(tenant, storage.WorkTurns)
 	}
 	return nil
 }
@@ -370,7 +373,7 @@ func (s *Store) TurnAbandon(ctx context.Context, p *storage.TurnAbandonParams) e
 		} else if n == 0 {
 			return storage.ErrLeaseLost
 		}
-		w.signal(p.Tenant)
+		w.signalKinds(p.Tenant, storage.WorkTurns)
 		return nil
 	})
 	if err != nil {

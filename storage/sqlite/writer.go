@@ -19,7 +19,7 @@ type writeReq struct {
 	done chan error // buffered(1): the writer never blocks on it
 
 	finished bool // writer-owned: done has been sent
-	notify   []string
+	notify   []wakeup
 
 	// early: answer as soon as the transaction has committed, before it is
 	// durable (see writeEarly).
@@ -30,7 +30,7 @@ type writeReq struct {
 type wtx struct {
 	c      *wconn
 	ctx    context.Context
-	notify []string // tenants to signal once the transaction commits
+	notify []wakeup // wake-ups to send once the transaction is durable
 }
 
 func (w *wtx) exec(q string, args ...any) (sql.Result, error) {
@@ -61,14 +61,25 @@ func (w *wtx) QueryRowContext(_ context.Context, q string, args ...any) scanner 
 	return w.queryRow(q, args...)
 }
 
-// signal schedules a Subscribe notification for tenant after commit.
-func (w *wtx) signal(tenant string) {
-	for _, t := range w.notify {
-		if t == tenant {
+// wakeup is a Subscribe notification: new work of kinds for tenant.
+type wakeup struct {
+	tenant string
+	kinds  storage.WorkKind
+}
+
+// signal schedules a wake-up of every kind for tenant after commit.
+func (w *wtx) signal(tenant string) { w.signalKinds(tenant, storage.WorkAll) }
+
+// signalKinds schedules a wake-up of the subscribers to kinds for tenant
+// after commit.
+func (w *wtx) signalKinds(tenant string, kinds storage.WorkKind) {
+	for i := range w.notify {
+		if w.notify[i].tenant == tenant {
+			w.notify[i].kinds |= kinds
 			return
 		}
 	}
-	w.notify = append(w.notify, tenant)
+	w.notify = append(w.notify, wakeup{tenant, kinds})
 }
 
 // write runs fn in a write transaction on the writer goroutine and returns
@@ -392,9 +403,9 @@ func call(r *writeReq, w *wtx) (err error) {
 	return r.fn(w)
 }
 
-func (s *Store) signal(tenants []string) {
-	for _, t := range tenants {
-		s.hub.Notify(t)
+func (s *Store) signal(ws []wakeup) {
+	for _, w := range ws {
+		s.hub.NotifyKinds(w.tenant, w.kinds)
 	}
 }
 

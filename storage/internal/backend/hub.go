@@ -1,29 +1,38 @@
 package backend
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/heraldwf/herald/storage"
+)
 
 // Hub is the in-process broadcast of "new work for tenant" behind a store's
-// Subscribe. The zero Hub is ready to use.
+// Subscribe and SubscribeKinds. The zero Hub is ready to use.
 type Hub struct {
 	mu   sync.Mutex
-	subs map[string]map[chan struct{}]struct{}
+	subs map[string]map[chan struct{}]storage.WorkKind
 }
 
 // Subscribe returns a channel that receives a value (at most one pending)
 // after each Notify of tenant, and the function that unsubscribes; it is
 // idempotent. The channel is never closed.
 func (h *Hub) Subscribe(tenant string) (<-chan struct{}, func()) {
+	return h.SubscribeKinds(tenant, storage.WorkAll)
+}
+
+// SubscribeKinds is Subscribe for the notifications of the kinds in the mask.
+func (h *Hub) SubscribeKinds(tenant string, kinds storage.WorkKind) (<-chan struct{}, func()) {
 	ch := make(chan struct{}, 1)
 	h.mu.Lock()
 	if h.subs == nil {
-		h.subs = make(map[string]map[chan struct{}]struct{})
+		h.subs = make(map[string]map[chan struct{}]storage.WorkKind)
 	}
 	m := h.subs[tenant]
 	if m == nil {
-		m = make(map[chan struct{}]struct{})
+		m = make(map[chan struct{}]storage.WorkKind)
 		h.subs[tenant] = m
 	}
-	m[ch] = struct{}{}
+	m[ch] = kinds
 	h.mu.Unlock()
 	var once sync.Once
 	return ch, func() {
@@ -41,10 +50,17 @@ func (h *Hub) Subscribe(tenant string) (<-chan struct{}, func()) {
 }
 
 // Notify wakes every subscriber of tenant, without blocking.
-func (h *Hub) Notify(tenant string) {
+func (h *Hub) Notify(tenant string) { h.NotifyKinds(tenant, storage.WorkAll) }
+
+// NotifyKinds wakes the subscribers of tenant to any kind in the mask,
+// without blocking.
+func (h *Hub) NotifyKinds(tenant string, kinds storage.WorkKind) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for ch := range h.subs[tenant] {
+	for ch, k := range h.subs[tenant] {
+		if k&kinds == 0 {
+			continue
+		}
 		select {
 		case ch <- struct{}{}:
 		default:
