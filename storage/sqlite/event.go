@@ -43,27 +43,41 @@ func (s *Store) EventRaise(ctx context.Context, p *storage.EventRaiseParams) (*s
 	var res *storage.EventRaiseResult
 	err = s.write(ctx, func(w *wtx) error {
 		res = nil
-		var (
-			instanceID, lane, name string
-			receivedAt             int64
-		)
-		err := w.queryRow(`SELECT instance_id, lane, name, received_at FROM events WHERE tenant = ? AND event_id = ?`,
-			p.Tenant, p.EventID).Scan(&instanceID, &lane, &name, &receivedAt)
-		switch {
-		case err == nil:
+		// The ledger row first: a duplicate id is the only reason it is not
+		// inserted, and then the first raise's row says what to answer. A
+		// later refusal (the instance is terminal) rolls the insert back.
+		ins, err := w.exec(`INSERT INTO events (tenant, event_id, instance_id, lane, name, fate, received_at, updated_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (tenant, event_id) DO NOTHING`,
+			p.Tenant, p.EventID, p.InstanceID, string(p.Lane), p.Name, string(history.FatePending),
+			now.UnixNano(), now.UnixNano())
+		if err != nil {
+			return fmt.Errorf("insert event: %w", err)
+		}
+		if n, err := ins.RowsAffected(); err != nil {
+			return fmt.Errorf("insert event: %w", err)
+		} else if n == 0 {
+			var (
+				instanceID, lane, name string
+				receivedAt             int64
+			)
+			if err := w.queryRow(`SELECT instance_id, lane, name, received_at FROM events WHERE tenant = ? AND event_id = ?`,
+				p.Tenant, p.EventID).Scan(&instanceID, &lane, &name, &receivedAt); err != nil {
+				return fmt.Errorf("check event id: %w", err)
+			}
 			if instanceID != p.InstanceID || lane != string(p.Lane) || name != p.Name {
 				return fmt.Errorf("first raised for instance %q, lane %q, name %q: %w",
 					instanceID, lane, name, storage.ErrEventIDConflict)
 			}
 			res = &storage.EventRaiseResult{EventID: p.EventID, ReceivedAt: backend.FromNanos(receivedAt), Duplicate: true}
 			return nil
-		case !errors.Is(err, sql.ErrNoRows):
-			return fmt.Errorf("check event id: %w", err)
 		}
 
+		// The instance's status, and its ready time lowered for the message
+		// added below, in one statement.
 		started := false
 		var status string
-		err = w.queryRow(`SELECT status FROM instances WHERE tenant = ? AND id = ?`, p.Tenant, p.InstanceID).Scan(&status)
+		err = w.queryRow(`UPDATE instances SET ready_at = MIN(COALESCE(ready_at, ?3), ?3)
+			WHERE tenant = ?1 AND id = ?2 RETURNING status`, p.Tenant, p.InstanceID, now.UnixNano()).Scan(&status)
 		switch {
 		case err == nil:
 			if storage.Status(status).Terminal() {
@@ -80,12 +94,6 @@ func (s *Store) EventRaise(ctx context.Context, p *storage.EventRaiseParams) (*s
 			return fmt.Errorf("load instance: %w", err)
 		}
 
-		if _, err := w.exec(`INSERT INTO events (tenant, event_id, instance_id, lane, name, fate, received_at, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-			p.Tenant, p.EventID, p.InstanceID, string(p.Lane), p.Name, string(history.FatePending),
-			now.UnixNano(), now.UnixNano()); err != nil {
-			return fmt.Errorf("insert event: %w", err)
-		}
 		// Only an event kept for an instance that does not exist can expire:
 		// once the instance exists its events are the engine's business.
 		exists := status != "" || started
@@ -104,7 +112,7 @@ func (s *Store) EventRaise(ctx context.Context, p *storage.EventRaiseParams) (*s
 		}, expiresAt, now.UnixNano()); err != nil {
 			return err
 		}
-		if exists {
+		if started {
 			if err := lowerReady(w, p.Tenant, p.InstanceID, now.UnixNano()); err != nil {
 				return err
 			}
