@@ -48,6 +48,7 @@ func (s *Store) EventDefinitionPut(ctx context.Context, p *storage.EventDefiniti
 	now := backend.NowOr(p.Now).UnixNano()
 	var out *storage.EventDefinition
 	err = s.write(ctx, func(w *wtx) error {
+		w.defs = true
 		var err error
 		out, err = scanDefinition(w.queryRow(`INSERT INTO event_definitions
 			(tenant, name, schema, buffer, retention_ns, max_payload_bytes, correlation, version, created_at, updated_at)
@@ -73,7 +74,7 @@ func (s *Store) EventDefinitionPut(ctx context.Context, p *storage.EventDefiniti
 
 // EventDefinitionGet returns a definition, or storage.ErrNotFound.
 func (s *Store) EventDefinitionGet(ctx context.Context, p *storage.EventDefinitionGetParams) (_ *storage.EventDefinition, err error) {
-	defer s.afterRead(ctx, &err)
+	defer s.afterDefinitionRead(ctx, &err)
 	if p == nil {
 		return nil, errors.New("sqlite: get event definition: nil params")
 	}
@@ -94,7 +95,7 @@ func (s *Store) EventDefinitionGet(ctx context.Context, p *storage.EventDefiniti
 // EventDefinitionList returns all the tenant's definitions ordered by name
 // (bytewise).
 func (s *Store) EventDefinitionList(ctx context.Context, p *storage.EventDefinitionListParams) (_ []*storage.EventDefinition, err error) {
-	defer s.afterRead(ctx, &err)
+	defer s.afterDefinitionRead(ctx, &err)
 	if p == nil {
 		return nil, errors.New("sqlite: list event definitions: nil params")
 	}
@@ -129,6 +130,7 @@ func (s *Store) EventDefinitionDelete(ctx context.Context, p *storage.EventDefin
 		return errors.New("sqlite: delete event definition: nil params")
 	}
 	err := s.write(ctx, func(w *wtx) error {
+		w.defs = true
 		res, err := w.exec(`UPDATE event_definitions SET deleted = 1 WHERE tenant = ? AND name = ? AND deleted = 0`,
 			p.Tenant, p.Name)
 		if err != nil {

@@ -100,3 +100,16 @@ func (s *Store) afterRead(ctx context.Context, err *error) {
 		*err = fmt.Errorf("sqlite: %w", e)
 	}
 }
+
+// afterDefinitionRead is afterRead for the reads of event definitions: they
+// wait only for the transactions that wrote definitions, which are rare, so
+// the definition lookup every raise makes does not wait for the fsync of
+// whatever else is in flight.
+func (s *Store) afterDefinitionRead(ctx context.Context, err *error) {
+	if *err != nil {
+		return
+	}
+	if e := s.durable.wait(ctx, s.defsSeq.Load()); e != nil {
+		*err = fmt.Errorf("sqlite: wait for the data read to be durable: %w", e)
+	}
+}

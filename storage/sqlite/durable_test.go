@@ -181,3 +181,60 @@ func TestSyncPipelineClaimDoesNotWait(t *testing.T) {
 	}
 	release <- nil
 }
+
+// A definition read waits for the fsync of a definition write it could see,
+// not for the fsync of other writes in flight (every raise reads its
+// definition).
+func TestSyncPipelineDefinitionReads(t *testing.T) {
+	s := openTest(t)
+	ctx := context.Background()
+	get := func() chan error {
+		ch := make(chan error, 1)
+		go func() {
+			_, err := s.EventDefinitionGet(ctx, &storage.EventDefinitionGetParams{Tenant: "t", Name: "order.paid"})
+			ch <- err
+		}()
+		return ch
+	}
+	started, release := holdSync(s)
+
+	// An instance write is held in its fsync: the (missing) definition is
+	// read at once.
+	written := make(chan error, 1)
+	go func() { written <- create(ctx, s, "a") }()
+	<-started
+	select {
+	case err := <-get():
+		if !errors.Is(err, storage.ErrNotFound) {
+			t.Fatalf("definition read: %v, want ErrNotFound", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a definition read waited for an instance write's fsync")
+	}
+	release <- nil
+	if err := <-written; err != nil {
+		t.Fatal(err)
+	}
+
+	// A definition put is held in its fsync: a read that sees it waits.
+	put := make(chan error, 1)
+	go func() {
+		_, err := s.EventDefinitionPut(ctx, &storage.EventDefinitionPutParams{
+			Definition: storage.EventDefinition{Tenant: "t", Name: "order.paid", Buffer: storage.BufferFIFO}})
+		put <- err
+	}()
+	<-started
+	read := get()
+	select {
+	case err := <-read:
+		t.Fatalf("definition read returned before the put was durable (err %v)", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	release <- nil
+	if err := <-put; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-read; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -20,6 +20,7 @@ type writeReq struct {
 
 	finished bool // writer-owned: done has been sent
 	notify   []wakeup
+	defs     bool
 
 	// early: answer as soon as the transaction has committed, before it is
 	// durable (see writeEarly).
@@ -31,6 +32,7 @@ type wtx struct {
 	c      *wconn
 	ctx    context.Context
 	notify []wakeup // wake-ups to send once the transaction is durable
+	defs   bool     // the request wrote event definitions (see Store.defsSeq)
 }
 
 func (w *wtx) exec(q string, args ...any) (sql.Result, error) {
@@ -195,7 +197,7 @@ func (s *Store) runAlone(r *writeReq) {
 		if err := call(r, w); err != nil {
 			return err
 		}
-		r.notify = w.notify
+		r.notify, r.defs = w.notify, w.defs
 		return nil
 	})
 	r.finished = true
@@ -263,7 +265,7 @@ func (s *Store) runGroup(reqs []*writeReq) bool {
 		if err := c.run(c.release); err != nil {
 			return abort()
 		}
-		r.notify = w.notify
+		r.notify, r.defs = w.notify, w.defs
 		ok++
 	}
 	if err := c.run(c.commit); err != nil {
@@ -295,6 +297,12 @@ func (s *Store) runGroup(reqs []*writeReq) bool {
 // next batch meanwhile.
 func (s *Store) acknowledge(reqs []*writeReq) {
 	seq := s.committed.Add(1)
+	for _, r := range reqs {
+		if r.defs {
+			s.defsSeq.Store(seq)
+			break
+		}
+	}
 	if s.syncq == nil {
 		s.durable.advance(seq, nil)
 		for _, r := range reqs {
