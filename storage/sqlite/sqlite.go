@@ -205,6 +205,11 @@ type Store struct {
 
 	hub backend.Hub
 
+	// The background checkpointer (checkpointLoop).
+	cdb      *sql.DB
+	ckptKick chan struct{}
+	ckptDone chan struct{}
+
 	// The sync pipeline (see syncLoop); syncq is nil without it.
 	wal       *os.File
 	syncFn    func() error // s.syncWAL; tests replace it
@@ -259,6 +264,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		"&_pragma=foreign_keys(1)" +
 		"&_pragma=cache_size(-32768)" + // 32 MiB: no spilling inside a batch
 		"&_pragma=temp_store(MEMORY)" + // savepoint sub-journals in memory, not a temp file
+		"&_pragma=wal_autocheckpoint(0)" + // checkpoints run beside the writer (checkpointLoop)
 		"&_txlock=immediate"
 	rdsn := name + "?" + busy + "&_pragma=query_only(1)"
 
@@ -296,6 +302,20 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 			wal.Close()
 		}
 	}
+	// The checkpointer's connection: the writer's settings, no autocheckpoint.
+	cdb, err := sql.Open("sqlite", wdsn)
+	if err != nil {
+		closeWriter()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	cdb.SetMaxOpenConns(1)
+	closeWriter = func() {
+		wc.close()
+		cdb.Close()
+		if wal != nil {
+			wal.Close()
+		}
+	}
 	rdb, err := sql.Open("sqlite", rdsn)
 	if err != nil {
 		closeWriter()
@@ -318,7 +338,11 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		closing:    make(chan struct{}),
 		writerDone: make(chan struct{}),
 		durable:    newDurableMark(),
+		cdb:        cdb,
+		ckptKick:   make(chan struct{}, 1),
+		ckptDone:   make(chan struct{}),
 	}
+	go s.checkpointLoop(cdb)
 	if pipeline {
 		s.wal = wal
 		s.syncFn = s.syncWAL
@@ -338,11 +362,12 @@ func (s *Store) Close() error {
 		s.closed.Store(true)
 		close(s.closing)
 		<-s.writerDone
+		<-s.ckptDone
 		s.rstmts.Range(func(_, st any) bool {
 			st.(*sql.Stmt).Close()
 			return true
 		})
-		s.closeErr = errors.Join(s.wcloseErr, s.rdb.Close())
+		s.closeErr = errors.Join(s.wcloseErr, s.cdb.Close(), s.rdb.Close())
 		if s.wal != nil {
 			s.closeErr = errors.Join(s.closeErr, s.wal.Close())
 		}

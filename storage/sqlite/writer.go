@@ -297,6 +297,7 @@ func (s *Store) runGroup(reqs []*writeReq) bool {
 // next batch meanwhile.
 func (s *Store) acknowledge(reqs []*writeReq) {
 	seq := s.committed.Add(1)
+	s.kickCheckpoint()
 	for _, r := range reqs {
 		if r.defs {
 			s.defsSeq.Store(seq)
