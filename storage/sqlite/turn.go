@@ -1,12 +1,15 @@
 package sqlite
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
-	"github.com/heraldwf/herald/history"
+	"slices"
 	"time"
+
+	"github.com/heraldwf/herald/history"
 
 	"github.com/heraldwf/herald/storage"
 	"github.com/heraldwf/herald/storage/internal/backend"
@@ -18,7 +21,8 @@ import (
 // TurnAbandon's RetryAt. The instance that has waited longest comes first:
 // instances are ordered by the visible_at of their earliest message (for
 // messages visible at once, their insertion time; ties in creation order).
-// Each gets a new random lock token and a lease until
+// Each gets a new lock token (a random prefix shared by the claim and the
+// instance's row id, so no two turns share one) and a lease until
 // p.Now+p.Lease (default 30 s); its turn holds the current execution's whole
 // history and its visible messages in id order, at most p.MaxMessages
 // (default 1000). Messages for instance ids that do not exist are never
@@ -36,60 +40,119 @@ func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*s
 		turns []*storage.Turn
 		docs  [][][]byte // each turn's history documents, decoded outside the writer
 	)
+	// One random prefix per claim; each instance's token is the prefix and
+	// its row id, so that turns never share a token and the claim's rows are
+	// found again by lease_until (indexed) and the prefix.
+	prefix := newToken() + ":"
+	nowN, untilN := now.UnixNano(), leaseUntil.UnixNano()
 	err := s.writeEarly(ctx, func(w *wtx) error {
 		turns, docs = nil, nil
-		// Unleased instances come from the instances_ready index in ready
-		// order; those whose lease ran out from instances_leased.
-		rows, err := w.query(`SELECT id, ready_at, rid FROM (
-			SELECT * FROM (SELECT id, ready_at, rid FROM instances
-				WHERE tenant = ?1 AND lock_token IS NULL AND ready_at <= ?2
-				  AND not_before <= ?2 AND status IN `+nonTerminal+`
-				ORDER BY ready_at, rid LIMIT ?3)
-			UNION ALL
-			SELECT * FROM (SELECT id, ready_at, rid FROM instances
-				WHERE tenant = ?1 AND lock_token IS NOT NULL AND lease_until < ?2 AND ready_at <= ?2
-				  AND not_before <= ?2 AND status IN `+nonTerminal+`
-				ORDER BY ready_at, rid LIMIT ?3)
-		) ORDER BY ready_at, rid LIMIT ?3`, p.Tenant, now.UnixNano(), max)
+		// Find and lease in one statement. Unleased instances come from the
+		// instances_ready index in ready order; those whose lease ran out
+		// from instances_leased.
+		rows, err := w.query(`UPDATE instances SET lock_token = ?4 || rid, lease_until = ?5, not_before = 0
+			WHERE rid IN (SELECT rid FROM (
+				SELECT * FROM (SELECT ready_at, rid FROM instances
+					WHERE tenant = ?1 AND lock_token IS NULL AND ready_at <= ?2
+					  AND not_before <= ?2 AND status IN `+nonTerminal+`
+					ORDER BY ready_at, rid LIMIT ?3)
+				UNION ALL
+				SELECT * FROM (SELECT ready_at, rid FROM instances
+					WHERE tenant = ?1 AND lock_token IS NOT NULL AND lease_until < ?2 AND ready_at <= ?2
+					  AND not_before <= ?2 AND status IN `+nonTerminal+`
+					ORDER BY ready_at, rid LIMIT ?3)
+			) ORDER BY ready_at, rid LIMIT ?3)
+			RETURNING `+instanceCols+`, ready_at, rid`, p.Tenant, nowN, max, prefix, untilN)
 		if err != nil {
-			return fmt.Errorf("find claimable instances: %w", err)
+			return fmt.Errorf("lease instances: %w", err)
 		}
-		var ids []string
+		type leased struct {
+			inst         *instanceRow
+			readyAt, rid int64
+		}
+		var ls []leased
 		for rows.Next() {
-			var id string
-			var readyAt, rid int64
-			if err := rows.Scan(&id, &readyAt, &rid); err != nil {
-				rows.Close()
-				return fmt.Errorf("find claimable instances: %w", err)
+			var (
+				l   leased
+				row backend.InstanceRow
+				r   instanceRow
+			)
+			if err := rows.Scan(append(row.Dest(), &r.lockToken, &r.leaseUntil, &l.readyAt, &l.rid)...); err != nil {
+				return fmt.Errorf("lease instances: %w", err)
 			}
-			ids = append(ids, id)
+			if r.Instance, err = row.Instance(); err != nil {
+				return fmt.Errorf("lease instances: %w", err)
+			}
+			l.inst = &r
+			ls = append(ls, l)
 		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("find claimable instances: %w", err)
+		if len(ls) == 0 {
+			return nil
 		}
-		for _, id := range ids {
-			token := newToken()
-			inst, err := scanInstance(w.queryRow(`UPDATE instances SET lock_token = ?, lease_until = ?, not_before = 0
-				WHERE tenant = ? AND id = ? RETURNING `+instanceCols, token, leaseUntil.UnixNano(), p.Tenant, id))
-			if err != nil {
-				return fmt.Errorf("lease instance %q: %w", id, err)
+		slices.SortFunc(ls, func(a, b leased) int {
+			if c := cmp.Compare(a.readyAt, b.readyAt); c != 0 {
+				return c
 			}
-			hist, err := loadHistoryDocs(w.ctx, w, p.Tenant, id, inst.Execution, 0, 0)
-			if err != nil {
-				return fmt.Errorf("instance %q: %w", id, err)
-			}
-			msgs, err := loadMessages(w.ctx, w, p.Tenant, id, now.UnixNano(), maxMessages)
-			if err != nil {
-				return fmt.Errorf("instance %q: %w", id, err)
-			}
+			return cmp.Compare(a.rid, b.rid)
+		})
+		at := make(map[string]int, len(ls))
+		for i, l := range ls {
+			at[l.inst.ID] = i
 			turns = append(turns, &storage.Turn{
-				Instance:   inst.Instance,
-				Messages:   msgs,
-				LockToken:  token,
+				Instance:   l.inst.Instance,
+				LockToken:  l.inst.lockToken.String,
 				LeaseUntil: leaseUntil,
 			})
-			docs = append(docs, hist)
+		}
+		docs = make([][][]byte, len(ls))
+
+		// The claimed instances' histories (current execution) and visible
+		// messages, each in one statement for the whole claim.
+		const claimed = `i.tenant = ?1 AND i.lease_until = ?2 AND i.lock_token IS NOT NULL
+			AND substr(i.lock_token, 1, ?4) = ?3`
+		hrows, err := w.query(`SELECT h.instance_id, h.event FROM instances i
+			CROSS JOIN history h ON h.tenant = i.tenant AND h.instance_id = i.id AND h.execution = i.execution
+			WHERE `+claimed+` ORDER BY i.rid, h.seq`, p.Tenant, untilN, prefix, len(prefix))
+		if err != nil {
+			return fmt.Errorf("load histories: %w", err)
+		}
+		for hrows.Next() {
+			var (
+				id  string
+				doc []byte
+			)
+			if err := hrows.Scan(&id, &doc); err != nil {
+				return fmt.Errorf("load histories: %w", err)
+			}
+			if i, ok := at[id]; ok {
+				docs[i] = append(docs[i], doc)
+			}
+		}
+		// The per-instance limit is applied while reading the rows: a window
+		// function makes SQLite scan the tenant's whole inbox.
+		mrows, err := w.query(`SELECT m.instance_id, m.id, m.kind, m.execution, m.task_seq, m.lane, m.event_id,
+				m.name, m.key, m.payload, m.latest, m.result, m.failure, m.visible_at, m.created_at
+			FROM instances i CROSS JOIN inbox m ON m.tenant = i.tenant AND m.instance_id = i.id
+			WHERE `+claimed+` AND (m.visible_at <= ?5 OR m.kind <> 'timer_fired')
+			ORDER BY i.rid, m.id`, p.Tenant, untilN, prefix, len(prefix), nowN)
+		if err != nil {
+			return fmt.Errorf("load messages: %w", err)
+		}
+		for mrows.Next() {
+			var (
+				id string
+				r  backend.MessageRow
+			)
+			if err := mrows.Scan(append([]any{&id}, r.Dest()...)...); err != nil {
+				return fmt.Errorf("load messages: %w", err)
+			}
+			m, err := r.Message()
+			if err != nil {
+				return err
+			}
+			if i, ok := at[id]; ok && len(turns[i].Messages) < maxMessages {
+				turns[i].Messages = append(turns[i].Messages, m)
+			}
 		}
 		return nil
 	})
