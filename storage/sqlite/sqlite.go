@@ -15,12 +15,22 @@
 // fsync is shared by every call of the batch. WithMaxBatch(1) gives one
 // transaction per call.
 //
+// FULL is done by a sync pipeline (see syncLoop): the writer connection runs
+// with synchronous=NORMAL and a syncer goroutine fdatasyncs the WAL before
+// answering the calls of the transactions committed before the fsync began,
+// while the writer goes on. TurnClaim is answered at commit, before the
+// fsync (a claim lost to a power loss only fails its token).
+// WithSyncInCommit makes SQLite fsync inside each COMMIT instead. The WAL is
+// checkpointed by a goroutine of its own (checkpointLoop), not by the
+// writer's commits.
+//
 // # Reads
 //
 // Reads (InstanceGet, InstanceList, HistoryList, EventGet, EventList,
 // EventDefinitionGet, EventDefinitionList, CorrelatedGet, CorrelatedSearch,
 // NextWake) use a separate pool of read-only connections and see every write
-// whose call has returned.
+// whose call has returned. Except NextWake, they return only once what they
+// read is durable.
 //
 // # Schema
 //
