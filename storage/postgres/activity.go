@@ -48,31 +48,30 @@ func scanActivity(row pgx.Row, extra ...any) (*storage.ActivityTask, error) {
 // counts the lost attempt. It also deletes the cancelled tasks whose lease
 // ran out (their workers are gone; nobody wants them).
 const claimActivitiesSQL = `WITH abandoned AS (
-	DELETE FROM activities WHERE (tenant, instance_id, execution, task_seq) IN (
-		SELECT tenant, instance_id, execution, task_seq FROM activities
+	DELETE FROM activities WHERE ctid = ANY(ARRAY(
+		SELECT ctid FROM activities
 		WHERE tenant = $1 AND lock_token IS NOT NULL AND lease_until < $2 AND cancel_requested
-		FOR UPDATE SKIP LOCKED)
+		FOR UPDATE SKIP LOCKED))
 ), ready AS MATERIALIZED (
-	SELECT instance_id, execution, task_seq, visible_at, rid FROM activities
+	SELECT ctid, visible_at, rid FROM activities
 	WHERE tenant = $1 AND lock_token IS NULL AND visible_at <= $2
 	ORDER BY visible_at, rid
 	LIMIT $3
 	FOR UPDATE SKIP LOCKED
 ), expired AS MATERIALIZED (
-	SELECT instance_id, execution, task_seq, visible_at, rid FROM activities
+	SELECT ctid, visible_at, rid FROM activities
 	WHERE tenant = $1 AND lock_token IS NOT NULL AND lease_until < $2 AND visible_at <= $2 AND NOT cancel_requested
 	ORDER BY lease_until
 	LIMIT $3
 	FOR UPDATE SKIP LOCKED
 ), pick AS MATERIALIZED (
-	SELECT * FROM (SELECT * FROM ready UNION ALL SELECT * FROM expired) u
+	SELECT ctid FROM (SELECT * FROM ready UNION ALL SELECT * FROM expired) u
 	ORDER BY visible_at, rid
 	LIMIT $3
 )
 UPDATE activities a SET lock_token = replace(gen_random_uuid()::text, '-', ''), lease_until = $4,
 	attempt = a.attempt + CASE WHEN a.lock_token IS NULL THEN 0 ELSE 1 END
-FROM pick
-WHERE a.tenant = $1 AND a.instance_id = pick.instance_id AND a.execution = pick.execution AND a.task_seq = pick.task_seq
+WHERE a.ctid = ANY(ARRAY(SELECT ctid FROM pick))
 RETURNING ` + activityColsA + `, a.visible_at, a.rid`
 
 // ActivityClaim claims up to p.Max (default 1) activity tasks of the tenant
@@ -102,7 +101,7 @@ func (s *Store) ActivityClaim(ctx context.Context, p *storage.ActivityClaimParam
 			cs []claimed
 			b  batch
 		)
-		b.exec("", syncCommitOff)
+		b.exec("", claimSettings)
 		b.query("lease tasks", func(rows pgx.Rows) error {
 			for rows.Next() {
 				var c claimed

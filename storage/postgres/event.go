@@ -89,6 +89,7 @@ func (s *Store) EventRaise(ctx context.Context, p *storage.EventRaiseParams) (*s
 		return nil, fmt.Errorf("postgres: raise event %q: %w", p.EventID, err)
 	}
 	if stored {
+		s.warm.note()
 		s.signal(p.Tenant)
 	}
 	return res, nil

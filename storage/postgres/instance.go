@@ -38,6 +38,7 @@ func (s *Store) InstanceCreate(ctx context.Context, p *storage.InstanceCreatePar
 	if err != nil {
 		return nil, fmt.Errorf("postgres: create instance %q: %w", p.ID, err)
 	}
+	s.warm.note()
 	s.signal(p.Tenant)
 	return inst, nil
 }
@@ -127,7 +128,8 @@ func (s *Store) InstanceList(ctx context.Context, p *storage.InstanceListParams)
 	if p == nil {
 		return nil, errors.New("postgres: list instances: nil params")
 	}
-	where := []string{"tenant = $1"}
+	// rid > 0 (always true) names the partial index instances_created.
+	where := []string{"tenant = $1", "rid > 0"}
 	args := []any{p.Tenant}
 	if p.Workflow != "" {
 		args = append(args, p.Workflow)

@@ -206,6 +206,11 @@ func (l *listener) session() (connected bool, err error) {
 		if err != nil {
 			return true, err
 		}
+		if _, own := l.s.ownPIDs.Load(n.PID); own {
+			// Sent by this store's notifier: its subscribers were woken
+			// when the write committed.
+			continue
+		}
 		l.s.hub.Notify(n.Payload)
 	}
 }

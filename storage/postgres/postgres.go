@@ -55,7 +55,25 @@
 // one in a database crash only loses the lease, and the token it handed out
 // then fails to commit (storage.ErrLeaseLost), so nothing is duplicated.
 // Every other write is committed with the database's synchronous_commit
-// setting.
+// setting. A turn claim is one round trip: the statement that leases the
+// instances, then, in the same transaction (each statement with a snapshot
+// taken after the leases are locked), the reads of their histories,
+// messages and correlation markers.
+//
+// # Plans
+//
+// PostgreSQL keeps a prepared statement's generic plan, made on each
+// connection after a few executions, until the statistics of a table it
+// reads change. On a new schema that is while the tables are empty, when
+// any index whose leading column is tenant looks as good as the one that
+// finds a row by its key: a lookup could then scan a tenant's whole index
+// for as long as the plan was kept. So the hot statements give the planner
+// one sensible choice: the indexes do not compete for (tenant, id) lookups
+// (migration 0003), claims update the rows they locked by ctid with
+// sequential and bitmap scans off, and ledger rows are updated one key at a
+// time. And the store analyzes its busiest tables itself, once, when a new
+// schema's tables first hold a few hundred changed rows (see stats.go),
+// rather than waiting for autovacuum.
 //
 // # Wake-ups
 //
@@ -66,7 +84,10 @@
 // committed meanwhile into one statement. Each store that has subscribers
 // keeps one LISTEN connection (outside the pool, opened by the first
 // Subscribe, reconnecting with backoff) and fans notifications out to its
-// subscribers. The NOTIFY is sent after
+// subscribers, except those this store sent itself (their backend pids are
+// its pool's connections): its subscribers were woken when the write
+// committed, and a second wake-up would only cost an empty claim. The
+// NOTIFY is sent after
 // the write has committed, in its own transaction with synchronous_commit
 // off, instead of inside the write's transaction: PostgreSQL serializes the
 // commits of all transactions that notify (an exclusive lock held through the
@@ -244,7 +265,10 @@ type Store struct {
 	closeOnce sync.Once
 	closing   chan struct{}
 
+	ownPIDs  *sync.Map // uint32 backend pid → struct{}: the pool's connections
 	hub      backend.Hub
+	claims   claimNotes
+	warm     statsWarmer
 	notifier notifier
 	listener listener
 }
@@ -275,6 +299,26 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	if cfg.maxConns > 0 {
 		pcfg.MaxConns = cfg.maxConns
 	}
+	// The backend pids of the pool's connections, so that the listener can
+	// skip the notifications this store sent itself (its subscribers were
+	// woken when the write committed).
+	ownPIDs := new(sync.Map)
+	afterConnect, beforeClose := pcfg.AfterConnect, pcfg.BeforeClose
+	pcfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+		if afterConnect != nil {
+			if err := afterConnect(ctx, c); err != nil {
+				return err
+			}
+		}
+		ownPIDs.Store(c.PgConn().PID(), struct{}{})
+		return nil
+	}
+	pcfg.BeforeClose = func(c *pgx.Conn) {
+		ownPIDs.Delete(c.PgConn().PID())
+		if beforeClose != nil {
+			beforeClose(c)
+		}
+	}
 	params := pcfg.ConnConfig.RuntimeParams
 	params["search_path"] = `"` + cfg.schema + `"`
 	if params["application_name"] == "" {
@@ -298,8 +342,10 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 		pool:    pool,
 		channel: "herald_" + cfg.schema,
 		lockKey: h.Sum64(),
+		ownPIDs: ownPIDs,
 		closing: make(chan struct{}),
 	}
+	s.warm.s = s
 	s.notifier.start(s)
 	s.listener.init(s, pcfg.ConnConfig.Copy())
 	return s, nil
@@ -315,6 +361,7 @@ func (s *Store) Close() error {
 		close(s.closing)
 		s.listener.stop()
 		s.notifier.stop()
+		s.warm.wait()
 		s.pool.Close()
 	})
 	return nil
@@ -495,7 +542,24 @@ func (b *batch) send(ctx context.Context, q sender) error {
 	return br.Close()
 }
 
-// syncCommitOff makes the implicit transaction of the batch it starts commit
-// without waiting for its WAL to reach disk (claims only: see the package
-// comment).
-const syncCommitOff = `SELECT set_config('synchronous_commit', 'off', true)`
+// claimSettings starts the batch of a claim: its implicit transaction
+// commits without waiting for its WAL to reach disk (see the package
+// comment), and its queries stay off bitmap scans (see noBitmapScans) and
+// sequential scans. A claim updates the rows it picked by ctid (a TID
+// scan): with its other quals (tenant, id) the planner may pick, for a plan
+// it keeps, an index scan of the tenant's whole index while the table looks
+// tiny; with the ctid alone and sequential scans off the TID scan is its
+// only choice.
+const claimSettings = `SELECT set_config('synchronous_commit', 'off', true), set_config('enable_bitmapscan', 'off', true),
+	set_config('enable_seqscan', 'off', true)`
+
+// noBitmapScans keeps the queries of the implicit transaction of the batch
+// it starts off bitmap scans. The queries that look for leases that ran out
+// (claims) or will run out (NextWake) walk the partial indexes on
+// lease_until, which get an entry for every claim; the entry is dead once
+// the lease is released. A plain index scan marks the dead entries it meets
+// so that later scans skip them; a bitmap scan, which the planner prefers
+// when its statistics say the index is small, does not, and every scan
+// would visit the heap for each dead entry until vacuum removes it (tens of
+// thousands after a busy minute).
+const noBitmapScans = `SELECT set_config('enable_bitmapscan', 'off', true)`

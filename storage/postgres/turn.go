@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -20,60 +21,82 @@ import (
 // $4 with fresh random tokens. Unleased instances come from the
 // instances_ready index in ready order, those whose lease ran out from
 // instances_leased; both skip rows other transactions hold, so concurrent
-// claims never wait for each other and never overlap.
+// claims never wait for each other and never overlap. The claimed ids go to
+// the transaction-local setting herald.claimed (a text[] literal), from
+// which the statements that follow in the claim's batch read them.
 const claimTurnsSQL = `WITH ready AS MATERIALIZED (
-	SELECT id, ready_at, rid FROM instances
+	SELECT ctid, ready_at, rid FROM instances
 	WHERE tenant = $1 AND lock_token IS NULL AND ready_at <= $2 AND not_before <= $2
 	  AND status IN ` + nonTerminal + `
 	ORDER BY ready_at, rid
 	LIMIT $3
 	FOR UPDATE SKIP LOCKED
 ), expired AS MATERIALIZED (
-	SELECT id, ready_at, rid FROM instances
+	SELECT ctid, ready_at, rid FROM instances
 	WHERE tenant = $1 AND lock_token IS NOT NULL AND lease_until < $2 AND ready_at <= $2 AND not_before <= $2
 	  AND status IN ` + nonTerminal + `
 	ORDER BY lease_until
 	LIMIT $3
 	FOR UPDATE SKIP LOCKED
 ), pick AS MATERIALIZED (
-	SELECT id FROM (SELECT * FROM ready UNION ALL SELECT * FROM expired) u
+	SELECT ctid FROM (SELECT * FROM ready UNION ALL SELECT * FROM expired) u
 	ORDER BY ready_at, rid
 	LIMIT $3
+), claimed AS (
+	UPDATE instances i SET lock_token = replace(gen_random_uuid()::text, '-', ''), lease_until = $4, not_before = 0
+	WHERE i.ctid = ANY(ARRAY(SELECT ctid FROM pick))
+	RETURNING ` + instanceColsI + `, i.ready_at, i.rid
 )
-UPDATE instances i SET lock_token = replace(gen_random_uuid()::text, '-', ''), lease_until = $4, not_before = 0
-FROM pick
-WHERE i.tenant = $1 AND i.id = pick.id
-RETURNING ` + instanceColsI + `, i.ready_at, i.rid`
+SELECT c.*, s.ids FROM claimed c
+CROSS JOIN (SELECT set_config('herald.claimed', (SELECT array_agg(id)::text FROM claimed), true) AS ids) s`
 
 const instanceColsI = `i.tenant, i.id, i.workflow, i.status, i.execution, i.input, i.output, i.failure, i.created_at, i.updated_at, i.lock_token, i.lease_until`
 
-// claimHistorySQL reads the current execution's history of the claimed
-// instances $2 (executions $3) of tenant $1. The lateral subquery (kept from
-// being flattened by OFFSET 0) makes it one primary-key range scan per
-// instance, whatever the statistics say: a generic plan made while the
-// table was small would otherwise hash-join the tenant's whole history.
+// claimedIDs is the SQL of the ids the claim statement before it in the
+// same transaction claimed (none if it claimed none: the setting is then
+// unset, or empty once a transaction that set it has ended).
+const claimedIDs = `unnest(COALESCE(NULLIF(current_setting('herald.claimed', true), ''), '{}')::text[])`
+
+// claimHistorySQL reads the current execution's history of the instances
+// claimed by the statement before it, of tenant $1. It runs after the claim
+// in the claim's transaction, with a snapshot taken after the claim locked
+// the instances: every commit to their histories is in it, and none can
+// come until the leases are released. The lateral subquery (kept from being
+// flattened by OFFSET 0) makes it one primary-key range scan per instance,
+// whatever the statistics say: a generic plan made while the table was
+// small would otherwise hash-join the tenant's whole history (or, joined
+// with instances, scan the tenant's instances).
 const claimHistorySQL = `SELECT c.id, h.event
-	FROM unnest($2::text[], $3::integer[]) AS c(id, execution)
+	FROM ` + claimedIDs + ` AS c(id)
 	CROSS JOIN LATERAL (
 		SELECT seq, event FROM history
-		WHERE tenant = $1 AND instance_id = c.id AND execution = c.execution
+		WHERE tenant = $1 AND instance_id = c.id
+		  AND execution = (SELECT execution FROM instances WHERE tenant = $1 AND id = c.id)
 		OFFSET 0
 	) h
 	ORDER BY c.id, h.seq`
 
-// claimMessagesSQL reads up to $4 messages of each claimed instance $2 of
-// tenant $1, in id order: timers visible at $3, every other message as soon
-// as it is committed (a claim's $3 may predate a raise that committed before
-// the claim read; a first turn must see every event raised before start).
+// claimMessagesSQL reads up to $3 messages of each instance claimed by the
+// statement before it, of tenant $1, in id order: timers visible at $2,
+// every other message as soon as it is committed (a claim's $2 may predate
+// a raise that committed before the claim read; a first turn must see every
+// event raised before start).
 const claimMessagesSQL = `SELECT c.id, ` + messageColsM + `
-	FROM unnest($2::text[]) AS c(id)
+	FROM ` + claimedIDs + ` AS c(id)
 	CROSS JOIN LATERAL (
 		SELECT * FROM inbox m
-		WHERE m.tenant = $1 AND m.instance_id = c.id AND (m.visible_at <= $3 OR m.kind <> 'timer_fired')
+		WHERE m.tenant = $1 AND m.instance_id = c.id AND (m.visible_at <= $2 OR m.kind <> 'timer_fired')
 		ORDER BY m.id
-		LIMIT $4
+		LIMIT $3
 	) m
 	ORDER BY c.id, m.id`
+
+// claimMarkersSQL returns which of the instances claimed by the statement
+// before it, of tenant $1, have correlation markers.
+// The lateral LIMIT makes it one index probe per instance, whatever the
+// statistics say.
+const claimMarkersSQL = `SELECT c.id FROM ` + claimedIDs + ` AS c(id)
+	CROSS JOIN LATERAL (SELECT 1 FROM correlated_waits w WHERE w.tenant = $1 AND w.instance_id = c.id LIMIT 1) w`
 
 const messageColsM = `m.id, m.kind, m.execution, m.task_seq, m.lane, m.event_id, m.name, m.key, m.payload, m.latest, m.result, m.failure, m.visible_at, m.created_at`
 
@@ -90,9 +113,10 @@ const messageColsM = `m.id, m.kind, m.execution, m.task_seq, m.lane, m.event_id,
 //
 // Instances another transaction holds at that moment (a concurrent claim, a
 // commit, a raise) are skipped, so a claim may return fewer turns than there
-// is work: callers claim again when woken. The leases are committed first
-// (without waiting for a disk flush, see the package comment); the
-// histories and messages are read right after, in a second round trip.
+// is work: callers claim again when woken. The whole claim is one round
+// trip: one transaction, committed without waiting for a disk flush (see the
+// package comment), that leases the instances and then reads their
+// histories and messages.
 func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*storage.Turn, error) {
 	if p == nil {
 		return nil, errors.New("postgres: claim turns: nil params")
@@ -111,46 +135,32 @@ func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*s
 	err := s.do(ctx, func(ctx context.Context) error {
 		turns = nil
 		var (
-			cs []claimed
-			b  batch
+			cs      []claimed
+			byID    map[string]*storage.Turn
+			markers map[string]bool
+			b       batch
 		)
-		b.exec("", syncCommitOff)
+		b.exec("", claimSettings)
 		b.query("lease instances", func(rows pgx.Rows) error {
 			for rows.Next() {
-				var c claimed
-				r, err := scanInstance(rows, &c.readyAt, &c.rid)
+				var (
+					c   claimed
+					ids *string
+				)
+				r, err := scanInstance(rows, &c.readyAt, &c.rid, &ids)
 				if err != nil {
 					return err
 				}
 				c.turn = &storage.Turn{Instance: r.Instance, LockToken: *r.lockToken, LeaseUntil: leaseUntil}
 				cs = append(cs, c)
 			}
+			byID = make(map[string]*storage.Turn, len(cs))
+			for _, c := range cs {
+				byID[c.turn.Instance.ID] = c.turn
+			}
 			return nil
 		}, claimTurnsSQL, p.Tenant, now.UnixNano(), max, leaseUntil.UnixNano())
-		if err := b.send(ctx, s.pool); err != nil {
-			return err
-		}
-		if len(cs) == 0 {
-			return nil
-		}
-		slices.SortFunc(cs, func(a, b claimed) int {
-			if a.readyAt != b.readyAt {
-				return cmp.Compare(a.readyAt, b.readyAt)
-			}
-			return cmp.Compare(a.rid, b.rid)
-		})
-		byID := make(map[string]*storage.Turn, len(cs))
-		ids := make([]string, len(cs))
-		execs := make([]int32, len(cs))
-		for i, c := range cs {
-			byID[c.turn.Instance.ID] = c.turn
-			ids[i], execs[i] = c.turn.Instance.ID, int32(c.turn.Instance.Execution)
-			turns = append(turns, c.turn)
-		}
-		// The leases are ours now: reading what the turns need does not have
-		// to be in the claiming transaction.
-		var rb batch
-		rb.query("load history", func(rows pgx.Rows) error {
+		b.query("load history", func(rows pgx.Rows) error {
 			for rows.Next() {
 				var (
 					id  string
@@ -163,25 +173,63 @@ func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*s
 				if err != nil {
 					return err
 				}
-				byID[id].History = append(byID[id].History, ev)
+				t := byID[id]
+				if t == nil {
+					return fmt.Errorf("history of %q, which was not claimed", id)
+				}
+				t.History = append(t.History, ev)
 			}
 			return nil
-		}, claimHistorySQL, p.Tenant, ids, execs)
-		rb.query("load messages", func(rows pgx.Rows) error {
+		}, claimHistorySQL, p.Tenant)
+		b.query("load messages", func(rows pgx.Rows) error {
 			for rows.Next() {
 				var id string
 				m, err := scanMessage(rows, &id)
 				if err != nil {
 					return err
 				}
-				byID[id].Messages = append(byID[id].Messages, m)
+				t := byID[id]
+				if t == nil {
+					return fmt.Errorf("message of %q, which was not claimed", id)
+				}
+				t.Messages = append(t.Messages, m)
 			}
 			return nil
-		}, claimMessagesSQL, p.Tenant, ids, now.UnixNano(), maxMessages)
-		if err := rb.send(ctx, s.pool); err != nil {
-			s.releaseClaims(p.Tenant, turns)
-			turns = nil
+		}, claimMessagesSQL, p.Tenant, now.UnixNano(), maxMessages)
+		b.query("load markers", func(rows pgx.Rows) error {
+			for rows.Next() {
+				var id string
+				if err := rows.Scan(&id); err != nil {
+					return err
+				}
+				if markers == nil {
+					markers = make(map[string]bool)
+				}
+				markers[id] = true
+			}
+			return nil
+		}, claimMarkersSQL, p.Tenant)
+		if err := b.send(ctx, s.pool); err != nil {
+			if len(cs) > 0 {
+				// The transaction may have committed before a row failed to
+				// decode.
+				ts := make([]*storage.Turn, len(cs))
+				for i, c := range cs {
+					ts[i] = c.turn
+				}
+				s.releaseClaims(p.Tenant, ts)
+			}
 			return err
+		}
+		slices.SortFunc(cs, func(a, b claimed) int {
+			if a.readyAt != b.readyAt {
+				return cmp.Compare(a.readyAt, b.readyAt)
+			}
+			return cmp.Compare(a.rid, b.rid)
+		})
+		for _, c := range cs {
+			turns = append(turns, c.turn)
+			s.noteClaim(c.turn, maxMessages, markers[c.turn.Instance.ID])
 		}
 		return nil
 	})
@@ -189,6 +237,68 @@ func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*s
 		return nil, fmt.Errorf("postgres: claim turns: %w", err)
 	}
 	return turns, nil
+}
+
+// claimNotes remembers, by lock token, the turns this store claimed whose
+// instance had no correlated-lane state (no correlation marker, no
+// correlated event in its inbox) when they were claimed. Such a turn cannot
+// withdraw a wait a put delivered to, since a delivery needs a marker and
+// only the lease holder's commit makes markers, so its commit skips
+// findWithdrawn's round trip. Forgetting a note is always safe: the commit
+// then looks, as it does for a turn another store claimed.
+type claimNotes struct {
+	mu    sync.Mutex
+	clean map[string]int64 // lock token → lease end (unix nanos)
+}
+
+// maxClaimNotes bounds the notes of turns that are never committed nor
+// abandoned (their worker died or gave up).
+const maxClaimNotes = 1 << 14
+
+func (n *claimNotes) add(token string, leaseUntil time.Time) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.clean == nil {
+		n.clean = make(map[string]int64)
+	}
+	if len(n.clean) >= maxClaimNotes {
+		now := time.Now().UnixNano()
+		for t, until := range n.clean {
+			if until < now {
+				delete(n.clean, t)
+			}
+		}
+		if len(n.clean) >= maxClaimNotes {
+			clear(n.clean)
+		}
+	}
+	n.clean[token] = leaseUntil.UnixNano()
+}
+
+// take forgets token's note and reports whether there was one.
+func (n *claimNotes) take(token string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	_, ok := n.clean[token]
+	if ok {
+		delete(n.clean, token)
+	}
+	return ok
+}
+
+// noteClaim notes t if its instance had no correlated-lane state: no
+// marker, and no correlated event among its messages, all of which were
+// loaded (fewer than maxMessages).
+func (s *Store) noteClaim(t *storage.Turn, maxMessages int, markers bool) {
+	if markers || len(t.Messages) >= maxMessages {
+		return
+	}
+	for i := range t.Messages {
+		if t.Messages[i].Lane == history.LaneCorrelated {
+			return
+		}
+	}
+	s.claims.add(t.LockToken, t.LeaseUntil)
 }
 
 // releaseClaims gives back, as far as it can, leases whose turns could not
@@ -242,7 +352,9 @@ func (s *Store) releaseClaims(tenant string, turns []*storage.Turn) {
 // waits on its key are serialised across nodes. A commit that withdraws
 // waits (or ends the execution) first reads, without locks, the keys of
 // those waits' markers and deliveries (findWithdrawn) and takes their locks
-// too, in the same ascending order, before its fence.
+// too, in the same ascending order, before its fence; it skips that read
+// (a round trip) when this store claimed the turn and the instance then had
+// no correlation marker and no correlated event in its inbox (claimNotes).
 func (s *Store) TurnCommit(ctx context.Context, p *storage.TurnCommitParams) ([]history.Event, error) {
 	if p == nil {
 		return nil, errors.New("postgres: commit turn: nil params")
@@ -252,6 +364,7 @@ func (s *Store) TurnCommit(ctx context.Context, p *storage.TurnCommitParams) ([]
 		return nil, fmt.Errorf("postgres: commit turn of %q: %w", p.InstanceID, err)
 	}
 	now := backend.NowOr(p.Now)
+	clean := s.claims.take(p.LockToken)
 	var res *commitResult
 	err = s.do(ctx, func(ctx context.Context) error {
 		var (
@@ -259,10 +372,13 @@ func (s *Store) TurnCommit(ctx context.Context, p *storage.TurnCommitParams) ([]
 			err error
 		)
 		// The withdrawn waits a put may have delivered to, read before the
-		// commit takes any lock, to learn which keys to lock.
-		gone, err := s.findWithdrawn(ctx, p, status.Terminal() || p.ContinueAsNew != nil)
-		if err != nil {
-			return err
+		// commit takes any lock, to learn which keys to lock; none if the
+		// instance had no correlated-lane state when the turn was claimed.
+		var gone []withdrawnWait
+		if !clean {
+			if gone, err = s.findWithdrawn(ctx, p, status.Terminal() || p.ContinueAsNew != nil); err != nil {
+				return err
+			}
 		}
 		if res, err = s.queueCommit(&b, p, status, gone, now); err != nil {
 			return err
@@ -272,6 +388,7 @@ func (s *Store) TurnCommit(ctx context.Context, p *storage.TurnCommitParams) ([]
 	if err != nil {
 		return nil, fmt.Errorf("postgres: commit turn of %q: %w", p.InstanceID, err)
 	}
+	s.warm.note()
 	// Wake idle workers if the instance has work left (messages that arrived
 	// during the turn, a kick) or the turn added work (activities, timers:
 	// a new timer can be earlier than the NextWake a worker sleeps on).
@@ -329,7 +446,10 @@ func (s *Store) queueCommit(b *batch, p *storage.TurnCommitParams, status storag
 			return nil, err
 		}
 	}
-	if len(p.ConsumedMessages) > 0 {
+	// A terminal commit deletes the whole inbox (queueEnd); the consumed
+	// messages go first only if a withdrawn wait's delivery must be told
+	// from them (queueReroute).
+	if len(p.ConsumedMessages) > 0 && (!status.Terminal() || len(gone) > 0) {
 		b.exec("delete consumed messages", `DELETE FROM inbox WHERE tenant = $1 AND instance_id = $2 AND id = ANY($3::bigint[])`,
 			tenant, id, p.ConsumedMessages)
 	}
@@ -388,28 +508,23 @@ func (s *Store) queueCommit(b *batch, p *storage.TurnCommitParams, status storag
 			tenant, id, execution, p.CancelActivities, nowN)
 	}
 	if len(p.Fates) > 0 {
-		// The last update of an event id wins, as if applied in order.
+		// The last update of an event id wins, as if applied in order. One
+		// statement per event: a primary-key lookup whatever the plan (a
+		// join with an array of ids may scan the tenant's ledger, see
+		// migration 0003); a turn rarely updates more than one.
 		last := make(map[string]int, len(p.Fates))
 		for i, f := range p.Fates {
 			last[f.EventID] = i
 		}
-		var (
-			ids, fates, reasons   []string
-			execs, origins, waits []int32
-		)
 		for i, f := range p.Fates {
 			if last[f.EventID] != i {
 				continue
 			}
-			ids, fates, reasons = append(ids, f.EventID), append(fates, string(f.Fate)), append(reasons, string(f.Reason))
-			execs, origins, waits = append(execs, int32(f.Execution)), append(origins, int32(f.OriginExecution)), append(waits, int32(f.WaitNumber))
+			b.exec("update fate", `UPDATE events SET fate = $4, reason = $5, execution = $6,
+					origin_execution = $7, wait_number = $8, updated_at = $9
+				WHERE tenant = $1 AND event_id = $3 AND instance_id = $2`,
+				tenant, id, f.EventID, string(f.Fate), string(f.Reason), f.Execution, f.OriginExecution, f.WaitNumber, nowN)
 		}
-		b.exec("update fates", `UPDATE events e SET fate = u.fate, reason = u.reason, execution = u.execution,
-				origin_execution = u.origin_execution, wait_number = u.wait_number, updated_at = $3
-			FROM unnest($4::text[], $5::text[], $6::text[], $7::integer[], $8::integer[], $9::integer[])
-				AS u(event_id, fate, reason, execution, origin_execution, wait_number)
-			WHERE e.tenant = $1 AND e.instance_id = $2 AND e.event_id = u.event_id`,
-			tenant, id, nowN, ids, fates, reasons, execs, origins, waits)
 	}
 
 	if !ending {
@@ -480,6 +595,7 @@ func (s *Store) TurnAbandon(ctx context.Context, p *storage.TurnAbandonParams) e
 	if p.LockToken == "" {
 		return fmt.Errorf("postgres: abandon turn of %q: empty lock token: %w", p.InstanceID, storage.ErrLeaseLost)
 	}
+	s.claims.take(p.LockToken)
 	err := s.do(ctx, func(ctx context.Context) error {
 		ct, err := s.pool.Exec(ctx, `UPDATE instances SET lock_token = NULL, lease_until = 0, not_before = $4
 			WHERE tenant = $1 AND id = $2 AND lock_token = $3`, p.Tenant, p.InstanceID, p.LockToken, backend.Nanos(p.RetryAt))
@@ -537,7 +653,10 @@ func (s *Store) NextWake(ctx context.Context, p *storage.NextWakeParams) (time.T
 	now := backend.NowOr(p.Now).UnixNano()
 	var at *int64
 	err := s.do(ctx, func(ctx context.Context) error {
-		return s.pool.QueryRow(ctx, nextWakeSQL, p.Tenant, now).Scan(&at)
+		var b batch
+		b.exec("", noBitmapScans)
+		b.queryRow("", func(row pgx.Row) error { return row.Scan(&at) }, nextWakeSQL, p.Tenant, now)
+		return b.send(ctx, s.pool)
 	})
 	if err != nil {
 		return time.Time{}, false, fmt.Errorf("postgres: next wake: %w", err)
