@@ -238,3 +238,34 @@ func TestSyncPipelineDefinitionReads(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Workers are woken at commit, while the raise's fsync is still under way,
+// so that the claim overlaps it; the raise itself is answered after it.
+func TestSyncPipelineWakesAtCommit(t *testing.T) {
+	s := openTest(t)
+	ctx := context.Background()
+	wake, cancel := s.SubscribeKinds("t", storage.WorkTurns)
+	defer cancel()
+	started, release := holdSync(s)
+	raised := make(chan error, 1)
+	go func() {
+		_, err := s.EventRaise(ctx, &storage.EventRaiseParams{Tenant: "t", InstanceID: "a", EventID: "e1", Lane: "positional",
+			Name: "go", StartIfAbsent: &storage.InstanceCreateParams{Tenant: "t", ID: "a", Workflow: "wf"}})
+		raised <- err
+	}()
+	<-started
+	select {
+	case <-wake:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no wake-up while the raise's fsync was held")
+	}
+	select {
+	case err := <-raised:
+		t.Fatalf("raise answered before its fsync (err %v)", err)
+	default:
+	}
+	release <- nil
+	if err := <-raised; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -289,12 +289,12 @@ func (s *Store) runGroup(reqs []*writeReq) bool {
 	return true
 }
 
-// acknowledge answers committed requests and signals their tenants, once
-// their transaction is durable. Without the sync pipeline (synchronous FULL
-// inside SQLite, NORMAL or OFF) that is now: the commit has done whatever
-// syncing the mode promises. With it, the requests go to the syncer, which
-// answers them after its next fsync of the WAL; the writer goes on with the
-// next batch meanwhile.
+// acknowledge signals the committed requests' tenants and answers the
+// requests once their transaction is durable. Without the sync pipeline
+// (synchronous FULL inside SQLite, NORMAL or OFF) that is now: the commit has
+// done whatever syncing the mode promises. With it, the requests go to the
+// syncer, which answers them after its next fsync of the WAL; the writer goes
+// on with the next batch meanwhile.
 func (s *Store) acknowledge(reqs []*writeReq) {
 	seq := s.committed.Add(1)
 	s.kickCheckpoint()
@@ -312,10 +312,14 @@ func (s *Store) acknowledge(reqs []*writeReq) {
 		}
 		return
 	}
+	// Workers are woken now, at commit, not after the fsync: a turn claim
+	// does not wait for durability (see writeEarly), and the commit of the
+	// turn it starts is answered only after an fsync that covers this
+	// transaction too. The claim overlaps this transaction's fsync.
 	wait := reqs[:0:0]
 	for _, r := range reqs {
+		s.signal(r.notify)
 		if r.early {
-			s.signal(r.notify)
 			r.done <- nil
 			continue
 		}
@@ -389,12 +393,7 @@ func (s *Store) syncLoop() {
 		s.durable.advance(upTo, err)
 		for _, it := range pend {
 			for _, r := range it.reqs {
-				if err != nil {
-					r.done <- err
-					continue
-				}
-				s.signal(r.notify)
-				r.done <- nil
+				r.done <- err
 			}
 		}
 		clear(pend)
