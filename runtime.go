@@ -51,7 +51,10 @@ type Config struct {
 	// events past their TTL. Among runtimes sharing a store, only the
 	// elected leader runs it. Default 1 min.
 	ExpiryInterval time.Duration
-	// TurnWorkers is how many instance turns run at once. Default 4.
+	// TurnWorkers is how many instance turns run at once. A turn spends most
+	// of its time waiting for the store, and the store merges the claims and
+	// commits of concurrent turns into one transaction (group commit), so
+	// this is what lets one runtime keep the storage busy. Default 64.
 	TurnWorkers int
 	// ActivityWorkers is how many activities run at once. Default 16.
 	ActivityWorkers int
@@ -102,7 +105,7 @@ func (c *Config) WithDefaults() *Config {
 		out.ExpiryInterval = time.Minute
 	}
 	if out.TurnWorkers <= 0 {
-		out.TurnWorkers = 4
+		out.TurnWorkers = 64
 	}
 	if out.ActivityWorkers <= 0 {
 		out.ActivityWorkers = 16
