@@ -50,6 +50,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -89,6 +90,8 @@ type options struct {
 	replaySizes                    []int
 	peers                          []string
 	peerN, peerSamples, dtWorkers  int
+	temporalPollers                int
+	temporalSticky                 time.Duration
 	temporalBin                    string
 	sweepN, peerSweepN             []int
 }
@@ -116,6 +119,9 @@ func main() {
 	flag.IntVar(&o.peerN, "peer-n", 1000, "instances per round-trip run of a peer (300 with -quick)")
 	flag.IntVar(&o.peerSamples, "peer-samples", 0, "round trips in a peer's isolated-latency scenario (default -samples)")
 	flag.IntVar(&o.dtWorkers, "durabletask-workers", 32, "durabletask-go orchestration worker parallelism (its default is 1)")
+	flag.IntVar(&o.temporalPollers, "temporal-pollers", 0, "Temporal worker MaxConcurrentWorkflowTaskPollers (0: the SDK's default, 2)")
+	flag.DurationVar(&o.temporalSticky, "temporal-sticky-timeout", 10*time.Minute,
+		"Temporal worker StickyScheduleToStartTimeout (0: the SDK's default, 5 s, with which the round trip collapses under load)")
 	flag.StringVar(&o.temporalBin, "temporal-bin", "", "Temporal CLI "+temporalCLIVersion+" binary (default $HOME/.cache/heraldbench/bin/temporal, built with go install if missing)")
 	flag.StringVar(&sweepN, "sweep-n", "100,1000,10000", "round-trip sizes of the sweep for Herald (100,500 with -quick)")
 	flag.StringVar(&peerSweepN, "peer-sweep-n", "100,1000", "round-trip sizes of the sweep for the peers (100,300 with -quick)")
@@ -226,7 +232,7 @@ func main() {
 		tmpDir = d
 	}
 
-	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 	if o.cpuProfile != "" {
 		f, err := os.Create(o.cpuProfile)

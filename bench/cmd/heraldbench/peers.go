@@ -52,7 +52,7 @@ func openPeer(ctx context.Context, peer string, o *options, tag string) (System,
 	case peerDBOSPostgres, peerDBOSSQLite, peerDBOSSQLiteFull:
 		return openDBOS(ctx, peer, dbosOptions{dir: o.dir, postgresURL: o.postgresURL, tag: tag})
 	case peerTemporal:
-		return openTemporal(ctx, o.temporalBin, o.dir, tag)
+		return openTemporal(ctx, o.temporalBin, o.dir, tag, o.temporalPollers, o.temporalSticky)
 	}
 	return nil, fmt.Errorf("unknown peer %q (known: %s)", peer, strings.Join(knownPeers, ","))
 }
@@ -108,7 +108,7 @@ func runSystem(ctx context.Context, s System, o *options, n, samples int, sweep 
 			if sn == n && (has("roundtrip") || has("load")) {
 				continue // the round trip above is this point
 			}
-			r := roundTrip(ctx, t, LanePositional, sn, o.clients)
+			r := roundTripAs(ctx, t, LanePositional, sn, o.clients, fmt.Sprintf("sweep%d", sn))
 			r.Scenario = sweepScenario
 			add(r)
 		}
@@ -231,10 +231,7 @@ func printRatios(w io.Writer, rs []Ratio) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Herald against the peers (same run; > 1× means Herald is better):")
 	for _, r := range rs {
-		ns := fmt.Sprintf("N %s / %s", num(float64(r.HeraldN)), num(float64(r.PeerN)))
-		if r.HeraldN < 1000 || r.PeerN < 1000 {
-			ns = fmt.Sprintf("N %d / %d", r.HeraldN, r.PeerN)
-		}
+		ns := fmt.Sprintf("N %s / %s", count(r.HeraldN), count(r.PeerN))
 		what := "herald/peer"
 		if r.Unit == "ms" {
 			what = "peer/herald"
@@ -252,6 +249,14 @@ func printRatios(w io.Writer, rs []Ratio) {
 			}
 		}
 	}
+}
+
+// count formats a number of instances or samples: 300, 1,000.
+func count(n int) string {
+	if n < 1000 {
+		return fmt.Sprint(n)
+	}
+	return num(float64(n))
 }
 
 func ratioStr(v float64) string {

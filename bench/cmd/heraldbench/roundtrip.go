@@ -47,11 +47,17 @@ func park(ctx context.Context, t *target, lane Lane, ids []string, key func(i in
 // first send to the last resumed commit; latency is send → resumed commit
 // of each instance, under that load.
 func roundTrip(ctx context.Context, t *target, lane Lane, n, clients int) Result {
+	return roundTripAs(ctx, t, lane, n, clients, "rt-"+string(lane))
+}
+
+// roundTripAs is roundTrip on instances named prefix-000000…: a system runs
+// several round trips (the sweep) on fresh ids.
+func roundTripAs(ctx context.Context, t *target, lane Lane, n, clients int, prefix string) Result {
 	ctx, cancel := context.WithTimeout(ctx, scenarioTimeout)
 	defer cancel()
 	r := Result{Scenario: "round trip (" + string(lane) + ")", System: t.Name(), Durability: t.Durability(),
 		N: n, RateUnit: "inst/s"}
-	list := ids("rt-"+string(lane), n)
+	list := ids(prefix, n)
 	parkRate, err := park(ctx, t, lane, list, nil)
 	if err != nil {
 		r.Error = err.Error()

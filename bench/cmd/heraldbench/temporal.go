@@ -111,7 +111,7 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-func openTemporal(ctx context.Context, bin, dir, tag string) (_ *temporalSystem, err error) {
+func openTemporal(ctx context.Context, bin, dir, tag string, pollers int, stickyTimeout time.Duration) (_ *temporalSystem, err error) {
 	bin, err = temporalBinary(ctx, bin)
 	if err != nil {
 		return nil, err
@@ -187,7 +187,7 @@ func openTemporal(ctx context.Context, bin, dir, tag string) (_ *temporalSystem,
 	} else if jm != "DELETE" {
 		s.durability = fmt.Sprintf("journal_mode=%s, synchronous=FULL (SQLite's default; start-dev sets no PRAGMA); one connection", jm)
 	}
-	s.worker = worker.New(s.client, temporalTaskQueue, worker.Options{})
+	s.worker = worker.New(s.client, temporalTaskQueue, worker.Options{MaxConcurrentWorkflowTaskPollers: pollers, StickyScheduleToStartTimeout: stickyTimeout})
 	s.worker.RegisterWorkflowWithOptions(temporalWait, workflow.RegisterOptions{Name: "bench.wait"})
 	if err := s.worker.Start(); err != nil {
 		return nil, err
