@@ -117,7 +117,7 @@ func main() {
 	flag.StringVar(&peers, "peers", peerDurableTask+","+peerDBOSPostgres+","+peerDBOSSQLite,
 		"peers run in the same run: "+strings.Join(knownPeers, ", ")+"; none for Herald alone")
 	flag.IntVar(&o.peerN, "peer-n", 1000, "instances per round-trip run of a peer (300 with -quick)")
-	flag.IntVar(&o.peerSamples, "peer-samples", 0, "round trips in a peer's isolated-latency scenario (default -samples)")
+	flag.IntVar(&o.peerSamples, "peer-samples", 100, "round trips in a peer's isolated-latency scenario (30 with -quick)")
 	flag.IntVar(&o.dtWorkers, "durabletask-workers", 32, "durabletask-go orchestration worker parallelism (its default is 1)")
 	flag.IntVar(&o.temporalPollers, "temporal-pollers", 0, "Temporal worker MaxConcurrentWorkflowTaskPollers (0: the SDK's default, 2)")
 	flag.DurationVar(&o.temporalSticky, "temporal-sticky-timeout", 10*time.Minute,
@@ -164,6 +164,9 @@ func main() {
 		if !set["peer-n"] {
 			o.peerN = 300
 		}
+		if !set["peer-samples"] {
+			o.peerSamples = 30
+		}
 		if !set["sweep-n"] {
 			sweepN = "100,500"
 		}
@@ -191,9 +194,6 @@ func main() {
 			fmt.Fprintf(os.Stderr, "heraldbench: unknown peer %q (known: %s, none)\n", p, strings.Join(knownPeers, ","))
 			os.Exit(2)
 		}
-	}
-	if o.peerSamples <= 0 {
-		o.peerSamples = o.samples
 	}
 	if o.postgresN <= 0 {
 		o.postgresN = o.n

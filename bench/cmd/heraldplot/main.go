@@ -20,6 +20,7 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -100,9 +101,15 @@ func run(in, out string, w, h float64, dpi int) error {
 	lat.Title.Text = "Round trip: latency send → resumed vs N\np50 solid, p99 dashed"
 	lat.X.Label.Text = "N"
 	lat.Y.Label.Text = "latency, ms (log)"
+	var ns []float64
+	for _, s := range ss {
+		for _, r := range s.rows {
+			ns = append(ns, float64(r.N))
+		}
+	}
 	for _, p := range []*plot.Plot{thr, lat} {
-		p.X.Scale, p.X.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
-		p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
+		p.X.Scale, p.X.Tick.Marker = plot.LogScale{}, ticks{at: ns}
+		p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, ticks{}
 		p.Add(plotter.NewGrid())
 	}
 
@@ -240,6 +247,50 @@ var peerColors = []color.Color{
 	color.RGBA{0x8c, 0x56, 0x4b, 0xff}, // brown
 	color.RGBA{0xe3, 0x77, 0xc2, 0xff}, // pink
 	color.RGBA{0x7f, 0x7f, 0x7f, 0xff}, // grey
+}
+
+// ticks are log ticks labelled 1, 10, 100, 1,000 … and, on the N axis, at
+// every N measured.
+type ticks struct{ at []float64 }
+
+func (t ticks) Ticks(lo, hi float64) []plot.Tick {
+	var out []plot.Tick
+	for _, tk := range (plot.LogTicks{Prec: -1}).Ticks(lo, hi) {
+		if slices.ContainsFunc(out, func(x plot.Tick) bool { return near(x.Value, tk.Value) }) {
+			continue // LogTicks gives a power of ten twice: labelled, and as a minor tick
+		}
+		if tk.Label != "" {
+			tk.Label = label(tk.Value)
+		}
+		if slices.ContainsFunc(t.at, func(v float64) bool { return near(v, tk.Value) }) {
+			tk.Label = label(tk.Value)
+		}
+		out = append(out, tk)
+	}
+	for _, v := range t.at {
+		if v >= lo && v <= hi && !slices.ContainsFunc(out, func(x plot.Tick) bool { return near(x.Value, v) }) {
+			out = append(out, plot.Tick{Value: v, Label: label(v)})
+		}
+	}
+	return out
+}
+
+func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(math.Abs(a), math.Abs(b)) }
+
+// label writes 0.5, 10, 1,000, 100,000.
+func label(v float64) string {
+	if v < 1 {
+		return strconv.FormatFloat(v, 'g', -1, 64)
+	}
+	s := strconv.FormatFloat(math.Round(v), 'f', 0, 64)
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
 }
 
 func line(xys plotter.XYs, c color.Color, w vg.Length, shape draw.GlyphDrawer, dashes []vg.Length) (*plotter.Line, *plotter.Scatter, error) {
