@@ -95,86 +95,122 @@ func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*s
 			}
 			return cmp.Compare(a.rid, b.rid)
 		})
-		at := make(map[string]int, len(ls))
-		for i, l := range ls {
-			at[l.inst.ID] = i
+		for _, l := range ls {
 			turns = append(turns, &storage.Turn{
 				Instance:   l.inst.Instance,
 				LockToken:  l.inst.lockToken.String,
 				LeaseUntil: leaseUntil,
 			})
 		}
-		docs = make([][][]byte, len(ls))
-
-		// The claimed instances' histories (current execution) and visible
-		// messages, each in one statement for the whole claim.
-		const claimed = `i.tenant = ?1 AND i.lease_until = ?2 AND i.lock_token IS NOT NULL
-			AND substr(i.lock_token, 1, ?4) = ?3`
-		hrows, err := w.query(`SELECT h.instance_id, h.event FROM instances i
-			CROSS JOIN history h ON h.tenant = i.tenant AND h.instance_id = i.id AND h.execution = i.execution
-			WHERE `+claimed+` ORDER BY i.rid, h.seq`, p.Tenant, untilN, prefix, len(prefix))
-		if err != nil {
-			return fmt.Errorf("load histories: %w", err)
-		}
-		for hrows.Next() {
-			var (
-				id  string
-				doc []byte
-			)
-			if err := hrows.Scan(&id, &doc); err != nil {
-				return fmt.Errorf("load histories: %w", err)
-			}
-			if i, ok := at[id]; ok {
-				docs[i] = append(docs[i], doc)
-			}
-		}
-		// The per-instance limit is applied while reading the rows: a window
-		// function makes SQLite scan the tenant's whole inbox.
-		mrows, err := w.query(`SELECT m.instance_id, m.id, m.kind, m.execution, m.task_seq, m.lane, m.event_id,
-				m.name, m.key, m.payload, m.latest, m.result, m.failure, m.visible_at, m.created_at
-			FROM instances i CROSS JOIN inbox m ON m.tenant = i.tenant AND m.instance_id = i.id
-			WHERE `+claimed+` AND (m.visible_at <= ?5 OR m.kind <> 'timer_fired')
-			ORDER BY i.rid, m.id`, p.Tenant, untilN, prefix, len(prefix), nowN)
-		if err != nil {
-			return fmt.Errorf("load messages: %w", err)
-		}
-		for mrows.Next() {
-			var (
-				id string
-				r  backend.MessageRow
-			)
-			if err := mrows.Scan(append([]any{&id}, r.Dest()...)...); err != nil {
-				return fmt.Errorf("load messages: %w", err)
-			}
-			m, err := r.Message()
-			if err != nil {
-				return err
-			}
-			if i, ok := at[id]; ok && len(turns[i].Messages) < maxMessages {
-				turns[i].Messages = append(turns[i].Messages, m)
-			}
-		}
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: claim turns: %w", err)
+	}
+	if len(turns) == 0 {
+		return nil, nil
+	}
+	// The claimed instances' histories and messages are read on the read
+	// pool, beside the writer (the store's bottleneck): the claim has
+	// committed, so a reader sees it, and while the leases are held nobody
+	// else changes the histories; a message that arrives after this read
+	// waits for the next turn.
+	docs, err = s.loadClaimed(ctx, turns, p.Tenant, untilN, prefix, nowN, maxMessages)
+	if err != nil {
+		err = fmt.Errorf("sqlite: claim turns: %w", err)
+		return nil, errors.Join(err, s.releaseClaimed(ctx, p.Tenant, turns))
 	}
 	// Decoding runs on the caller's goroutine: the writer is the store's
 	// bottleneck, the callers are many.
 	for i, t := range turns {
 		if t.History, err = decodeHistory(docs[i]); err != nil {
 			err = fmt.Errorf("sqlite: claim turns: instance %q: %w", t.Instance.ID, err)
-			// As if the claim had failed: release every lease it took.
-			for _, t := range turns {
-				if aerr := s.TurnAbandon(context.WithoutCancel(ctx), &storage.TurnAbandonParams{Tenant: p.Tenant,
-					InstanceID: t.Instance.ID, LockToken: t.LockToken}); aerr != nil {
-					err = errors.Join(err, aerr)
-				}
-			}
-			return nil, err
+			return nil, errors.Join(err, s.releaseClaimed(ctx, p.Tenant, turns))
 		}
 	}
 	return turns, nil
+}
+
+// loadClaimed reads the histories (current execution) and visible messages
+// of a claim's instances, each in one statement for the whole claim; the
+// claim's rows are found by their lease_until (indexed) and token prefix.
+// It fills each turn's Messages and returns its history documents.
+func (s *Store) loadClaimed(ctx context.Context, turns []*storage.Turn, tenant string, untilN int64, prefix string,
+	nowN int64, maxMessages int) ([][][]byte, error) {
+	at := make(map[string]int, len(turns))
+	for i, t := range turns {
+		at[t.Instance.ID] = i
+	}
+	r := s.reader(nil)
+	const claimed = `i.tenant = ?1 AND i.lease_until = ?2 AND i.lock_token IS NOT NULL
+		AND substr(i.lock_token, 1, ?4) = ?3`
+	docs := make([][][]byte, len(turns))
+	hrows, err := r.rows(ctx, `SELECT h.instance_id, h.event FROM instances i
+		CROSS JOIN history h ON h.tenant = i.tenant AND h.instance_id = i.id AND h.execution = i.execution
+		WHERE `+claimed+` ORDER BY i.rid, h.seq`, tenant, untilN, prefix, len(prefix))
+	if err != nil {
+		return nil, fmt.Errorf("load histories: %w", s.readErr(err))
+	}
+	defer hrows.Close()
+	for hrows.Next() {
+		var (
+			id  string
+			doc []byte
+		)
+		if err := hrows.Scan(&id, &doc); err != nil {
+			return nil, fmt.Errorf("load histories: %w", err)
+		}
+		if i, ok := at[id]; ok {
+			docs[i] = append(docs[i], doc)
+		}
+	}
+	if err := hrows.Err(); err != nil {
+		return nil, fmt.Errorf("load histories: %w", s.readErr(err))
+	}
+	// The per-instance limit is applied while reading the rows: a window
+	// function makes SQLite scan the tenant's whole inbox.
+	mrows, err := r.rows(ctx, `SELECT m.instance_id, m.id, m.kind, m.execution, m.task_seq, m.lane, m.event_id,
+			m.name, m.key, m.payload, m.latest, m.result, m.failure, m.visible_at, m.created_at
+		FROM instances i CROSS JOIN inbox m ON m.tenant = i.tenant AND m.instance_id = i.id
+		WHERE `+claimed+` AND (m.visible_at <= ?5 OR m.kind <> 'timer_fired')
+		ORDER BY i.rid, m.id`, tenant, untilN, prefix, len(prefix), nowN)
+	if err != nil {
+		return nil, fmt.Errorf("load messages: %w", s.readErr(err))
+	}
+	defer mrows.Close()
+	for mrows.Next() {
+		var (
+			id string
+			mr backend.MessageRow
+		)
+		if err := mrows.Scan(append([]any{&id}, mr.Dest()...)...); err != nil {
+			return nil, fmt.Errorf("load messages: %w", err)
+		}
+		m, err := mr.Message()
+		if err != nil {
+			return nil, err
+		}
+		if i, ok := at[id]; ok && len(turns[i].Messages) < maxMessages {
+			turns[i].Messages = append(turns[i].Messages, m)
+		}
+	}
+	if err := mrows.Err(); err != nil {
+		return nil, fmt.Errorf("load messages: %w", s.readErr(err))
+	}
+	return docs, nil
+}
+
+// releaseClaimed gives up the leases of a claim that could not be handed
+// out, as if it had failed.
+func (s *Store) releaseClaimed(ctx context.Context, tenant string, turns []*storage.Turn) error {
+	var errs []error
+	for _, t := range turns {
+		if err := s.TurnAbandon(context.WithoutCancel(ctx), &storage.TurnAbandonParams{Tenant: tenant,
+			InstanceID: t.Instance.ID, LockToken: t.LockToken}); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // TurnCommit commits a claimed turn in one transaction. It fails with
