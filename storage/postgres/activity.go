@@ -202,7 +202,7 @@ func (s *Store) ActivityComplete(ctx context.Context, p *storage.ActivityComplet
 		return fmt.Errorf("postgres: complete activity %s: %w", taskName(p.InstanceID, p.Execution, p.TaskSeq), err)
 	}
 	if delivered {
-		s.signal(p.Tenant)
+		s.signal(p.Tenant, storage.WorkTurns)
 	}
 	return nil
 }
@@ -244,7 +244,7 @@ func (s *Store) ActivityRetry(ctx context.Context, p *storage.ActivityRetryParam
 		return fmt.Errorf("postgres: retry activity %s: %w", taskName(p.InstanceID, p.Execution, p.TaskSeq), err)
 	}
 	if retried > 0 {
-		s.signal(p.Tenant)
+		s.signal(p.Tenant, storage.WorkActivities)
 	}
 	return nil
 }

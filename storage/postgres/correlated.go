@@ -420,7 +420,7 @@ func (s *Store) CorrelatedPut(ctx context.Context, p *storage.CorrelatedPutParam
 		return nil, fmt.Errorf("postgres: put correlated event %q/%q: %w", p.Def, p.Key, err)
 	}
 	if delivered > 0 {
-		s.signal(p.Tenant)
+		s.signal(p.Tenant, storage.WorkTurns)
 	}
 	return out, nil
 }

@@ -90,7 +90,7 @@ func (s *Store) EventRaise(ctx context.Context, p *storage.EventRaiseParams) (*s
 	}
 	if stored {
 		s.warm.note()
-		s.signal(p.Tenant)
+		s.signal(p.Tenant, storage.WorkTurns)
 	}
 	return res, nil
 }

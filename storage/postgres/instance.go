@@ -39,7 +39,7 @@ func (s *Store) InstanceCreate(ctx context.Context, p *storage.InstanceCreatePar
 		return nil, fmt.Errorf("postgres: create instance %q: %w", p.ID, err)
 	}
 	s.warm.note()
-	s.signal(p.Tenant)
+	s.signal(p.Tenant, storage.WorkTurns)
 	return inst, nil
 }
 
@@ -222,7 +222,7 @@ func (s *Store) InstanceTerminate(ctx context.Context, p *storage.InstanceTermin
 	if err != nil {
 		return nil, fmt.Errorf("postgres: terminate instance %q: %w", p.ID, err)
 	}
-	s.signal(p.Tenant)
+	s.signal(p.Tenant, storage.WorkAll)
 	return dropped, nil
 }
 

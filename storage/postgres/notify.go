@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/heraldwf/herald/storage"
 )
 
 // notifyTimeout bounds one NOTIFY statement of the notifier.
@@ -31,23 +33,23 @@ const listenStartWait = 5 * time.Second
 type notifier struct {
 	s       *Store
 	mu      sync.Mutex
-	pending map[string]struct{}
+	pending map[string]storage.WorkKind
 	wake    chan struct{} // buffered(1)
 	done    chan struct{}
 }
 
 func (n *notifier) start(s *Store) {
 	n.s = s
-	n.pending = make(map[string]struct{})
+	n.pending = make(map[string]storage.WorkKind)
 	n.wake = make(chan struct{}, 1)
 	n.done = make(chan struct{})
 	go n.loop()
 }
 
-// add queues a notification for tenant. It never blocks.
-func (n *notifier) add(tenant string) {
+// add queues a notification of work of kinds for tenant. It never blocks.
+func (n *notifier) add(tenant string, kinds storage.WorkKind) {
 	n.mu.Lock()
-	n.pending[tenant] = struct{}{}
+	n.pending[tenant] |= kinds
 	n.mu.Unlock()
 	select {
 	case n.wake <- struct{}{}:
@@ -80,9 +82,9 @@ func (n *notifier) flush() {
 		n.mu.Unlock()
 		return
 	}
-	tenants := make([]string, 0, len(n.pending))
-	for t := range n.pending {
-		tenants = append(tenants, t)
+	payloads := make([]string, 0, len(n.pending))
+	for t, k := range n.pending {
+		payloads = append(payloads, notifyPayload(t, k))
 	}
 	clear(n.pending)
 	n.mu.Unlock()
@@ -90,7 +92,7 @@ func (n *notifier) flush() {
 	defer cancel()
 	// A failed NOTIFY is not retried: the other processes' workers find the
 	// work when they next poll.
-	_, _ = n.s.pool.Exec(ctx, notifySQL, n.s.channel, tenants)
+	_, _ = n.s.pool.Exec(ctx, notifySQL, n.s.channel, payloads)
 }
 
 // listener holds the LISTEN connection that turns other processes'
@@ -211,6 +213,7 @@ func (l *listener) session() (connected bool, err error) {
 			// when the write committed.
 			continue
 		}
-		l.s.hub.Notify(n.Payload)
+		tenant, kinds := parsePayload(n.Payload)
+		l.s.hub.NotifyKinds(tenant, kinds)
 	}
 }

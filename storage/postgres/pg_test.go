@@ -190,6 +190,76 @@ func TestNotifyWakesOtherStore(t *testing.T) {
 	waitSignal(t, "a NOTIFY by hand", other)
 }
 
+// Wake-ups through NOTIFY carry the kind of work: another store's raise
+// wakes a subscriber to turns and not one to activities, a scheduled
+// activity the other way round; a NOTIFY by hand (the tenant alone) wakes
+// both. A store's own writes wake its subscribers once, not again through
+// its own NOTIFY.
+func TestNotifyKinds(t *testing.T) {
+	schema := newSchema(t)
+	writer, reader := open(t, schema), open(t, schema)
+	ctx := context.Background()
+	turns, cancelTurns := reader.SubscribeKinds("t", storage.WorkTurns)
+	defer cancelTurns()
+	acts, cancelActs := reader.SubscribeKinds("t", storage.WorkActivities)
+	defer cancelActs()
+	noSignal := func(what string, ch <-chan struct{}) {
+		t.Helper()
+		select {
+		case <-ch:
+			t.Fatalf("%s: woken", what)
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+
+	if _, err := writer.InstanceCreate(ctx, &storage.InstanceCreateParams{Tenant: "t", ID: "i", Workflow: "wf", Now: t0}); err != nil {
+		t.Fatal(err)
+	}
+	waitSignal(t, "InstanceCreate wakes turns", turns)
+	noSignal("InstanceCreate, activities", acts)
+
+	turn, err := writer.TurnClaim(ctx, &storage.TurnClaimParams{Tenant: "t", Now: t0, Max: 1})
+	if err != nil || len(turn) != 1 {
+		t.Fatalf("TurnClaim: %v, %d turns", err, len(turn))
+	}
+	ids := make([]int64, len(turn[0].Messages))
+	for i, m := range turn[0].Messages {
+		ids[i] = m.ID
+	}
+	if _, err := writer.TurnCommit(ctx, &storage.TurnCommitParams{Tenant: "t", InstanceID: "i", LockToken: turn[0].LockToken,
+		Execution: 1, Now: t0, ConsumedMessages: ids, Status: storage.StatusRunning,
+		NewEvents:  []history.Event{{Seq: 2, Kind: history.ActivityScheduled, Name: "a", Time: t0}},
+		Activities: []storage.ActivityTask{{TaskSeq: 2, Name: "a"}}}); err != nil {
+		t.Fatal(err)
+	}
+	waitSignal(t, "a scheduled activity wakes activities", acts)
+	noSignal("a scheduled activity, turns", turns)
+
+	if _, err := writer.EventRaise(ctx, &storage.EventRaiseParams{
+		Tenant: "t", InstanceID: "i", EventID: "e1", Lane: history.LanePositional, Name: "go", Now: t0,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	waitSignal(t, "EventRaise wakes turns", turns)
+	noSignal("EventRaise, activities", acts)
+
+	conn := connect(t)
+	if _, err := conn.Exec(ctx, `SELECT pg_notify($1, 't')`, reader.Channel()); err != nil {
+		t.Fatal(err)
+	}
+	waitSignal(t, "a NOTIFY by hand, turns", turns)
+	waitSignal(t, "a NOTIFY by hand, activities", acts)
+
+	// The reader's own raise: one wake-up, at commit.
+	if _, err := reader.EventRaise(ctx, &storage.EventRaiseParams{
+		Tenant: "t", InstanceID: "i", EventID: "e2", Lane: history.LanePositional, Name: "go", Now: t0,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	waitSignal(t, "an own raise", turns)
+	noSignal("an own raise, through NOTIFY", turns)
+}
+
 // When the LISTEN connection is lost, the listener reconnects and wakes
 // every subscriber (notifications sent meanwhile are lost), and wake-ups
 // from other stores work again.

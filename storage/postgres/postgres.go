@@ -394,10 +394,10 @@ func (s *Store) Subscribe(tenant string) (<-chan struct{}, func()) {
 }
 
 // signal tells subscribers, here and in other processes, that tenant has new
-// work. Call it after the write has committed.
-func (s *Store) signal(tenant string) {
-	s.hub.Notify(tenant)
-	s.notifier.add(tenant)
+// work of the kinds in the mask. Call it after the write has committed.
+func (s *Store) signal(tenant string, kinds storage.WorkKind) {
+	s.hub.NotifyKinds(tenant, kinds)
+	s.notifier.add(tenant, kinds)
 }
 
 // instanceLockKey is the transaction-level advisory lock that serializes

@@ -392,8 +392,15 @@ func (s *Store) TurnCommit(ctx context.Context, p *storage.TurnCommitParams) ([]
 	// Wake idle workers if the instance has work left (messages that arrived
 	// during the turn, a kick) or the turn added work (activities, timers:
 	// a new timer can be earlier than the NextWake a worker sleeps on).
-	if res.added || (res.ready != nil && *res.ready <= now.UnixNano()) {
-		s.signal(p.Tenant)
+	var kinds storage.WorkKind
+	if len(p.Activities) > 0 {
+		kinds |= storage.WorkActivities
+	}
+	if len(p.Timers) > 0 || (res.ready != nil && *res.ready <= now.UnixNano()) {
+		kinds |= storage.WorkTurns
+	}
+	if kinds != 0 {
+		s.signal(p.Tenant, kinds)
 	}
 	return res.dropped, nil
 }
@@ -610,7 +617,7 @@ func (s *Store) TurnAbandon(ctx context.Context, p *storage.TurnAbandonParams) e
 	if err != nil {
 		return fmt.Errorf("postgres: abandon turn of %q: %w", p.InstanceID, err)
 	}
-	s.signal(p.Tenant)
+	s.signal(p.Tenant, storage.WorkTurns)
 	return nil
 }
 
