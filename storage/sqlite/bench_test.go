@@ -119,3 +119,31 @@ func BenchmarkEventRoundTrip(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPointRead is the read every raise makes (its event definition,
+// here one that does not exist) and an instance lookup, on the read pool.
+func BenchmarkPointRead(b *testing.B) {
+	ctx := context.Background()
+	s, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "bench.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.InstanceCreate(ctx, &storage.InstanceCreateParams{Tenant: "t", ID: "a", Workflow: "wf"}); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("definition", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := s.EventDefinitionGet(ctx, &storage.EventDefinitionGetParams{Tenant: "t", Name: "go"}); err == nil {
+				b.Fatal("found")
+			}
+		}
+	})
+	b.Run("instance", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := s.InstanceGet(ctx, &storage.InstanceGetParams{Tenant: "t", ID: "a"}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

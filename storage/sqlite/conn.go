@@ -30,13 +30,22 @@ type wconn struct {
 	begin, commit, rollback, savepoint, release, rollbackTo driver.Stmt
 }
 
-// openWriterConn opens the writer connection with the DSN's pragmas.
-func openWriterConn(dsn string) (*wconn, error) {
+// openConn opens a connection with the DSN's pragmas.
+func openConn(dsn string) (*wconn, error) {
 	dc, err := (&sqlite.Driver{}).Open(dsn)
 	if err != nil {
 		return nil, err
 	}
-	c := &wconn{conn: dc, stmts: make(map[string]driver.Stmt)}
+	return &wconn{conn: dc, stmts: make(map[string]driver.Stmt)}, nil
+}
+
+// openWriterConn opens the writer connection with the DSN's pragmas and its
+// transaction-control statements.
+func openWriterConn(dsn string) (*wconn, error) {
+	c, err := openConn(dsn)
+	if err != nil {
+		return nil, err
+	}
 	for _, p := range []struct {
 		st *driver.Stmt
 		q  string

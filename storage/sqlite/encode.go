@@ -101,6 +101,13 @@ func (r reader) stmt(ctx context.Context, q string) *sql.Stmt {
 }
 
 func (r reader) QueryContext(ctx context.Context, q string, args ...any) (rowsIter, error) {
+	if r.tx == nil {
+		rows, err := r.s.rpool.query(ctx, q, args)
+		if err != nil {
+			return nil, err
+		}
+		return rows, nil
+	}
 	return r.rows(ctx, q, args...)
 }
 
@@ -115,6 +122,10 @@ func (r reader) rows(ctx context.Context, q string, args ...any) (*sql.Rows, err
 }
 
 func (r reader) QueryRowContext(ctx context.Context, q string, args ...any) scanner {
+	if r.tx == nil {
+		rows, err := r.s.rpool.query(ctx, q, args)
+		return wrow{rows: rows, err: err}
+	}
 	return r.row(ctx, q, args...)
 }
 

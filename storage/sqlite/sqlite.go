@@ -203,7 +203,8 @@ type Store struct {
 
 	wc        *wconn   // the single writer connection, owned by the writer goroutine
 	wcloseErr error    // closing wc; set before writerDone is closed
-	rdb       *sql.DB  // read-only pool
+	rdb       *sql.DB  // read-only pool for reads in a transaction
+	rpool     *rpool   // read-only connections for single-statement reads
 	rstmts    sync.Map // query -> *sql.Stmt on rdb
 
 	reqs       chan *writeReq // unbuffered: a request is either taken by the writer or not sent
@@ -344,6 +345,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		cfg:        cfg,
 		wc:         wc,
 		rdb:        rdb,
+		rpool:      newRPool(rdsn, cfg.readConns),
 		reqs:       make(chan *writeReq),
 		closing:    make(chan struct{}),
 		writerDone: make(chan struct{}),
@@ -377,7 +379,7 @@ func (s *Store) Close() error {
 			st.(*sql.Stmt).Close()
 			return true
 		})
-		s.closeErr = errors.Join(s.wcloseErr, s.cdb.Close(), s.rdb.Close())
+		s.closeErr = errors.Join(s.wcloseErr, s.cdb.Close(), s.rdb.Close(), s.rpool.close())
 		if s.wal != nil {
 			s.closeErr = errors.Join(s.closeErr, s.wal.Close())
 		}

@@ -141,11 +141,11 @@ func (s *Store) loadClaimed(ctx context.Context, turns []*storage.Turn, tenant s
 	for i, t := range turns {
 		at[t.Instance.ID] = i
 	}
-	r := s.reader(nil)
+	var r querier = s.reader(nil)
 	const claimed = `i.tenant = ?1 AND i.lease_until = ?2 AND i.lock_token IS NOT NULL
 		AND substr(i.lock_token, 1, ?4) = ?3`
 	docs := make([][][]byte, len(turns))
-	hrows, err := r.rows(ctx, `SELECT h.instance_id, h.event FROM instances i
+	hrows, err := r.QueryContext(ctx, `SELECT h.instance_id, h.event FROM instances i
 		CROSS JOIN history h ON h.tenant = i.tenant AND h.instance_id = i.id AND h.execution = i.execution
 		WHERE `+claimed+` ORDER BY i.rid, h.seq`, tenant, untilN, prefix, len(prefix))
 	if err != nil {
@@ -169,7 +169,7 @@ func (s *Store) loadClaimed(ctx context.Context, turns []*storage.Turn, tenant s
 	}
 	// The per-instance limit is applied while reading the rows: a window
 	// function makes SQLite scan the tenant's whole inbox.
-	mrows, err := r.rows(ctx, `SELECT m.instance_id, m.id, m.kind, m.execution, m.task_seq, m.lane, m.event_id,
+	mrows, err := r.QueryContext(ctx, `SELECT m.instance_id, m.id, m.kind, m.execution, m.task_seq, m.lane, m.event_id,
 			m.name, m.key, m.payload, m.latest, m.result, m.failure, m.visible_at, m.created_at
 		FROM instances i CROSS JOIN inbox m ON m.tenant = i.tenant AND m.instance_id = i.id
 		WHERE `+claimed+` AND (m.visible_at <= ?5 OR m.kind <> 'timer_fired')
