@@ -145,37 +145,16 @@ func scanEvent(row pgx.Row) (*storage.EventRecord, error) {
 // $5 now (RFC 3339): every event still pending or buffered for the instance
 // is dropped (instance_terminal) with an EventDropped breadcrumb appended to
 // the execution's history in ledger order, and the inbox, activity tasks
-// and correlation markers are deleted. The caller then updates the
-// instance row (its ready_at becomes NULL). The breadcrumbs' JSON is built
-// here so that the whole transition is one statement.
-const endInstanceSQL = `WITH dropped AS (
-	UPDATE events SET fate = 'dropped', reason = 'instance_terminal',
-		execution = CASE WHEN execution = 0 THEN $3 ELSE execution END, updated_at = $4
-	WHERE tenant = $1 AND instance_id = $2 AND fate IN ('pending', 'buffered')
-	RETURNING rid, event_id, lane, name
-), crumbs AS (
-	SELECT d.event_id, d.lane, d.name,
-		(SELECT COALESCE(MAX(seq), 0) FROM history WHERE tenant = $1 AND instance_id = $2 AND execution = $3)
-			+ row_number() OVER (ORDER BY d.rid) AS seq
-	FROM dropped d
-), appended AS (
-	INSERT INTO history (tenant, instance_id, execution, seq, kind, event)
-	SELECT $1, $2, $3, c.seq, 'EventDropped', json_strip_nulls(json_build_object(
-		'seq', c.seq, 'time', $5::text, 'kind', 'EventDropped', 'lane', NULLIF(c.lane, ''),
-		'event_id', c.event_id, 'name', NULLIF(c.name, ''), 'reason', 'instance_terminal'))::text
-	FROM crumbs c
-), inbox_gone AS (
-	DELETE FROM inbox WHERE tenant = $1 AND instance_id = $2
-), tasks_gone AS (
-	DELETE FROM activities WHERE tenant = $1 AND instance_id = $2
-), markers_gone AS (
-	DELETE FROM correlated_waits WHERE tenant = $1 AND instance_id = $2
-)
-SELECT seq, event_id, lane, name FROM crumbs ORDER BY seq`
+// and correlation markers are deleted (herald_end, migration 0004). The
+// caller then updates the instance row (its ready_at becomes NULL). $6 and
+// $7 false say that the instance has no activity task, no correlation
+// marker: their deletes are skipped.
+const endInstanceSQL = `SELECT seq, event_id, lane, name FROM herald_end($1, $2, $3, $4, $5, $6, $7)`
 
 // queueEnd queues endInstanceSQL; the breadcrumbs it appends go to
-// *dropped.
-func (b *batch) queueEnd(dropped *[]history.Event, tenant, id string, execution int, now time.Time) {
+// *dropped. tasks and markers false skip the deletes of activity tasks and
+// correlation markers (the caller knows there are none).
+func (b *batch) queueEnd(dropped *[]history.Event, tenant, id string, execution int, now time.Time, tasks, markers bool) {
 	b.query("end instance", func(rows pgx.Rows) error {
 		for rows.Next() {
 			ev := history.Event{Time: now, Kind: history.EventDropped, Reason: history.DropInstanceTerminal}
@@ -187,5 +166,5 @@ func (b *batch) queueEnd(dropped *[]history.Event, tenant, id string, execution 
 			*dropped = append(*dropped, ev)
 		}
 		return nil
-	}, endInstanceSQL, tenant, id, execution, now.UnixNano(), now.Format(time.RFC3339Nano))
+	}, endInstanceSQL, tenant, id, execution, now.UnixNano(), now.Format(time.RFC3339Nano), tasks, markers)
 }

@@ -212,7 +212,7 @@ func (s *Store) InstanceTerminate(ctx context.Context, p *storage.InstanceTermin
 			if err := b.queueHistory("append history", p.Tenant, p.ID, execution, []history.Event{ev}); err != nil {
 				return err
 			}
-			b.queueEnd(&dropped, p.Tenant, p.ID, execution, now)
+			b.queueEnd(&dropped, p.Tenant, p.ID, execution, now, true, true)
 			b.exec("update instance", `UPDATE instances SET status = 'terminated', failure = $3, updated_at = $4,
 				lock_token = NULL, lease_until = 0, not_before = 0, ready_at = NULL
 				WHERE tenant = $1 AND id = $2`, p.Tenant, p.ID, f, now.UnixNano())

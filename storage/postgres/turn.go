@@ -91,12 +91,14 @@ const claimMessagesSQL = `SELECT c.id, ` + messageColsM + `
 	) m
 	ORDER BY c.id, m.id`
 
-// claimMarkersSQL returns which of the instances claimed by the statement
-// before it, of tenant $1, have correlation markers.
-// The lateral LIMIT makes it one index probe per instance, whatever the
-// statistics say.
-const claimMarkersSQL = `SELECT c.id FROM ` + claimedIDs + ` AS c(id)
-	CROSS JOIN LATERAL (SELECT 1 FROM correlated_waits w WHERE w.tenant = $1 AND w.instance_id = c.id LIMIT 1) w`
+// claimStateSQL returns which of the instances claimed by the statement
+// before it, of tenant $1, have correlation markers or activity tasks (only
+// those that have either). The lateral LIMITs make it two index probes per
+// instance, whatever the statistics say.
+const claimStateSQL = `SELECT c.id, w.x IS NOT NULL, a.x IS NOT NULL FROM ` + claimedIDs + ` AS c(id)
+	LEFT JOIN LATERAL (SELECT 1 AS x FROM correlated_waits w WHERE w.tenant = $1 AND w.instance_id = c.id LIMIT 1) w ON true
+	LEFT JOIN LATERAL (SELECT 1 AS x FROM activities a WHERE a.tenant = $1 AND a.instance_id = c.id LIMIT 1) a ON true
+	WHERE w.x IS NOT NULL OR a.x IS NOT NULL`
 
 const messageColsM = `m.id, m.kind, m.execution, m.task_seq, m.lane, m.event_id, m.name, m.key, m.payload, m.latest, m.result, m.failure, m.visible_at, m.created_at`
 
@@ -135,10 +137,10 @@ func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*s
 	err := s.do(ctx, func(ctx context.Context) error {
 		turns = nil
 		var (
-			cs      []claimed
-			byID    map[string]*storage.Turn
-			markers map[string]bool
-			b       batch
+			cs    []claimed
+			byID  map[string]*storage.Turn
+			state map[string]claimState
+			b     batch
 		)
 		b.exec("", claimSettings)
 		b.query("lease instances", func(rows pgx.Rows) error {
@@ -196,19 +198,22 @@ func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*s
 			}
 			return nil
 		}, claimMessagesSQL, p.Tenant, now.UnixNano(), maxMessages)
-		b.query("load markers", func(rows pgx.Rows) error {
+		b.query("load markers and tasks", func(rows pgx.Rows) error {
 			for rows.Next() {
-				var id string
-				if err := rows.Scan(&id); err != nil {
+				var (
+					id string
+					st claimState
+				)
+				if err := rows.Scan(&id, &st.markers, &st.tasks); err != nil {
 					return err
 				}
-				if markers == nil {
-					markers = make(map[string]bool)
+				if state == nil {
+					state = make(map[string]claimState)
 				}
-				markers[id] = true
+				state[id] = st
 			}
 			return nil
-		}, claimMarkersSQL, p.Tenant)
+		}, claimStateSQL, p.Tenant)
 		if err := b.send(ctx, s.pool); err != nil {
 			if len(cs) > 0 {
 				// The transaction may have committed before a row failed to
@@ -229,7 +234,7 @@ func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*s
 		})
 		for _, c := range cs {
 			turns = append(turns, c.turn)
-			s.noteClaim(c.turn, maxMessages, markers[c.turn.Instance.ID])
+			s.noteClaim(c.turn, maxMessages, state[c.turn.Instance.ID])
 		}
 		return nil
 	})
@@ -239,66 +244,79 @@ func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*s
 	return turns, nil
 }
 
-// claimNotes remembers, by lock token, the turns this store claimed whose
-// instance had no correlated-lane state (no correlation marker, no
-// correlated event in its inbox) when they were claimed. Such a turn cannot
-// withdraw a wait a put delivered to, since a delivery needs a marker and
-// only the lease holder's commit makes markers, so its commit skips
-// findWithdrawn's round trip. Forgetting a note is always safe: the commit
-// then looks, as it does for a turn another store claimed.
+// claimState is what a claim saw of an instance besides its history and
+// messages: whether it had correlation markers, activity tasks, and a
+// correlated-lane event in its inbox (unknown, so true, when the claim did
+// not load every message).
+type claimState struct {
+	markers, tasks, deliveries bool
+}
+
+// claimNotes remembers, by lock token, what this store's claims saw of the
+// instances they leased. Only the lease holder's commits make markers and
+// activity tasks, and a correlated delivery needs a marker, so none of them
+// appears while the turn runs: a commit whose claim saw none skips what
+// would find nothing, findWithdrawn's round trip and herald_end's deletes.
+// Forgetting a note is always safe: the commit then looks, as it does for a
+// turn another store claimed.
 type claimNotes struct {
 	mu    sync.Mutex
-	clean map[string]int64 // lock token → lease end (unix nanos)
+	notes map[string]claimNote // lock token → note
+}
+
+type claimNote struct {
+	claimState
+	leaseUntil int64 // unix nanos
 }
 
 // maxClaimNotes bounds the notes of turns that are never committed nor
 // abandoned (their worker died or gave up).
 const maxClaimNotes = 1 << 14
 
-func (n *claimNotes) add(token string, leaseUntil time.Time) {
+func (n *claimNotes) add(token string, leaseUntil time.Time, st claimState) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.clean == nil {
-		n.clean = make(map[string]int64)
+	if n.notes == nil {
+		n.notes = make(map[string]claimNote)
 	}
-	if len(n.clean) >= maxClaimNotes {
+	if len(n.notes) >= maxClaimNotes {
 		now := time.Now().UnixNano()
-		for t, until := range n.clean {
-			if until < now {
-				delete(n.clean, t)
+		for t, note := range n.notes {
+			if note.leaseUntil < now {
+				delete(n.notes, t)
 			}
 		}
-		if len(n.clean) >= maxClaimNotes {
-			clear(n.clean)
+		if len(n.notes) >= maxClaimNotes {
+			clear(n.notes)
 		}
 	}
-	n.clean[token] = leaseUntil.UnixNano()
+	n.notes[token] = claimNote{claimState: st, leaseUntil: leaseUntil.UnixNano()}
 }
 
-// take forgets token's note and reports whether there was one.
-func (n *claimNotes) take(token string) bool {
+// take forgets token's note and returns it; without one, everything is
+// unknown (all true).
+func (n *claimNotes) take(token string) claimState {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	_, ok := n.clean[token]
-	if ok {
-		delete(n.clean, token)
+	note, ok := n.notes[token]
+	if !ok {
+		return claimState{markers: true, tasks: true, deliveries: true}
 	}
-	return ok
+	delete(n.notes, token)
+	return note.claimState
 }
 
-// noteClaim notes t if its instance had no correlated-lane state: no
-// marker, and no correlated event among its messages, all of which were
-// loaded (fewer than maxMessages).
-func (s *Store) noteClaim(t *storage.Turn, maxMessages int, markers bool) {
-	if markers || len(t.Messages) >= maxMessages {
-		return
-	}
+// noteClaim notes what the claim of t saw: st, and whether one of its
+// messages is a correlated-lane event (or not all of them were loaded).
+func (s *Store) noteClaim(t *storage.Turn, maxMessages int, st claimState) {
+	st.deliveries = len(t.Messages) >= maxMessages
 	for i := range t.Messages {
 		if t.Messages[i].Lane == history.LaneCorrelated {
-			return
+			st.deliveries = true
+			break
 		}
 	}
-	s.claims.add(t.LockToken, t.LeaseUntil)
+	s.claims.add(t.LockToken, t.LeaseUntil, st)
 }
 
 // releaseClaims gives back, as far as it can, leases whose turns could not
@@ -364,7 +382,7 @@ func (s *Store) TurnCommit(ctx context.Context, p *storage.TurnCommitParams) ([]
 		return nil, fmt.Errorf("postgres: commit turn of %q: %w", p.InstanceID, err)
 	}
 	now := backend.NowOr(p.Now)
-	clean := s.claims.take(p.LockToken)
+	seen := s.claims.take(p.LockToken)
 	var res *commitResult
 	err = s.do(ctx, func(ctx context.Context) error {
 		var (
@@ -375,12 +393,12 @@ func (s *Store) TurnCommit(ctx context.Context, p *storage.TurnCommitParams) ([]
 		// commit takes any lock, to learn which keys to lock; none if the
 		// instance had no correlated-lane state when the turn was claimed.
 		var gone []withdrawnWait
-		if !clean {
+		if seen.markers || seen.deliveries {
 			if gone, err = s.findWithdrawn(ctx, p, status.Terminal() || p.ContinueAsNew != nil); err != nil {
 				return err
 			}
 		}
-		if res, err = s.queueCommit(&b, p, status, gone, now); err != nil {
+		if res, err = s.queueCommit(&b, p, status, gone, seen, now); err != nil {
 			return err
 		}
 		return commitErr(b.send(ctx, s.pool))
@@ -433,7 +451,7 @@ func commitErr(err error) error {
 
 // queueCommit queues TurnCommit's statements; res is filled in as the batch
 // runs.
-func (s *Store) queueCommit(b *batch, p *storage.TurnCommitParams, status storage.Status, gone []withdrawnWait, now time.Time) (res *commitResult, err error) {
+func (s *Store) queueCommit(b *batch, p *storage.TurnCommitParams, status storage.Status, gone []withdrawnWait, seen claimState, now time.Time) (res *commitResult, err error) {
 	tenant, id, execution, nowN := p.Tenant, p.InstanceID, p.Execution, now.UnixNano()
 	res = &commitResult{added: len(p.Activities) > 0 || len(p.Timers) > 0}
 
@@ -542,7 +560,8 @@ func (s *Store) queueCommit(b *batch, p *storage.TurnCommitParams, status storag
 	}
 
 	if status.Terminal() {
-		b.queueEnd(&res.dropped, tenant, id, execution, now)
+		// Tasks scheduled by this very commit are deleted with the others.
+		b.queueEnd(&res.dropped, tenant, id, execution, now, seen.tasks || len(p.Activities) > 0, seen.markers)
 	}
 
 	next := execution
