@@ -544,22 +544,31 @@ func (b *batch) send(ctx context.Context, q sender) error {
 
 // claimSettings starts the batch of a claim: its implicit transaction
 // commits without waiting for its WAL to reach disk (see the package
-// comment), and its queries stay off bitmap scans (see noBitmapScans) and
-// sequential scans. A claim updates the rows it picked by ctid (a TID
-// scan): with its other quals (tenant, id) the planner may pick, for a plan
-// it keeps, an index scan of the tenant's whole index while the table looks
-// tiny; with the ctid alone and sequential scans off the TID scan is its
-// only choice.
-const claimSettings = `SELECT set_config('synchronous_commit', 'off', true), set_config('enable_bitmapscan', 'off', true),
-	set_config('enable_seqscan', 'off', true)`
+// comment), and its queries use the plans of scanSettings.
+const claimSettings = `SELECT set_config('synchronous_commit', 'off', true), ` + scanPlans
 
-// noBitmapScans keeps the queries of the implicit transaction of the batch
-// it starts off bitmap scans. The queries that look for leases that ran out
-// (claims) or will run out (NextWake) walk the partial indexes on
-// lease_until, which get an entry for every claim; the entry is dead once
-// the lease is released. A plain index scan marks the dead entries it meets
-// so that later scans skip them; a bitmap scan, which the planner prefers
-// when its statistics say the index is small, does not, and every scan
-// would visit the heap for each dead entry until vacuum removes it (tens of
-// thousands after a busy minute).
-const noBitmapScans = `SELECT set_config('enable_bitmapscan', 'off', true)`
+// scanSettings starts the batch of a NextWake: its queries use the plans
+// of scanPlans.
+const scanSettings = `SELECT ` + scanPlans
+
+// scanPlans are the settings of the queries that look for work (claims and
+// NextWake): no bitmap scans, no sequential scans, and the generic plan
+// from the first execution.
+//
+// They walk the partial indexes on ready_at and lease_until, which get an
+// entry for every row version a claim or a raise makes, dead as soon as the
+// next one is made. A plain index scan marks the dead entries it meets so
+// that later scans skip them; a bitmap scan, which the planner prefers when
+// its statistics say the index is small, does not, and every scan would
+// visit the heap for each dead entry until vacuum removes it (tens of
+// thousands after a busy minute). A claim updates the rows it picked by
+// ctid (a TID scan): with its other quals (tenant, id) the planner may pick,
+// for a plan it keeps, an index scan of the tenant's whole index while the
+// table looks tiny; with the ctid alone and sequential scans off the TID
+// scan is its only choice. Each of these queries then has one sensible plan
+// whatever the statistics say, which the generic plan is; without
+// force_generic_plan PostgreSQL kept planning them anew on every execution
+// (a third of a claim's cost), its estimate of the generic plan being
+// worse than that of the custom ones.
+const scanPlans = `set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan', 'off', true),
+	set_config('plan_cache_mode', 'force_generic_plan', true)`

@@ -680,7 +680,7 @@ func (s *Store) NextWake(ctx context.Context, p *storage.NextWakeParams) (time.T
 	var at *int64
 	err := s.do(ctx, func(ctx context.Context) error {
 		var b batch
-		b.exec("", noBitmapScans)
+		b.exec("", scanSettings)
 		b.queryRow("", func(row pgx.Row) error { return row.Scan(&at) }, nextWakeSQL, p.Tenant, now)
 		return b.send(ctx, s.pool)
 	})
