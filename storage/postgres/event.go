@@ -1,11 +1,14 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -66,33 +69,103 @@ func (s *Store) EventRaise(ctx context.Context, p *storage.EventRaiseParams) (*s
 	if err != nil {
 		return nil, fmt.Errorf("postgres: raise event %q: start if absent: %w", p.EventID, err)
 	}
-	now := backend.NowOr(p.Now)
-	var (
-		res    *storage.EventRaiseResult
-		stored bool
-	)
-	err = s.do(ctx, func(ctx context.Context) error {
-		var status *string
-		if err := s.pool.QueryRow(ctx, raiseSQL, p.Tenant, p.InstanceID, p.EventID, string(p.Lane), p.Name,
-			backend.RawArg(p.Payload), p.Latest, now.UnixNano()).Scan(&status, &stored); err != nil {
-			return err
-		}
-		if stored {
-			res = &storage.EventRaiseResult{EventID: p.EventID, ReceivedAt: now}
-			return nil
-		}
-		var err error
-		res, stored, err = s.raiseSlow(ctx, p, start, now.UnixNano())
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("postgres: raise event %q: %w", p.EventID, err)
+	c := &raiseCall{ctx: ctx, p: p, start: start, now: backend.NowOr(p.Now)}
+	if s.closed.Load() {
+		c.err = s.raiseOne(ctx, c)
+	} else {
+		s.raises.do(c)
 	}
-	if stored {
+	if c.err != nil {
+		return nil, fmt.Errorf("postgres: raise event %q: %w", p.EventID, c.err)
+	}
+	if c.stored {
 		s.warm.note()
 		s.signal(p.Tenant, storage.WorkTurns)
 	}
-	return res, nil
+	return c.res, nil
+}
+
+// raiseCall is one EventRaise.
+type raiseCall struct {
+	ctx   context.Context
+	p     *storage.EventRaiseParams
+	start *storage.InstanceCreateParams
+	now   time.Time
+
+	res    *storage.EventRaiseResult
+	stored bool
+	err    error
+}
+
+// raiseArgs are raiseSQL's arguments for c.
+func (c *raiseCall) raiseArgs() []any {
+	p := c.p
+	return []any{p.Tenant, p.InstanceID, p.EventID, string(p.Lane), p.Name, backend.RawArg(p.Payload), p.Latest, c.now.UnixNano()}
+}
+
+// raiseOne raises c in a transaction of its own (two for the general path),
+// retried on serialization failures and deadlocks.
+func (s *Store) raiseOne(ctx context.Context, c *raiseCall) error {
+	return s.do(ctx, func(ctx context.Context) error {
+		var status *string
+		if err := s.pool.QueryRow(ctx, raiseSQL, c.raiseArgs()...).Scan(&status, &c.stored); err != nil {
+			return err
+		}
+		if c.stored {
+			c.res = &storage.EventRaiseResult{EventID: c.p.EventID, ReceivedAt: c.now}
+			return nil
+		}
+		var err error
+		c.res, c.stored, err = s.raiseSlow(ctx, c.p, c.start, c.now.UnixNano())
+		return err
+	})
+}
+
+// Raise batches: concurrent raises share a transaction, in one round trip,
+// as commits do (see commitBatch and the package comment). A batch runs
+// raiseSQL for each raise, in (tenant, instance id) order; a raise it did
+// not store (the instance does not exist or ended, the event id was seen)
+// then takes the general path on its own, and if the batch fails each raise
+// runs again on its own.
+const (
+	maxRaiseBatches = 4  // batches in flight
+	maxRaiseBatch   = 32 // raises per batch
+)
+
+// raiseBatch runs a batch of raises.
+func (s *Store) raiseBatch(calls []*combined[*raiseCall]) {
+	if len(calls) == 1 {
+		c := calls[0].call
+		c.err = s.raiseOne(c.ctx, c)
+		return
+	}
+	slices.SortStableFunc(calls, func(a, b *combined[*raiseCall]) int {
+		if c := cmp.Compare(a.call.p.Tenant, b.call.p.Tenant); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.call.p.InstanceID, b.call.p.InstanceID)
+	})
+	var b batch
+	for _, cc := range calls {
+		c := cc.call
+		b.queryRow("", func(row pgx.Row) error {
+			var status *string
+			return row.Scan(&status, &c.stored)
+		}, raiseSQL, c.raiseArgs()...)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
+	err := b.send(ctx, s.pool)
+	cancel()
+	for _, cc := range calls {
+		c := cc.call
+		switch {
+		case err == nil && c.stored:
+			c.res = &storage.EventRaiseResult{EventID: c.p.EventID, ReceivedAt: c.now}
+		default:
+			c.stored = false
+			c.err = s.raiseOne(c.ctx, c)
+		}
+	}
 }
 
 // raiseSlow is EventRaise's general path, in one transaction. stored reports

@@ -501,3 +501,159 @@ func TestRaiseRacesCreate(t *testing.T) {
 		t.Fatalf("%d messages left in the inboxes of instances nobody can claim", stranded)
 	}
 }
+
+// Concurrent commits share transactions (commit batches); a commit that
+// fails (here a stale lock token) fails alone: the others of its batch are
+// committed, and its instance is untouched.
+func TestCommitBatchFailsAlone(t *testing.T) {
+	schema := newSchema(t)
+	s := open(t, schema, postgres.WithMaxConns(4))
+	ctx := context.Background()
+	const n = 80
+	for i := range n {
+		if _, err := s.InstanceCreate(ctx, &storage.InstanceCreateParams{Tenant: "t", ID: fmt.Sprintf("i%02d", i), Workflow: "wf", Now: t0}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	turns, err := s.TurnClaim(ctx, &storage.TurnClaimParams{Tenant: "t", Now: t0, Max: n})
+	if err != nil || len(turns) != n {
+		t.Fatalf("TurnClaim: %v, %d turns", err, len(turns))
+	}
+	stale := func(i int) bool { return i%7 == 3 }
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i, turn := range turns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ids := make([]int64, len(turn.Messages))
+			for j, m := range turn.Messages {
+				ids[j] = m.ID
+			}
+			token := turn.LockToken
+			if stale(i) {
+				token += "-stale"
+			}
+			_, errs[i] = s.TurnCommit(ctx, &storage.TurnCommitParams{Tenant: "t", InstanceID: turn.Instance.ID, LockToken: token,
+				Execution: 1, Now: t0, ConsumedMessages: ids, Status: storage.StatusCompleted, Output: json.RawMessage(`1`),
+				NewEvents: []history.Event{{Seq: 2, Kind: history.ExecutionCompleted, Time: t0}}})
+		}()
+	}
+	wg.Wait()
+	for i, turn := range turns {
+		inst, err := s.InstanceGet(ctx, &storage.InstanceGetParams{Tenant: "t", ID: turn.Instance.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := s.HistoryList(ctx, &storage.HistoryListParams{Tenant: "t", InstanceID: turn.Instance.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if stale(i) {
+			if !errors.Is(errs[i], storage.ErrLeaseLost) {
+				t.Errorf("%s, stale token: %v, want ErrLeaseLost", turn.Instance.ID, errs[i])
+			}
+			if inst.Status != storage.StatusPending || len(h) != 1 {
+				t.Errorf("%s, stale token: status %s, %d history events; want pending, 1", turn.Instance.ID, inst.Status, len(h))
+			}
+			continue
+		}
+		if errs[i] != nil {
+			t.Errorf("%s: %v", turn.Instance.ID, errs[i])
+		}
+		if inst.Status != storage.StatusCompleted || len(h) != 2 {
+			t.Errorf("%s: status %s, %d history events; want completed, 2", turn.Instance.ID, inst.Status, len(h))
+		}
+	}
+}
+
+// Concurrent raises share transactions (raise batches); each gets the
+// outcome it would get alone: stored, a duplicate's first receipt, an ended
+// instance refused, an event kept for an instance that does not exist yet.
+func TestRaiseBatchOutcomes(t *testing.T) {
+	schema := newSchema(t)
+	s := open(t, schema, postgres.WithMaxConns(4))
+	ctx := context.Background()
+	const n = 40
+	for i := range n {
+		if _, err := s.InstanceCreate(ctx, &storage.InstanceCreateParams{Tenant: "t", ID: fmt.Sprintf("i%02d", i), Workflow: "wf", Now: t0}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.InstanceTerminate(ctx, &storage.InstanceTerminateParams{Tenant: "t", ID: "i00", Now: t0}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.EventRaise(ctx, &storage.EventRaiseParams{Tenant: "t", InstanceID: "i01", EventID: "dup", Lane: history.LanePositional, Name: "go", Now: t0}); err != nil {
+		t.Fatal(err)
+	}
+	type outcome struct {
+		res *storage.EventRaiseResult
+		err error
+	}
+	raise := func(i int) *storage.EventRaiseParams {
+		p := &storage.EventRaiseParams{Tenant: "t", InstanceID: fmt.Sprintf("i%02d", i%n), EventID: fmt.Sprintf("e%03d", i),
+			Lane: history.LanePositional, Name: "go", Now: t0}
+		switch {
+		case i%10 == 1:
+			p.InstanceID, p.EventID = "i01", "dup"
+		case i%10 == 2:
+			p.InstanceID = fmt.Sprintf("later%03d", i)
+		}
+		return p
+	}
+	const raises = 200
+	out := make([]outcome, raises)
+	var wg sync.WaitGroup
+	for i := range raises {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[i].res, out[i].err = s.EventRaise(ctx, raise(i))
+		}()
+	}
+	wg.Wait()
+	for i, o := range out {
+		p := raise(i)
+		switch {
+		case p.InstanceID == "i00":
+			if !errors.Is(o.err, storage.ErrInstanceNotRunning) {
+				t.Errorf("raise %d to the ended instance: %v, want ErrInstanceNotRunning", i, o.err)
+			}
+		case o.err != nil:
+			t.Errorf("raise %d: %v", i, o.err)
+		case p.EventID == "dup":
+			if !o.res.Duplicate {
+				t.Errorf("raise %d of a seen event id: not a duplicate", i)
+			}
+		case o.res.Duplicate:
+			t.Errorf("raise %d: a duplicate", i)
+		default:
+			e, err := s.EventGet(ctx, &storage.EventGetParams{Tenant: "t", EventID: p.EventID})
+			if err != nil || e.InstanceID != p.InstanceID || e.Fate != history.FatePending {
+				t.Errorf("raise %d: ledger %+v, %v", i, e, err)
+			}
+		}
+	}
+	// Every stored event is in its instance's inbox, in a turn.
+	turns, err := s.TurnClaim(ctx, &storage.TurnClaimParams{Tenant: "t", Now: t0, Max: n})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := 0
+	for _, turn := range turns {
+		for _, m := range turn.Messages {
+			if m.Kind == storage.MsgEvent {
+				msgs++
+			}
+		}
+	}
+	want := 1 // the first "dup"
+	for i := range raises {
+		if p := raise(i); p.InstanceID != "i00" && p.EventID != "dup" && !strings.HasPrefix(p.InstanceID, "later") {
+			want++
+		}
+	}
+	if msgs != want {
+		t.Errorf("%d event messages claimed, want %d", msgs, want)
+	}
+}

@@ -268,6 +268,8 @@ type Store struct {
 	ownPIDs  *sync.Map // uint32 backend pid → struct{}: the pool's connections
 	hub      backend.Hub
 	claims   claimNotes
+	commits  combiner[*commitCall]
+	raises   combiner[*raiseCall]
 	warm     statsWarmer
 	notifier notifier
 	listener listener
@@ -346,6 +348,8 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 		closing: make(chan struct{}),
 	}
 	s.warm.s = s
+	s.commits = combiner[*commitCall]{maxLeaders: maxCommitBatches, maxBatch: maxCommitBatch, run: s.commitBatch}
+	s.raises = combiner[*raiseCall]{maxLeaders: maxRaiseBatches, maxBatch: maxRaiseBatch, run: s.raiseBatch}
 	s.notifier.start(s)
 	s.listener.init(s, pcfg.ConnConfig.Copy())
 	return s, nil

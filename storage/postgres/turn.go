@@ -381,30 +381,14 @@ func (s *Store) TurnCommit(ctx context.Context, p *storage.TurnCommitParams) ([]
 	if err != nil {
 		return nil, fmt.Errorf("postgres: commit turn of %q: %w", p.InstanceID, err)
 	}
-	now := backend.NowOr(p.Now)
-	seen := s.claims.take(p.LockToken)
-	var res *commitResult
-	err = s.do(ctx, func(ctx context.Context) error {
-		var (
-			b   batch
-			err error
-		)
-		// The withdrawn waits a put may have delivered to, read before the
-		// commit takes any lock, to learn which keys to lock; none if the
-		// instance had no correlated-lane state when the turn was claimed.
-		var gone []withdrawnWait
-		if seen.markers || seen.deliveries {
-			if gone, err = s.findWithdrawn(ctx, p, status.Terminal() || p.ContinueAsNew != nil); err != nil {
-				return err
-			}
-		}
-		if res, err = s.queueCommit(&b, p, status, gone, seen, now); err != nil {
-			return err
-		}
-		return commitErr(b.send(ctx, s.pool))
-	})
-	if err != nil {
-		return nil, fmt.Errorf("postgres: commit turn of %q: %w", p.InstanceID, err)
+	c := &commitCall{ctx: ctx, p: p, status: status, now: backend.NowOr(p.Now), seen: s.claims.take(p.LockToken)}
+	if c.batchable() && !s.closed.Load() {
+		s.commits.do(c)
+	} else {
+		c.err = s.commitOne(ctx, c)
+	}
+	if c.err != nil {
+		return nil, fmt.Errorf("postgres: commit turn of %q: %w", p.InstanceID, c.err)
 	}
 	s.warm.note()
 	// Wake idle workers if the instance has work left (messages that arrived
@@ -414,13 +398,124 @@ func (s *Store) TurnCommit(ctx context.Context, p *storage.TurnCommitParams) ([]
 	if len(p.Activities) > 0 {
 		kinds |= storage.WorkActivities
 	}
-	if len(p.Timers) > 0 || (res.ready != nil && *res.ready <= now.UnixNano()) {
+	if len(p.Timers) > 0 || (c.res.ready != nil && *c.res.ready <= c.now.UnixNano()) {
 		kinds |= storage.WorkTurns
 	}
 	if kinds != 0 {
 		s.signal(p.Tenant, kinds)
 	}
-	return res.dropped, nil
+	return c.res.dropped, nil
+}
+
+// commitCall is one TurnCommit.
+type commitCall struct {
+	ctx    context.Context
+	p      *storage.TurnCommitParams
+	status storage.Status
+	now    time.Time
+	seen   claimState
+
+	res *commitResult
+	err error
+}
+
+// ending reports whether the commit ends the execution.
+func (c *commitCall) ending() bool { return c.status.Terminal() || c.p.ContinueAsNew != nil }
+
+// batchable reports whether the commit takes no advisory lock: it
+// registers no correlated wait, withdraws none, and cannot have to hand on
+// a delivery (its claim saw no marker and no correlated event, or it ends
+// nothing). Those commits may share a transaction (see commitBatch).
+func (c *commitCall) batchable() bool {
+	if len(c.p.CancelCorrelatedWaits) > 0 {
+		return false
+	}
+	if c.ending() {
+		return !c.seen.markers && !c.seen.deliveries
+	}
+	return len(c.p.CorrelatedWaits) == 0
+}
+
+// commitOne commits c in a transaction of its own, retried on serialization
+// failures and deadlocks.
+func (s *Store) commitOne(ctx context.Context, c *commitCall) error {
+	return s.do(ctx, func(ctx context.Context) error {
+		var (
+			b   batch
+			err error
+		)
+		// The withdrawn waits a put may have delivered to, read before the
+		// commit takes any lock, to learn which keys to lock; none if the
+		// instance had no correlated-lane state when the turn was claimed.
+		var gone []withdrawnWait
+		if c.seen.markers || c.seen.deliveries {
+			if gone, err = s.findWithdrawn(ctx, c.p, c.ending()); err != nil {
+				return err
+			}
+		}
+		if c.res, err = s.queueCommit(&b, c.p, c.status, gone, c.seen, c.now); err != nil {
+			return err
+		}
+		return commitErr(b.send(ctx, s.pool))
+	})
+}
+
+// Commit batches. The commits of concurrent turns share a transaction, in
+// one round trip, when they can: under load, the per-transaction and
+// per-round-trip work (commit, WAL flush, wake-ups of the client and of the
+// backend, system calls) was most of a commit's cost (a phase of 3,000
+// completing turns: 590 us of server CPU and 160 us of client CPU per turn
+// one by one, 360 and 100 in transactions of 16). Only commits that take no
+// advisory lock are batched, since those locks must come before any row
+// lock; the batch fences its instances in (tenant, id) order, as every
+// transaction that locks several instances does, so batches do not
+// deadlock one another. If a batch fails (a lost lease aborts it like any
+// other error), nothing of it was written and each of its commits runs
+// again on its own, so a commit's outcome never depends on the others'.
+const (
+	maxCommitBatches = 4  // batches in flight
+	maxCommitBatch   = 32 // commits per batch
+)
+
+// batchTimeout bounds a batch of commits or raises, which no caller's
+// context does.
+const batchTimeout = time.Minute
+
+// commitBatch runs a batch of commits.
+func (s *Store) commitBatch(calls []*combined[*commitCall]) {
+	if len(calls) == 1 {
+		c := calls[0].call
+		c.err = s.commitOne(c.ctx, c)
+		return
+	}
+	slices.SortFunc(calls, func(a, b *combined[*commitCall]) int {
+		if c := cmp.Compare(a.call.p.Tenant, b.call.p.Tenant); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.call.p.InstanceID, b.call.p.InstanceID)
+	})
+	var (
+		b   batch
+		err error
+	)
+	for _, cc := range calls {
+		c := cc.call
+		if c.res, err = s.queueCommit(&b, c.p, c.status, nil, c.seen, c.now); err != nil {
+			break
+		}
+	}
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
+		err = b.send(ctx, s.pool)
+		cancel()
+	}
+	if err != nil {
+		for _, cc := range calls {
+			c := cc.call
+			c.res = nil
+			c.err = s.commitOne(c.ctx, c)
+		}
+	}
 }
 
 // commitResult is what a commit's batch reports once it has run.

@@ -1,0 +1,79 @@
+package postgres
+
+import (
+	"slices"
+	"sync"
+)
+
+// combiner runs calls of one kind in batches, group-commit style: a call
+// that finds a free batch slot runs at once, as the leader of a batch of
+// itself and whatever calls queued meanwhile; a call that finds every slot
+// taken queues, and when a leader is done it hands the next batch to the
+// first queued call. A call that comes alone is never delayed (no timer, no
+// handoff to another goroutine); under load, calls made while the batches
+// in flight run share the next ones. See TurnCommit for why.
+type combiner[T any] struct {
+	maxLeaders int // batches in flight at most
+	maxBatch   int // calls per batch at most
+	// run runs a batch and sets each call's outcome; it may reorder the
+	// slice.
+	run func(calls []*combined[T])
+
+	mu      sync.Mutex
+	queue   []*combined[T]
+	leaders int
+}
+
+// combined is one call in a combiner.
+type combined[T any] struct {
+	call T
+	// wake tells a queued call that its batch ran (false) or that it leads
+	// the next batch (true).
+	wake chan bool
+}
+
+// do runs c, alone or in a batch, and returns once its batch has run.
+func (cb *combiner[T]) do(call T) {
+	c := &combined[T]{call: call}
+	cb.mu.Lock()
+	if cb.leaders < cb.maxLeaders {
+		cb.leaders++
+		cb.mu.Unlock()
+		cb.lead(c)
+		return
+	}
+	c.wake = make(chan bool, 1)
+	cb.queue = append(cb.queue, c)
+	cb.mu.Unlock()
+	if <-c.wake {
+		cb.lead(c)
+	}
+}
+
+// lead runs a batch of first and the queued calls, then hands the slot to
+// the next queued call, if any.
+func (cb *combiner[T]) lead(first *combined[T]) {
+	cb.mu.Lock()
+	n := min(len(cb.queue), cb.maxBatch-1)
+	calls := make([]*combined[T], 0, n+1)
+	calls = append(calls, first)
+	calls = append(calls, cb.queue[:n]...)
+	cb.queue = append(cb.queue[:0:0], cb.queue[n:]...)
+	cb.mu.Unlock()
+
+	cb.run(slices.Clone(calls)) // run may reorder its slice
+	for _, c := range calls[1:] {
+		c.wake <- false
+	}
+
+	cb.mu.Lock()
+	if len(cb.queue) == 0 {
+		cb.leaders--
+		cb.mu.Unlock()
+		return
+	}
+	next := cb.queue[0]
+	cb.queue = cb.queue[1:]
+	cb.mu.Unlock()
+	next.wake <- true
+}

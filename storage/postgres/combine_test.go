@@ -1,0 +1,87 @@
+package postgres
+
+import (
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// Every call runs exactly once, in a batch of at most maxBatch calls, with
+// at most maxLeaders batches at a time, whatever order run leaves its slice
+// in; a call alone runs at once.
+func TestCombiner(t *testing.T) {
+	type call struct {
+		id   int
+		runs atomic.Int32
+	}
+	var (
+		inFlight, maxInFlight atomic.Int32
+		batches, biggest      atomic.Int32
+	)
+	cb := &combiner[*call]{maxLeaders: 3, maxBatch: 5}
+	cb.run = func(calls []*combined[*call]) {
+		n := inFlight.Add(1)
+		for {
+			m := maxInFlight.Load()
+			if n <= m || maxInFlight.CompareAndSwap(m, n) {
+				break
+			}
+		}
+		batches.Add(1)
+		for {
+			b := biggest.Load()
+			if int32(len(calls)) <= b || biggest.CompareAndSwap(b, int32(len(calls))) {
+				break
+			}
+		}
+		slices.Reverse(calls) // run may reorder its slice
+		for _, c := range calls {
+			c.call.runs.Add(1)
+		}
+		time.Sleep(time.Millisecond)
+		inFlight.Add(-1)
+	}
+
+	alone := &call{}
+	cb.do(alone)
+	if alone.runs.Load() != 1 || batches.Load() != 1 {
+		t.Fatalf("a call alone: %d runs in %d batches", alone.runs.Load(), batches.Load())
+	}
+
+	calls := make([]*call, 500)
+	var wg sync.WaitGroup
+	for i := range calls {
+		calls[i] = &call{id: i}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cb.do(calls[i])
+		}()
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("calls still waiting")
+	}
+	for _, c := range calls {
+		if n := c.runs.Load(); n != 1 {
+			t.Fatalf("call %d ran %d times", c.id, n)
+		}
+	}
+	if m := maxInFlight.Load(); m > 3 {
+		t.Errorf("%d batches at once, want at most 3", m)
+	}
+	if b := biggest.Load(); b > 5 {
+		t.Errorf("a batch of %d calls, want at most 5", b)
+	}
+	if b := batches.Load(); b >= 500 {
+		t.Errorf("%d batches for 501 calls: nothing was combined", b)
+	}
+	if cb.leaders != 0 || len(cb.queue) != 0 {
+		t.Errorf("after the calls: %d leaders, %d queued", cb.leaders, len(cb.queue))
+	}
+}
