@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -74,20 +75,109 @@ func (s *Store) EventDefinitionGet(ctx context.Context, p *storage.EventDefiniti
 	if p == nil {
 		return nil, errors.New("postgres: get event definition: nil params")
 	}
-	var d *storage.EventDefinition
-	err := s.do(ctx, func(ctx context.Context) error {
+	c := &defGetCall{ctx: ctx, tenant: p.Tenant, name: p.Name}
+	if s.closed.Load() {
+		c.err = s.defGetOne(ctx, c)
+	} else {
+		s.defGets.do(c)
+	}
+	if c.err != nil {
+		return nil, fmt.Errorf("postgres: get event definition %q: %w", p.Name, c.err)
+	}
+	return c.def, nil
+}
+
+const defGetSQL = `SELECT ` + definitionCols + ` FROM event_definitions WHERE tenant = $1 AND name = $2 AND NOT deleted`
+
+// defGetCall is one EventDefinitionGet.
+type defGetCall struct {
+	ctx          context.Context
+	tenant, name string
+
+	def *storage.EventDefinition
+	err error
+}
+
+// defGetOne reads c's definition on its own.
+func (s *Store) defGetOne(ctx context.Context, c *defGetCall) error {
+	return s.do(ctx, func(ctx context.Context) error {
 		var err error
-		d, err = scanDefinition(s.pool.QueryRow(ctx,
-			`SELECT `+definitionCols+` FROM event_definitions WHERE tenant = $1 AND name = $2 AND NOT deleted`, p.Tenant, p.Name))
+		c.def, err = scanDefinition(s.pool.QueryRow(ctx, defGetSQL, c.tenant, c.name))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return storage.ErrNotFound
 		}
 		return err
 	})
-	if err != nil {
-		return nil, fmt.Errorf("postgres: get event definition %q: %w", p.Name, err)
+}
+
+// Definition reads are batched like raises (see raiseBatch): every raise
+// reads its event's definition first, so under load many concurrent calls
+// read the same one. The calls of a batch that name the same definition
+// share one read. A batch starts after each of its calls was made, so each
+// sees the definition as it was at some moment during its call, as alone.
+const (
+	maxDefGetBatches = 4
+	maxDefGetBatch   = 64
+)
+
+// defGetBatch runs a batch of definition reads: one statement per distinct
+// definition, in one round trip.
+func (s *Store) defGetBatch(calls []*combined[*defGetCall]) {
+	if len(calls) == 1 {
+		c := calls[0].call
+		c.err = s.defGetOne(c.ctx, c)
+		return
 	}
-	return d, nil
+	type key struct{ tenant, name string }
+	type read struct {
+		def *storage.EventDefinition
+		err error
+	}
+	reads := make(map[key]*read)
+	var b batch
+	for _, cc := range calls {
+		k := key{cc.call.tenant, cc.call.name}
+		if reads[k] != nil {
+			continue
+		}
+		r := &read{}
+		reads[k] = r
+		b.queryRow("", func(row pgx.Row) error {
+			r.def, r.err = scanDefinition(row)
+			if errors.Is(r.err, pgx.ErrNoRows) {
+				r.err = storage.ErrNotFound
+			} else if r.err != nil {
+				return r.err
+			}
+			return nil
+		}, defGetSQL, k.tenant, k.name)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
+	err := b.send(ctx, s.pool)
+	cancel()
+	for _, cc := range calls {
+		c := cc.call
+		if err != nil {
+			c.err = s.defGetOne(c.ctx, c)
+			continue
+		}
+		r := reads[key{c.tenant, c.name}]
+		c.def, c.err = copyDefinition(r.def), r.err
+	}
+}
+
+// copyDefinition is a copy of d that shares nothing with it.
+func copyDefinition(d *storage.EventDefinition) *storage.EventDefinition {
+	if d == nil {
+		return nil
+	}
+	c := *d
+	c.Schema = bytes.Clone(d.Schema)
+	if d.Correlation != nil {
+		corr := *d.Correlation
+		c.Correlation = &corr
+	}
+	return &c
 }
 
 // EventDefinitionList returns all the tenant's definitions ordered by name

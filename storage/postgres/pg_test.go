@@ -657,3 +657,50 @@ func TestRaiseBatchOutcomes(t *testing.T) {
 		t.Errorf("%d event messages claimed, want %d", msgs, want)
 	}
 }
+
+// Concurrent reads of event definitions (batched) each see the definition
+// as stored when they were made: not found before the put, the new version
+// after it, a copy of their own.
+func TestDefinitionGetsBatched(t *testing.T) {
+	schema := newSchema(t)
+	s := open(t, schema, postgres.WithMaxConns(2))
+	ctx := context.Background()
+	get := func(name string) (*storage.EventDefinition, error) {
+		return s.EventDefinitionGet(ctx, &storage.EventDefinitionGetParams{Tenant: "t", Name: name})
+	}
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := get("d"); !errors.Is(err, storage.ErrNotFound) {
+				t.Errorf("before the put: %v, want ErrNotFound", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if _, err := s.EventDefinitionPut(ctx, &storage.EventDefinitionPutParams{Now: t0, Definition: storage.EventDefinition{
+		Tenant: "t", Name: "d", Schema: json.RawMessage(`{"type":"object"}`)}}); err != nil {
+		t.Fatal(err)
+	}
+	defs := make([]*storage.EventDefinition, 50)
+	for i := range defs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d, err := get([]string{"d", "other"}[i%2])
+			switch {
+			case i%2 == 1 && !errors.Is(err, storage.ErrNotFound):
+				t.Errorf("another name: %v, want ErrNotFound", err)
+			case i%2 == 0 && (err != nil || d.Version != 1 || string(d.Schema) != `{"type":"object"}`):
+				t.Errorf("after the put: %+v, %v", d, err)
+			}
+			defs[i] = d
+		}()
+	}
+	wg.Wait()
+	defs[0].Schema[0] = 'X'
+	if string(defs[2].Schema) != `{"type":"object"}` {
+		t.Errorf("two reads share their schema bytes")
+	}
+}

@@ -270,6 +270,7 @@ type Store struct {
 	claims   claimNotes
 	commits  combiner[*commitCall]
 	raises   combiner[*raiseCall]
+	defGets  combiner[*defGetCall]
 	warm     statsWarmer
 	notifier notifier
 	listener listener
@@ -350,6 +351,7 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	s.warm.s = s
 	s.commits = combiner[*commitCall]{maxLeaders: maxCommitBatches, maxBatch: maxCommitBatch, run: s.commitBatch}
 	s.raises = combiner[*raiseCall]{maxLeaders: maxRaiseBatches, maxBatch: maxRaiseBatch, run: s.raiseBatch}
+	s.defGets = combiner[*defGetCall]{maxLeaders: maxDefGetBatches, maxBatch: maxDefGetBatch, run: s.defGetBatch}
 	s.notifier.start(s)
 	s.listener.init(s, pcfg.ConnConfig.Copy())
 	return s, nil
