@@ -333,7 +333,9 @@ func (s *Store) releaseClaims(tenant string, turns []*storage.Turn) {
 		WHERE i.tenant = $1 AND i.id = t.id AND i.lock_token = t.token`, tenant, ids, tokens)
 }
 
-// TurnCommit commits a claimed turn in one transaction, sent as one batch.
+// TurnCommit commits a claimed turn in one transaction, sent as one batch
+// (a transaction that the commits of concurrent turns may share, see
+// commitBatch; the outcome is this turn's alone).
 // It fails with storage.ErrLeaseLost, writing nothing, unless p.LockToken
 // still owns the instance (the lease may have run out as long as no one else
 // claimed the instance since) and the instance is not terminal. Any other
@@ -558,6 +560,9 @@ func (s *Store) queueCommit(b *batch, p *storage.TurnCommitParams, status storag
 	if !ending {
 		waits = correlatedWaits(p)
 	}
+	if simpleCommit(p, waits, gone) {
+		return res, s.queueSimpleCommit(b, res, p, status, seen, now)
+	}
 	s.queueCorrelatedLocks(b, tenant, waits, gone)
 	b.exec("", `SELECT herald_fence($1, $2, $3, $4)`, tenant, id, p.LockToken, execution)
 
@@ -704,6 +709,72 @@ func (s *Store) queueCommit(b *batch, p *storage.TurnCommitParams, status storag
 		tenant, id, string(status), backend.RawArg(p.Output), failure, nowN, next, p.ContinueAsNew != nil, input)
 
 	return res, nil
+}
+
+// simpleCommit reports whether herald_commit can do p's commit: it appends
+// history, consumes messages, updates fates and sets the status, and
+// nothing else (no activity, timer, cancellation, continue-as-new or
+// correlated-lane work).
+func simpleCommit(p *storage.TurnCommitParams, waits []storage.CorrelatedWait, gone []withdrawnWait) bool {
+	return len(p.Activities) == 0 && len(p.Timers) == 0 && len(p.CancelTimers) == 0 && len(p.CancelActivities) == 0 &&
+		p.ContinueAsNew == nil && len(waits) == 0 && len(p.CancelCorrelatedWaits) == 0 && len(gone) == 0
+}
+
+// commitFuncSQL calls herald_commit (migration 0005).
+const commitFuncSQL = `SELECT ready_at, crumb_seqs, crumb_ids, crumb_lanes, crumb_names
+	FROM herald_commit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)`
+
+// queueSimpleCommit queues a simple commit (simpleCommit) as one
+// herald_commit call; res is filled in as the batch runs.
+func (s *Store) queueSimpleCommit(b *batch, res *commitResult, p *storage.TurnCommitParams, status storage.Status, seen claimState, now time.Time) error {
+	seqs, kinds, docs, err := historyArgs(p.NewEvents)
+	if err != nil {
+		return err
+	}
+	// The last update of an event id wins, as if applied in order.
+	var (
+		ids, fates, reasons   []string
+		execs, origins, waits []int32
+	)
+	if len(p.Fates) > 0 {
+		last := make(map[string]int, len(p.Fates))
+		for i, f := range p.Fates {
+			last[f.EventID] = i
+		}
+		for i, f := range p.Fates {
+			if last[f.EventID] != i {
+				continue
+			}
+			ids, fates, reasons = append(ids, f.EventID), append(fates, string(f.Fate)), append(reasons, string(f.Reason))
+			execs, origins, waits = append(execs, int32(f.Execution)), append(origins, int32(f.OriginExecution)), append(waits, int32(f.WaitNumber))
+		}
+	}
+	failure, err := failureArg(p.Failure)
+	if err != nil {
+		return err
+	}
+	consumed := p.ConsumedMessages
+	if consumed == nil {
+		consumed = []int64{}
+	}
+	b.queryRow("commit", func(row pgx.Row) error {
+		var (
+			cseqs                []int32
+			cids, clanes, cnames []string
+		)
+		if err := row.Scan(&res.ready, &cseqs, &cids, &clanes, &cnames); err != nil {
+			return err
+		}
+		for i := range cseqs {
+			res.dropped = append(res.dropped, history.Event{Seq: int(cseqs[i]), Time: now, Kind: history.EventDropped,
+				Reason: history.DropInstanceTerminal, EventID: cids[i], Lane: history.Lane(clanes[i]), Name: cnames[i]})
+		}
+		return nil
+	}, commitFuncSQL, p.Tenant, p.InstanceID, p.LockToken, p.Execution, seqs, kinds, docs, consumed,
+		ids, fates, reasons, execs, origins, waits,
+		string(status), backend.RawArg(p.Output), failure, now.UnixNano(), now.Format(time.RFC3339Nano),
+		seen.tasks, seen.markers)
+	return nil
 }
 
 // TurnAbandon releases a claimed turn without committing it. With RetryAt
