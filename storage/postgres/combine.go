@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"context"
 	"slices"
 	"sync"
 )
@@ -32,22 +33,39 @@ type combined[T any] struct {
 	wake chan bool
 }
 
-// do runs c, alone or in a batch, and returns once its batch has run.
-func (cb *combiner[T]) do(call T) {
+// do runs call, alone or in a batch, and returns once its batch has run:
+// nil. If ctx ends while the call waits in the queue, it is withdrawn
+// without running: ctx.Err(). (Once in a batch, a call waits for the
+// batch.)
+func (cb *combiner[T]) do(ctx context.Context, call T) error {
 	c := &combined[T]{call: call}
 	cb.mu.Lock()
 	if cb.leaders < cb.maxLeaders {
 		cb.leaders++
 		cb.mu.Unlock()
 		cb.lead(c)
-		return
+		return nil
 	}
 	c.wake = make(chan bool, 1)
 	cb.queue = append(cb.queue, c)
 	cb.mu.Unlock()
-	if <-c.wake {
+	var lead bool
+	select {
+	case lead = <-c.wake:
+	case <-ctx.Done():
+		cb.mu.Lock()
+		if i := slices.Index(cb.queue, c); i >= 0 {
+			cb.queue = slices.Delete(cb.queue, i, i+1)
+			cb.mu.Unlock()
+			return ctx.Err()
+		}
+		cb.mu.Unlock()
+		lead = <-c.wake // taken meanwhile: into a batch, or to lead one
+	}
+	if lead {
 		cb.lead(c)
 	}
+	return nil
 }
 
 // lead runs a batch of first and the queued calls, then hands the slot to

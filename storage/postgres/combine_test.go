@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"context"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -45,7 +46,7 @@ func TestCombiner(t *testing.T) {
 	}
 
 	alone := &call{}
-	cb.do(alone)
+	cb.do(context.Background(), alone)
 	if alone.runs.Load() != 1 || batches.Load() != 1 {
 		t.Fatalf("a call alone: %d runs in %d batches", alone.runs.Load(), batches.Load())
 	}
@@ -57,7 +58,7 @@ func TestCombiner(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			cb.do(calls[i])
+			cb.do(context.Background(), calls[i])
 		}()
 	}
 	done := make(chan struct{})
@@ -83,5 +84,57 @@ func TestCombiner(t *testing.T) {
 	}
 	if cb.leaders != 0 || len(cb.queue) != 0 {
 		t.Errorf("after the calls: %d leaders, %d queued", cb.leaders, len(cb.queue))
+	}
+}
+
+// A queued call whose context ends is withdrawn without running; the others
+// still run.
+func TestCombinerWithdraw(t *testing.T) {
+	release := make(chan struct{})
+	var ran sync.Map
+	cb := &combiner[int]{maxLeaders: 1, maxBatch: 10, run: func(calls []*combined[int]) {
+		for _, c := range calls {
+			ran.Store(c.call, true)
+			if c.call == 0 {
+				<-release
+			}
+		}
+	}}
+	go cb.do(context.Background(), 0) // leads, blocks in run
+	for {
+		cb.mu.Lock()
+		busy := cb.leaders == 1
+		cb.mu.Unlock()
+		if busy {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- cb.do(ctx, 1) }()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); cb.do(context.Background(), 2) }()
+	for {
+		cb.mu.Lock()
+		n := len(cb.queue)
+		cb.mu.Unlock()
+		if n == 2 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if err := <-errc; err != context.Canceled {
+		t.Fatalf("withdrawn call: %v, want context.Canceled", err)
+	}
+	close(release)
+	wg.Wait()
+	if _, ok := ran.Load(1); ok {
+		t.Error("the withdrawn call ran")
+	}
+	if _, ok := ran.Load(2); !ok {
+		t.Error("the other queued call did not run")
 	}
 }

@@ -78,8 +78,8 @@ func (s *Store) EventDefinitionGet(ctx context.Context, p *storage.EventDefiniti
 	c := &defGetCall{ctx: ctx, tenant: p.Tenant, name: p.Name}
 	if s.closed.Load() {
 		c.err = s.defGetOne(ctx, c)
-	} else {
-		s.defGets.do(c)
+	} else if err := s.defGets.do(ctx, c); err != nil {
+		c.err = err
 	}
 	if c.err != nil {
 		return nil, fmt.Errorf("postgres: get event definition %q: %w", p.Name, c.err)

@@ -72,8 +72,8 @@ func (s *Store) EventRaise(ctx context.Context, p *storage.EventRaiseParams) (*s
 	c := &raiseCall{ctx: ctx, p: p, start: start, now: backend.NowOr(p.Now)}
 	if s.closed.Load() {
 		c.err = s.raiseOne(ctx, c)
-	} else {
-		s.raises.do(c)
+	} else if err := s.raises.do(ctx, c); err != nil {
+		c.err = err
 	}
 	if c.err != nil {
 		return nil, fmt.Errorf("postgres: raise event %q: %w", p.EventID, c.err)

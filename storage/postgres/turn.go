@@ -385,7 +385,9 @@ func (s *Store) TurnCommit(ctx context.Context, p *storage.TurnCommitParams) ([]
 	}
 	c := &commitCall{ctx: ctx, p: p, status: status, now: backend.NowOr(p.Now), seen: s.claims.take(p.LockToken)}
 	if c.batchable() && !s.closed.Load() {
-		s.commits.do(c)
+		if err := s.commits.do(ctx, c); err != nil {
+			c.err = err
+		}
 	} else {
 		c.err = s.commitOne(ctx, c)
 	}
