@@ -96,8 +96,9 @@
 // Subscribe wakes idle workers in every process sharing the schema. A write
 // that creates work signals the store's own subscribers at once, and a
 // notifier goroutine then sends a NOTIFY on the channel "herald_<schema>"
-// with the tenant as payload, merging the tenants of the writes that
-// committed meanwhile into one statement. Each store that has subscribers
+// with the tenant (and the kinds of work) as payload, merging the tenants of
+// the writes that committed meanwhile into one statement, at most one per
+// millisecond. Each store that has subscribers
 // keeps one LISTEN connection (outside the pool, opened by the first
 // Subscribe, reconnecting with backoff) and fans notifications out to its
 // subscribers, except those this store sent itself (their backend pids are
