@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/heraldwf/herald/history"
 	"github.com/heraldwf/herald/storage"
@@ -703,4 +705,92 @@ func TestDefinitionGetsBatched(t *testing.T) {
 	if string(defs[2].Schema) != `{"type":"object"}` {
 		t.Errorf("two reads share their schema bytes")
 	}
+}
+
+// rtCounter counts the round trips (queries sent alone and batches) made
+// with a context that carries countedCall: a call's own, not those of the
+// store's background work (NOTIFY).
+type rtCounter struct{ n atomic.Int64 }
+
+type countedCall struct{}
+
+func (c *rtCounter) count(ctx context.Context) {
+	if ctx.Value(countedCall{}) != nil {
+		c.n.Add(1)
+	}
+}
+
+func (c *rtCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	c.count(ctx)
+	return ctx
+}
+func (c *rtCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (c *rtCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	c.count(ctx)
+	return ctx
+}
+func (c *rtCounter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (c *rtCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+
+// The event round trip's store calls take one round trip each: reading the
+// event's definition, the raise, the claim (lease, history, messages), and
+// the commit of the turn that completes the instance.
+func TestRoundTripsPerCall(t *testing.T) {
+	schema := newSchema(t)
+	var rts rtCounter
+	s := open(t, schema, postgres.WithPoolConfig(func(c *pgxpool.Config) { c.ConnConfig.Tracer = &rts }))
+	ctx := context.WithValue(context.Background(), countedCall{}, true)
+	if _, err := s.InstanceCreate(ctx, &storage.InstanceCreateParams{Tenant: "t", ID: "i", Workflow: "wf", Now: t0}); err != nil {
+		t.Fatal(err)
+	}
+	turn := claimOneTurn(t, s)
+	commit := func(turn *storage.Turn, p *storage.TurnCommitParams) {
+		t.Helper()
+		for _, m := range turn.Messages {
+			p.ConsumedMessages = append(p.ConsumedMessages, m.ID)
+		}
+		p.Tenant, p.InstanceID, p.LockToken, p.Execution, p.Now = "t", "i", turn.LockToken, 1, t0
+		if _, err := s.TurnCommit(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	commit(turn, &storage.TurnCommitParams{Status: storage.StatusRunning,
+		NewEvents: []history.Event{{Seq: 2, Kind: history.EventSubscribed, Name: "go", Time: t0}}})
+
+	count := func(what string, fn func()) {
+		t.Helper()
+		before := rts.n.Load()
+		fn()
+		if n := rts.n.Load() - before; n != 1 {
+			t.Errorf("%s: %d round trips, want 1", what, n)
+		}
+	}
+	count("EventDefinitionGet", func() {
+		if _, err := s.EventDefinitionGet(ctx, &storage.EventDefinitionGetParams{Tenant: "t", Name: "go"}); !errors.Is(err, storage.ErrNotFound) {
+			t.Fatal(err)
+		}
+	})
+	count("EventRaise", func() {
+		if _, err := s.EventRaise(ctx, &storage.EventRaiseParams{Tenant: "t", InstanceID: "i", EventID: "e", Lane: history.LanePositional, Name: "go", Now: t0}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	count("TurnClaim", func() { turn = claimOneTurn(t, s) })
+	count("TurnCommit", func() {
+		m := turn.Messages[0]
+		commit(turn, &storage.TurnCommitParams{Status: storage.StatusCompleted, Output: json.RawMessage(`1`),
+			NewEvents: []history.Event{{Seq: 3, Kind: history.EventRaised, EventID: m.EventID, Name: "go", Time: t0},
+				{Seq: 4, Kind: history.ExecutionCompleted, Time: t0}},
+			Fates: []storage.FateUpdate{{EventID: m.EventID, Fate: history.FateDelivered, Execution: 1, OriginExecution: 1, WaitNumber: 1}}})
+	})
+}
+
+func claimOneTurn(t *testing.T, s *postgres.Store) *storage.Turn {
+	t.Helper()
+	ctx := context.WithValue(context.Background(), countedCall{}, true)
+	turns, err := s.TurnClaim(ctx, &storage.TurnClaimParams{Tenant: "t", Now: t0, Max: 1})
+	if err != nil || len(turns) != 1 {
+		t.Fatalf("TurnClaim: %v, %d turns", err, len(turns))
+	}
+	return turns[0]
 }
