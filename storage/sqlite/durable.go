@@ -63,17 +63,6 @@ func (d *durableMark) wait(ctx context.Context, seq int64) error {
 	}
 }
 
-// readDurable is called by a read after it has read: it waits until every
-// transaction the read could have seen is durable, so that a read never
-// returns a write whose caller has not been told it is committed. Without
-// the sync pipeline it returns at once.
-func (s *Store) readDurable(ctx context.Context) error {
-	if err := s.durable.wait(ctx, s.committed.Load()); err != nil {
-		return fmt.Errorf("wait for the data read to be durable: %w", err)
-	}
-	return nil
-}
-
 // openWAL opens the WAL file for the syncer's fsyncs. The writer connection
 // is open and has read the schema, so the file exists and stays (SQLite
 // deletes it only when the last connection closes).
@@ -91,14 +80,11 @@ func (s *Store) syncWAL() error {
 }
 
 // afterRead is deferred by the read methods: a read that succeeded waits
-// until what it read is durable (see readDurable).
+// until every transaction it could have seen is durable, so that a read never
+// returns a write whose caller has not been told it is committed. Without
+// the sync pipeline it returns at once.
 func (s *Store) afterRead(ctx context.Context, err *error) {
-	if *err != nil {
-		return
-	}
-	if e := s.readDurable(ctx); e != nil {
-		*err = fmt.Errorf("sqlite: %w", e)
-	}
+	s.waitRead(ctx, err, s.committed.Load())
 }
 
 // afterDefinitionRead is afterRead for the reads of event definitions: they
@@ -106,10 +92,16 @@ func (s *Store) afterRead(ctx context.Context, err *error) {
 // the definition lookup every raise makes does not wait for the fsync of
 // whatever else is in flight.
 func (s *Store) afterDefinitionRead(ctx context.Context, err *error) {
+	s.waitRead(ctx, err, s.defsSeq.Load())
+}
+
+// waitRead waits, after a read that succeeded, until the transactions up to
+// seq are durable; a failure replaces the read's result with an error.
+func (s *Store) waitRead(ctx context.Context, err *error, seq int64) {
 	if *err != nil {
 		return
 	}
-	if e := s.durable.wait(ctx, s.defsSeq.Load()); e != nil {
+	if e := s.durable.wait(ctx, seq); e != nil {
 		*err = fmt.Errorf("sqlite: wait for the data read to be durable: %w", e)
 	}
 }

@@ -69,8 +69,9 @@ func isConstraint(err error) bool {
 	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_CONSTRAINT
 }
 
-// reader runs read queries through prepared statements cached on the read
-// pool, inside tx when it is set.
+// reader runs a read: one statement on the raw read pool (rpool), or,
+// inside tx, through statements prepared on the database/sql read pool
+// (reads that need one snapshot for several statements).
 type reader struct {
 	s  *Store
 	tx *sql.Tx
@@ -78,26 +79,22 @@ type reader struct {
 
 func (s *Store) reader(tx *sql.Tx) reader { return reader{s: s, tx: tx} }
 
-func (r reader) stmt(ctx context.Context, q string) *sql.Stmt {
-	var st *sql.Stmt
-	if v, ok := r.s.rstmts.Load(q); ok {
-		st = v.(*sql.Stmt)
-	} else {
+// txStmt returns q prepared on the read pool and bound to r.tx, or nil if
+// it does not prepare (the unprepared query then reports the error).
+func (r reader) txStmt(ctx context.Context, q string) *sql.Stmt {
+	v, ok := r.s.rstmts.Load(q)
+	if !ok {
 		prepared, err := r.s.rdb.PrepareContext(ctx, q)
 		if err != nil {
-			return nil // the unprepared query reports the error
+			return nil
 		}
-		if v, loaded := r.s.rstmts.LoadOrStore(q, prepared); loaded {
+		if v, ok = r.s.rstmts.LoadOrStore(q, prepared); ok {
 			prepared.Close()
-			st = v.(*sql.Stmt)
 		} else {
-			st = prepared
+			v = prepared
 		}
 	}
-	if r.tx != nil {
-		st = r.tx.StmtContext(ctx, st)
-	}
-	return st
+	return r.tx.StmtContext(ctx, v.(*sql.Stmt))
 }
 
 func (r reader) QueryContext(ctx context.Context, q string, args ...any) (rowsIter, error) {
@@ -108,17 +105,10 @@ func (r reader) QueryContext(ctx context.Context, q string, args ...any) (rowsIt
 		}
 		return rows, nil
 	}
-	return r.rows(ctx, q, args...)
-}
-
-func (r reader) rows(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
-	if st := r.stmt(ctx, q); st != nil {
+	if st := r.txStmt(ctx, q); st != nil {
 		return st.QueryContext(ctx, args...)
 	}
-	if r.tx != nil {
-		return r.tx.QueryContext(ctx, q, args...)
-	}
-	return r.s.rdb.QueryContext(ctx, q, args...)
+	return r.tx.QueryContext(ctx, q, args...)
 }
 
 func (r reader) QueryRowContext(ctx context.Context, q string, args ...any) scanner {
@@ -126,17 +116,10 @@ func (r reader) QueryRowContext(ctx context.Context, q string, args ...any) scan
 		rows, err := r.s.rpool.query(ctx, q, args)
 		return wrow{rows: rows, err: err}
 	}
-	return r.row(ctx, q, args...)
-}
-
-func (r reader) row(ctx context.Context, q string, args ...any) *sql.Row {
-	if st := r.stmt(ctx, q); st != nil {
+	if st := r.txStmt(ctx, q); st != nil {
 		return st.QueryRowContext(ctx, args...)
 	}
-	if r.tx != nil {
-		return r.tx.QueryRowContext(ctx, q, args...)
-	}
-	return r.s.rdb.QueryRowContext(ctx, q, args...)
+	return r.tx.QueryRowContext(ctx, q, args...)
 }
 
 // readErr wraps the error of a read, mapping a closed store to ErrClosed.
