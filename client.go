@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -84,30 +86,42 @@ func infoOf(in *storage.Instance) *InstanceInfo {
 
 // StartWorkflow starts an instance of the named workflow with input (encoded
 // as JSON) and returns its id. It returns ErrInstanceExists if
-// WithInstanceID names an existing instance.
+// WithInstanceID names an existing instance, and an *InvalidArgumentError
+// (ErrInvalidArgument; nothing stored) for an empty or malformed workflow
+// name or instance id (see MaxNameBytes, MaxIDBytes) or an input that cannot
+// be encoded as JSON or nests deeper than Config.MaxPayloadDepth.
 func (c *Client) StartWorkflow(ctx context.Context, workflow string, input any, opts ...StartOption) (string, error) {
 	var o startOptions
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if workflow == "" {
-		return "", errors.New("herald: StartWorkflow: empty workflow name")
-	}
 	id := o.instanceID
 	if id == "" {
 		id = uuid.NewString()
 	}
-	in, err := marshal(input)
-	if err != nil {
-		return "", fmt.Errorf("herald: encode input: %w", err)
+	in, reasons := c.startReasons(nil, workflow, id, input)
+	if len(reasons) > 0 {
+		return "", &InvalidArgumentError{Op: "StartWorkflow", Reasons: reasons}
 	}
-	_, err = c.store.InstanceCreate(ctx, &storage.InstanceCreateParams{
+	_, err := c.store.InstanceCreate(ctx, &storage.InstanceCreateParams{
 		Tenant: c.cfg.Tenant, ID: id, Workflow: workflow, Input: in, Now: c.cfg.Now(),
 	})
 	if err != nil {
 		return "", fmt.Errorf("start %s: %w", id, err)
 	}
 	return id, nil
+}
+
+// startReasons checks what starting an instance takes: the workflow name,
+// the instance id and the input, which it encodes.
+func (c *Client) startReasons(reasons []string, workflow, id string, input any) (json.RawMessage, []string) {
+	reasons = textReasons(reasons, "workflow name", workflow, MaxNameBytes)
+	reasons = textReasons(reasons, "instance id", id, MaxIDBytes)
+	in, err := marshal(input)
+	if err != nil {
+		return nil, append(reasons, "input cannot be encoded as JSON: "+err.Error())
+	}
+	return in, jsonReasons(reasons, "input", in, c.cfg.MaxPayloadDepth)
 }
 
 // EventReceipt acknowledges an accepted event.
@@ -145,14 +159,22 @@ func (c *Client) send(ctx context.Context, lane history.Lane, instanceID, name s
 	for _, opt := range opts {
 		opt(&o)
 	}
-	raw, err := c.validateEvent(instanceID, name, payload)
+	raw, startInput, err := c.validateEvent(instanceID, name, payload, &o)
 	if err != nil {
 		return nil, err
 	}
 	id := o.eventID
 	if id == "" {
+		// Chosen once: a retry after a lost connection resends the same id.
 		id = uuid.NewString()
-	} else {
+	}
+	return idempotent(ctx, func() (*EventReceipt, error) {
+		return c.sendOnce(ctx, lane, instanceID, name, id, raw, startInput, &o)
+	})
+}
+
+func (c *Client) sendOnce(ctx context.Context, lane history.Lane, instanceID, name, id string, raw, startInput json.RawMessage, o *raiseOptions) (*EventReceipt, error) {
+	if o.eventID != "" {
 		// A retry of an accepted event returns its first receipt even if the
 		// event's definition has changed since: dedup comes before
 		// validation. (The store checks again, atomically.)
@@ -175,12 +197,8 @@ func (c *Client) send(ctx context.Context, lane history.Lane, instanceID, name s
 		return nil, err
 	}
 	if o.start {
-		in, err := marshal(o.startInput)
-		if err != nil {
-			return nil, fmt.Errorf("herald: encode start input: %w", err)
-		}
 		p.StartIfAbsent = &storage.InstanceCreateParams{Tenant: c.cfg.Tenant, ID: instanceID,
-			Workflow: o.startWorkflow, Input: in, Now: now}
+			Workflow: o.startWorkflow, Input: startInput, Now: now}
 	}
 	res, err := c.store.EventRaise(ctx, p)
 	if err != nil {
@@ -189,30 +207,57 @@ func (c *Client) send(ctx context.Context, lane history.Lane, instanceID, name s
 	return &EventReceipt{EventID: res.EventID, ReceivedAt: res.ReceivedAt, Duplicate: res.Duplicate, Started: res.Started}, nil
 }
 
-func (c *Client) validateEvent(instanceID, name string, payload any) (json.RawMessage, error) {
+// validateEvent checks an event at the door: its target, name, id and
+// payload (and StartIfAbsent's workflow and input), and encodes the payload
+// and the start input. Every problem found is listed in one
+// *EventInvalidError.
+func (c *Client) validateEvent(instanceID, name string, payload any, o *raiseOptions) (raw, startInput json.RawMessage, err error) {
 	var reasons []string
-	if instanceID == "" {
-		reasons = append(reasons, "empty instance id")
+	reasons = textReasons(reasons, "instance id", instanceID, MaxIDBytes)
+	reasons = textReasons(reasons, "event name", name, MaxNameBytes)
+	if o != nil && o.eventID != "" {
+		reasons = textReasons(reasons, "event id", o.eventID, MaxIDBytes)
 	}
-	if name == "" {
-		reasons = append(reasons, "empty event name")
-	}
-	raw, err := marshal(payload)
-	switch {
-	case err != nil:
-		reasons = append(reasons, "payload is not JSON-encodable: "+err.Error())
-	case !json.Valid(raw):
-		reasons = append(reasons, "payload is not valid JSON")
+	raw, reasons = c.payloadReasons0(reasons, payload)
+	if o != nil && o.start {
+		var rs []string
+		startInput, rs = c.startReasons(nil, o.startWorkflow, "x", o.startInput)
+		for _, r := range rs {
+			reasons = append(reasons, "StartIfAbsent: "+r)
+		}
 	}
 	if len(reasons) > 0 {
-		return nil, &EventInvalidError{Name: name, Reasons: reasons}
+		return nil, nil, &EventInvalidError{Name: name, Reasons: reasons}
 	}
-	return raw, nil
+	return raw, startInput, nil
+}
+
+// payloadReasons0 encodes a payload and appends why it cannot be stored:
+// not encodable, not valid JSON or UTF-8, nested too deeply. (Its size cap
+// depends on the event definition: see payloadReasons.)
+func (c *Client) payloadReasons0(reasons []string, payload any) (json.RawMessage, []string) {
+	raw, err := marshal(payload)
+	if err != nil {
+		return nil, append(reasons, "payload is not JSON-encodable: "+err.Error())
+	}
+	return raw, jsonReasons(reasons, "payload", raw, c.cfg.MaxPayloadDepth)
+}
+
+// notFound is what a read of an identifier that can never exist (it breaks
+// the text rules of MaxIDBytes and kin) returns: the same as a well-formed
+// unknown one.
+func notFound(what, id string) error {
+	return fmt.Errorf("%s %.64q: %w", what, id, storage.ErrNotFound)
 }
 
 // Status returns an instance's state, or ErrNotFound.
 func (c *Client) Status(ctx context.Context, instanceID string) (*InstanceInfo, error) {
-	in, err := c.store.InstanceGet(ctx, &storage.InstanceGetParams{Tenant: c.cfg.Tenant, ID: instanceID})
+	if !textOK(instanceID, MaxIDBytes) {
+		return nil, notFound("status of", instanceID)
+	}
+	in, err := idempotent(ctx, func() (*storage.Instance, error) {
+		return c.store.InstanceGet(ctx, &storage.InstanceGetParams{Tenant: c.cfg.Tenant, ID: instanceID})
+	})
 	if err != nil {
 		return nil, fmt.Errorf("status of %s: %w", instanceID, err)
 	}
@@ -246,7 +291,12 @@ func (c *Client) WaitForCompletion(ctx context.Context, instanceID string) (*Ins
 
 // History returns an execution's history (execution 0: the current one).
 func (c *Client) History(ctx context.Context, instanceID string, execution int) ([]history.Event, error) {
-	evs, err := c.store.HistoryList(ctx, &storage.HistoryListParams{Tenant: c.cfg.Tenant, InstanceID: instanceID, Execution: execution})
+	if !textOK(instanceID, MaxIDBytes) {
+		return nil, notFound("history of", instanceID)
+	}
+	evs, err := idempotent(ctx, func() ([]history.Event, error) {
+		return c.store.HistoryList(ctx, &storage.HistoryListParams{Tenant: c.cfg.Tenant, InstanceID: instanceID, Execution: execution})
+	})
 	if err != nil {
 		return nil, fmt.Errorf("history of %s: %w", instanceID, err)
 	}
@@ -257,6 +307,12 @@ func (c *Client) History(ctx context.Context, instanceID string, execution int) 
 // still pending or buffered for it dropped (instance_terminal), its
 // activities and timers cancelled. ErrInstanceNotRunning if it had ended.
 func (c *Client) Terminate(ctx context.Context, instanceID, reason string) error {
+	if !textOK(instanceID, MaxIDBytes) {
+		return notFound("terminate", instanceID)
+	}
+	if !utf8.ValidString(reason) || strings.IndexByte(reason, 0) >= 0 {
+		return &InvalidArgumentError{Op: "Terminate", Reasons: []string{"reason is not valid UTF-8 or contains a NUL byte"}}
+	}
 	dropped, err := c.store.InstanceTerminate(ctx, &storage.InstanceTerminateParams{Tenant: c.cfg.Tenant, ID: instanceID,
 		Reason: reason, Now: c.cfg.Now()})
 	if err != nil {
@@ -270,7 +326,12 @@ func (c *Client) Terminate(ctx context.Context, instanceID, reason string) error
 // (with its wait number and execution) or dropped (with the reason).
 // ErrNotFound if the id is unknown.
 func (c *Client) EventFate(ctx context.Context, eventID string) (*EventRecord, error) {
-	rec, err := c.store.EventGet(ctx, &storage.EventGetParams{Tenant: c.cfg.Tenant, EventID: eventID})
+	if !textOK(eventID, MaxIDBytes) {
+		return nil, notFound("fate of event", eventID)
+	}
+	rec, err := idempotent(ctx, func() (*EventRecord, error) {
+		return c.store.EventGet(ctx, &storage.EventGetParams{Tenant: c.cfg.Tenant, EventID: eventID})
+	})
 	if err != nil {
 		return nil, fmt.Errorf("fate of event %s: %w", eventID, err)
 	}
@@ -287,14 +348,19 @@ type EventFilter struct {
 
 // Events lists the events sent to an instance, oldest first, with their lane,
 // name, fate, wait number and timestamps, so "where did my event go" always
-// has an answer. An optional filter narrows the list.
+// has an answer. An optional filter narrows the list. An instance id or name
+// that can never exist lists nothing, as an unknown one does.
 func (c *Client) Events(ctx context.Context, instanceID string, filter ...EventFilter) ([]*EventRecord, error) {
 	p := &storage.EventListParams{Tenant: c.cfg.Tenant, InstanceID: instanceID}
 	if len(filter) > 0 {
 		f := filter[0]
 		p.Lane, p.Name, p.Fate, p.Limit = f.Lane, f.Name, f.Fate, f.Limit
 	}
-	recs, err := c.store.EventList(ctx, p)
+	if !textOK(instanceID, MaxIDBytes) || (p.Name != "" && !textOK(p.Name, MaxNameBytes)) ||
+		!utf8.ValidString(string(p.Lane)+string(p.Fate)) || strings.IndexByte(string(p.Lane)+string(p.Fate), 0) >= 0 {
+		return nil, nil
+	}
+	recs, err := idempotent(ctx, func() ([]*EventRecord, error) { return c.store.EventList(ctx, p) })
 	if err != nil {
 		return nil, fmt.Errorf("events of %s: %w", instanceID, err)
 	}

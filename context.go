@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/heraldwf/herald/internal/replay"
@@ -80,6 +81,10 @@ func (c *Context) CallActivity(name string, input any, opts ...ActivityOption) F
 	in, err := marshal(input)
 	if err != nil {
 		panic(fmt.Sprintf("herald: encode input of activity %s: %v", name, err))
+	}
+	if reasons := jsonReasons(nil, "input of activity "+name, in, c.rt.cfg.MaxPayloadDepth); len(reasons) > 0 {
+		// Recorded in history, it would be a row no later turn could read.
+		panic(fmt.Sprintf("herald: CallActivity: %s", strings.Join(reasons, "; ")))
 	}
 	return Future{c.s.CallActivity(name, in, o.retry)}
 }
@@ -177,9 +182,9 @@ func (c *Context) ContinueAsNew(input any, opts ...ContinueAsNewOption) error {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	in, err := marshal(input)
-	if err != nil {
-		return fmt.Errorf("herald: encode continue-as-new input: %w", err)
+	in, reasons := c.rt.client.startReasons(nil, c.s.WorkflowName(), c.s.InstanceID(), input)
+	if len(reasons) > 0 {
+		return &InvalidArgumentError{Op: "ContinueAsNew", Reasons: reasons}
 	}
 	return &replay.ContinueAsNewError{Input: in, DropUnconsumed: o.dropUnconsumed}
 }

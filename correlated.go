@@ -29,9 +29,12 @@ type ProducedEvent = storage.ProducedEvent
 // ErrEventInvalid (no such definition, no correlation config, empty key,
 // invalid payload; nothing stored).
 func (c *Client) PutCorrelatedEvent(ctx context.Context, def, key string, payload any) (*CorrelatedEvent, error) {
-	raw, err := c.validateEvent(key, def, payload)
-	if err != nil {
-		return nil, err
+	var reasons []string
+	reasons = textReasons(reasons, "event definition name", def, MaxNameBytes)
+	reasons = textReasons(reasons, "correlation key", key, MaxKeyBytes)
+	raw, reasons := c.payloadReasons0(reasons, payload)
+	if len(reasons) > 0 {
+		return nil, &EventInvalidError{Name: def, Reasons: reasons}
 	}
 	d, err := c.store.EventDefinitionGet(ctx, &storage.EventDefinitionGetParams{Tenant: c.cfg.Tenant, Name: def})
 	switch {
@@ -63,7 +66,12 @@ func (c *Client) PutCorrelatedEvent(ctx context.Context, def, key string, payloa
 // GetCorrelatedEvent returns the correlated event under (def, key), or
 // ErrNotFound.
 func (c *Client) GetCorrelatedEvent(ctx context.Context, def, key string) (*CorrelatedEvent, error) {
-	ce, err := c.store.CorrelatedGet(ctx, &storage.CorrelatedGetParams{Tenant: c.cfg.Tenant, Def: def, Key: key})
+	if !textOK(def, MaxNameBytes) || !textOK(key, MaxKeyBytes) {
+		return nil, notFound("correlated event", def+"/"+key)
+	}
+	ce, err := idempotent(ctx, func() (*CorrelatedEvent, error) {
+		return c.store.CorrelatedGet(ctx, &storage.CorrelatedGetParams{Tenant: c.cfg.Tenant, Def: def, Key: key})
+	})
 	if err != nil {
 		return nil, fmt.Errorf("correlated event %s/%s: %w", def, key, err)
 	}
@@ -73,6 +81,9 @@ func (c *Client) GetCorrelatedEvent(ctx context.Context, def, key string) (*Corr
 // DeleteCorrelatedEvent deletes the correlated event under (def, key)
 // (ErrNotFound if none). Events it already produced keep their fates.
 func (c *Client) DeleteCorrelatedEvent(ctx context.Context, def, key string) error {
+	if !textOK(def, MaxNameBytes) || !textOK(key, MaxKeyBytes) {
+		return notFound("delete correlated event", def+"/"+key)
+	}
 	if err := c.store.CorrelatedDelete(ctx, &storage.CorrelatedGetParams{Tenant: c.cfg.Tenant, Def: def, Key: key}); err != nil {
 		return fmt.Errorf("delete correlated event %s/%s: %w", def, key, err)
 	}
@@ -95,10 +106,23 @@ type CorrelatedSearch struct {
 
 // SearchCorrelatedEvents lists the correlated events of def, oldest first,
 // one page at a time: it returns the page and the bookmark of the next one
-// ("" after the last page).
+// ("" after the last page). A bookmark that no search returned is refused
+// with ErrInvalidArgument; a definition name that can never exist finds
+// nothing.
 func (c *Client) SearchCorrelatedEvents(ctx context.Context, def string, q CorrelatedSearch) ([]*CorrelatedEvent, string, error) {
-	evs, next, err := c.store.CorrelatedSearch(ctx, &storage.CorrelatedSearchParams{Tenant: c.cfg.Tenant, Def: def,
-		Earliest: q.Earliest, Latest: q.Latest, HasProduced: q.HasCorrelatedEvents, Limit: q.Limit, Bookmark: q.Bookmark})
+	if !textOK(def, MaxNameBytes) {
+		return nil, "", nil
+	}
+	type page struct {
+		evs  []*CorrelatedEvent
+		next string
+	}
+	pg, err := idempotent(ctx, func() (page, error) {
+		evs, next, err := c.store.CorrelatedSearch(ctx, &storage.CorrelatedSearchParams{Tenant: c.cfg.Tenant, Def: def,
+			Earliest: q.Earliest, Latest: q.Latest, HasProduced: q.HasCorrelatedEvents, Limit: q.Limit, Bookmark: q.Bookmark})
+		return page{evs, next}, err
+	})
+	evs, next := pg.evs, pg.next
 	if err != nil {
 		return nil, "", fmt.Errorf("search correlated events %s: %w", def, err)
 	}

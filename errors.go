@@ -36,7 +36,42 @@ var (
 	ErrCanceled = replay.ErrCanceled
 	// ErrNotRegistered: no workflow or activity of that name is registered.
 	ErrNotRegistered = errors.New("herald: not registered")
+	// ErrInvalidArgument: a call was refused because an argument can never
+	// be valid: an empty or malformed workflow name or instance id, an
+	// input that cannot be encoded as JSON or nests too deeply, a malformed
+	// search bookmark. Nothing was stored. Detail comes as an
+	// *InvalidArgumentError where Herald itself checked the argument.
+	// (Events refused at the door report ErrEventInvalid instead.)
+	ErrInvalidArgument = storage.ErrInvalidArgument
+	// ErrUnavailable: the store could not be reached or lost its connection
+	// under the call, and Herald's own bounded retries did not get through.
+	// Reads and event sends (idempotent by event id) are retried inside
+	// Herald before this is returned; for other writes the outcome is
+	// unknown.
+	ErrUnavailable = storage.ErrUnavailable
+	// ErrCorrupt: a stored row of an instance cannot be decoded. The
+	// runtime fails that instance (failure kind "corrupt"); nothing else is
+	// affected.
+	ErrCorrupt = storage.ErrCorrupt
+	// ErrRuntimeStarted: Start on a runtime that is running (or whose Stop
+	// is still waiting for in-flight work).
+	ErrRuntimeStarted = errors.New("herald: runtime already started")
 )
+
+// InvalidArgumentError lists why a call's argument was refused. It matches
+// ErrInvalidArgument with errors.Is.
+type InvalidArgumentError struct {
+	// Op is the call ("StartWorkflow").
+	Op      string
+	Reasons []string
+}
+
+func (e *InvalidArgumentError) Error() string {
+	return fmt.Sprintf("herald: %s: invalid argument: %s", e.Op, strings.Join(e.Reasons, "; "))
+}
+
+// Is makes errors.Is(err, ErrInvalidArgument) true.
+func (e *InvalidArgumentError) Is(target error) bool { return target == ErrInvalidArgument }
 
 // NondeterminismError: the workflow code no longer matches its history. The
 // instance fails with it; errors.As finds it in the error an
@@ -54,7 +89,8 @@ type EventInvalidError struct {
 }
 
 func (e *EventInvalidError) Error() string {
-	return fmt.Sprintf("herald: event %q invalid: %s", e.Name, strings.Join(e.Reasons, "; "))
+	// The name may be what was refused: a megabyte of it helps nobody.
+	return fmt.Sprintf("herald: event %.64q invalid: %s", e.Name, strings.Join(e.Reasons, "; "))
 }
 
 // Is makes errors.Is(err, ErrEventInvalid) true.

@@ -42,6 +42,12 @@ type Config struct {
 	// MaxPayloadBytes caps an event payload; a larger one is refused with
 	// ErrEventInvalid. Default 1 MiB.
 	MaxPayloadBytes int
+	// MaxPayloadDepth caps how deeply JSON arrays and objects may nest in an
+	// event payload, a workflow input or an activity result; a deeper one is
+	// refused (ErrEventInvalid, ErrInvalidArgument, or a non-retryable
+	// activity failure) before anything is stored. At most
+	// MaxPayloadDepthLimit. Default 128.
+	MaxPayloadDepth int
 	// EventRetention is how long an event sent to an instance that has not
 	// started is kept before it is dropped (fate dropped/expired), unless
 	// its event definition says otherwise. Default 24 h.
@@ -98,6 +104,9 @@ func (c *Config) WithDefaults() *Config {
 	if out.MaxPayloadBytes <= 0 {
 		out.MaxPayloadBytes = 1 << 20
 	}
+	if out.MaxPayloadDepth <= 0 {
+		out.MaxPayloadDepth = DefaultMaxPayloadDepth
+	}
 	if out.EventRetention <= 0 {
 		out.EventRetention = 24 * time.Hour
 	}
@@ -151,10 +160,9 @@ type Runtime struct {
 	workflows  map[string]replay.WorkflowFunc
 	activities map[string]activityFunc
 
-	startOnce sync.Once
-	cancel    context.CancelFunc
-	wg        sync.WaitGroup
-	running   atomic.Bool
+	life    sync.Mutex    // guards cancel and stopped
+	cancel  context.CancelFunc // set while started, until stopped
+	stopped chan struct{}      // closed when the loops of the last Start have ended
 
 	stats Stats
 }
@@ -165,6 +173,9 @@ type Stats struct {
 	TurnsFailed     atomic.Int64 // commit errors, including lost leases
 	LeasesLost      atomic.Int64
 	ActivitiesRun   atomic.Int64
+	// InstancesUnreplayable counts instances failed because a stored row of
+	// theirs could not be decoded or the engine refused their history.
+	InstancesUnreplayable atomic.Int64
 	EventsDropped   atomic.Int64
 	dropsByReasonMu sync.Mutex
 	dropsByReason   map[string]int64
@@ -200,6 +211,10 @@ func NewRuntime(store storage.Store, cfg *Config) (*Runtime, error) {
 		return nil, errors.New("herald: NewRuntime: nil store")
 	}
 	c := cfg.WithDefaults()
+	if c.MaxPayloadDepth > MaxPayloadDepthLimit {
+		return nil, fmt.Errorf("herald: NewRuntime: MaxPayloadDepth %d is over the limit of %d: %w",
+			c.MaxPayloadDepth, MaxPayloadDepthLimit, ErrInvalidArgument)
+	}
 	rt := &Runtime{
 		store:      store,
 		cfg:        c,
@@ -233,8 +248,21 @@ func RegisterWorkflow[I, O any](r *Runtime, name string, fn func(ctx *Context, i
 		if err != nil {
 			return nil, err
 		}
-		return json.Marshal(out)
+		return encodeResult("workflow "+name, out, r.cfg.MaxPayloadDepth)
 	}
+}
+
+// encodeResult encodes a workflow's or an activity's result, refusing one
+// that could not be stored (see Config.MaxPayloadDepth).
+func encodeResult(what string, v any, maxDepth int) (json.RawMessage, error) {
+	raw, err := marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("herald: encode result of %s: %w", what, err)
+	}
+	if reasons := jsonReasons(nil, "result of "+what, raw, maxDepth); len(reasons) > 0 {
+		return nil, &InvalidArgumentError{Op: what, Reasons: reasons}
+	}
+	return raw, nil
 }
 
 // RegisterActivity registers fn under name. Activities run at least once;
@@ -270,37 +298,51 @@ func (r *Runtime) activity(name string) activityFunc {
 }
 
 // Start starts the runtime's workers. They run until Stop or until ctx is
-// cancelled.
+// cancelled. A stopped runtime may be started again. Start returns
+// ErrRuntimeStarted while the runtime runs, or while a Stop that gave up
+// waiting still has work finishing.
 func (r *Runtime) Start(ctx context.Context) error {
-	started := false
-	r.startOnce.Do(func() {
-		started = true
-		ctx, r.cancel = context.WithCancel(ctx)
-		r.running.Store(true)
-		r.wg.Add(3)
-		go func() { defer r.wg.Done(); r.turnLoop(ctx) }()
-		go func() { defer r.wg.Done(); r.activityLoop(ctx) }()
-		go func() { defer r.wg.Done(); r.maintenanceLoop(ctx) }()
-	})
-	if !started {
-		return errors.New("herald: runtime already started")
+	r.life.Lock()
+	defer r.life.Unlock()
+	if r.stopped != nil {
+		select {
+		case <-r.stopped: // stopped, or its ctx ended: it may start again
+		default:
+			if r.cancel != nil {
+				return fmt.Errorf("start: %w (call Stop first)", ErrRuntimeStarted)
+			}
+			return fmt.Errorf("start: %w: the previous Stop has in-flight work still finishing", ErrRuntimeStarted)
+		}
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	stopped := make(chan struct{})
+	r.cancel, r.stopped = cancel, stopped
+	var wg sync.WaitGroup
+	wg.Add(3)
+	go func() { defer wg.Done(); r.turnLoop(ctx) }()
+	go func() { defer wg.Done(); r.activityLoop(ctx) }()
+	go func() { defer wg.Done(); r.maintenanceLoop(ctx) }()
+	go func() { wg.Wait(); close(stopped) }()
 	return nil
 }
 
 // Stop stops claiming work and waits for in-flight turns and activities to
 // finish (or ctx to end). Turns are short; an activity still running when ctx
-// ends is abandoned and its lease expires, so another node retries it.
+// ends is abandoned and its lease expires, so another node retries it. Stop
+// on a runtime that is not running returns nil.
 func (r *Runtime) Stop(ctx context.Context) error {
-	if r.cancel == nil {
+	r.life.Lock()
+	cancel, stopped := r.cancel, r.stopped
+	r.cancel = nil
+	r.life.Unlock()
+	if cancel == nil && stopped == nil {
 		return nil
 	}
-	r.cancel()
-	done := make(chan struct{})
-	go func() { r.wg.Wait(); close(done) }()
+	if cancel != nil {
+		cancel()
+	}
 	select {
-	case <-done:
-		r.running.Store(false)
+	case <-stopped:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()

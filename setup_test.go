@@ -43,24 +43,32 @@ func testStore(t *testing.T) storage.Store {
 		if url == "" {
 			t.Fatalf("%s=postgres needs %s", testdb.BackendEnv, testdb.URLEnv)
 		}
-		st, err := postgres.Open(ctx, url, postgres.WithSchema(testdb.NewSchema(t)), postgres.WithMaxConns(8))
+		schema := testdb.NewSchema(t)
+		st, err := postgres.Open(ctx, url, postgres.WithSchema(schema), postgres.WithMaxConns(8))
 		if err != nil {
 			t.Fatalf("open postgres: %v", err)
 		}
 		t.Cleanup(func() { st.Close() })
+		storeLocations.Store(storage.Store(st), schema)
 		return st
 	case "sqlite":
-		st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "herald.db"))
+		path := filepath.Join(t.TempDir(), "herald.db")
+		st, err := sqlite.Open(ctx, path)
 		if err != nil {
 			t.Fatalf("open sqlite: %v", err)
 		}
 		t.Cleanup(func() { st.Close() })
+		storeLocations.Store(storage.Store(st), path)
 		return st
 	default:
 		t.Fatalf("unknown %s %q", testdb.BackendEnv, b)
 		return nil
 	}
 }
+
+// storeLocations maps each store testStore opened to where it lives: the
+// SQLite file, or the PostgreSQL schema (see rawExec).
+var storeLocations sync.Map
 
 // setup starts a runtime with cfg (nil for defaults) on a fresh store, lets
 // register add workflows and activities, and stops it when the test ends.

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"time"
 
@@ -132,7 +133,11 @@ func (r *Runtime) runTurn(ctx context.Context, t *storage.Turn) {
 			LockToken: t.LockToken, RetryAt: r.cfg.Now().Add(r.cfg.PollInterval)})
 		return
 	}
-	out, err := replay.Run(&replay.Input{
+	if t.Err != nil {
+		r.failUnreplayable(ctx, t, failureCorrupt, t.Err)
+		return
+	}
+	out, err := runReplay(&replay.Input{
 		InstanceID: t.Instance.ID,
 		Workflow:   wf,
 		History:    t.History,
@@ -145,9 +150,7 @@ func (r *Runtime) runTurn(ctx context.Context, t *storage.Turn) {
 		},
 	})
 	if err != nil {
-		r.logger.Error("herald: turn input malformed", "instance", t.Instance.ID, "err", err)
-		_ = r.store.TurnAbandon(ctx, &storage.TurnAbandonParams{Tenant: r.cfg.Tenant, InstanceID: t.Instance.ID,
-			LockToken: t.LockToken, RetryAt: r.cfg.Now().Add(r.cfg.PollInterval)})
+		r.failUnreplayable(ctx, t, failureReplay, err)
 		return
 	}
 	for i := range out.Activities {
@@ -193,6 +196,56 @@ func (r *Runtime) runTurn(ctx context.Context, t *storage.Turn) {
 	reportDrops(r.logger, &r.stats, t.Instance.ID, storeDrops)
 	if out.Failure != nil && out.Failure.Kind == replay.FailureNondeterminism {
 		r.logger.Error("herald: workflow failed: non-deterministic", "instance", t.Instance.ID, "err", out.Failure.Message)
+	}
+}
+
+// Failure kinds of instances the runtime could not run (WorkflowError.Kind).
+const (
+	// failureCorrupt: a stored row of the instance cannot be decoded.
+	failureCorrupt = "corrupt"
+	// failureReplay: the engine refused the instance's history as input (or
+	// failed on it).
+	failureReplay = "replay"
+)
+
+// runReplay is replay.Run with a panic on the engine's side (a history it
+// cannot handle) turned into an error, so that it fails one instance, not
+// the process.
+func runReplay(in *replay.Input) (out *replay.Output, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			out, err = nil, fmt.Errorf("replay panicked: %v\n%s", p, debug.Stack())
+		}
+	}()
+	return replay.Run(in)
+}
+
+// failUnreplayable ends an instance that cannot be run at all — a row of it
+// does not decode, or the engine refuses its history — as failed, with the
+// cause as its failure: one bad instance must never hold up a claim, a
+// tenant or a node, nor be retried forever. It is logged once and counted
+// (Stats.InstancesUnreplayable); its pending and buffered events are dropped
+// (instance_terminal) as for any end.
+func (r *Runtime) failUnreplayable(ctx context.Context, t *storage.Turn, kind string, cause error) {
+	msg := cause.Error()
+	if len(msg) > 4096 {
+		msg = msg[:4096] + "…"
+	}
+	r.stats.InstancesUnreplayable.Add(1)
+	r.logger.Error("herald: instance failed: it cannot be replayed", "instance", t.Instance.ID,
+		"workflow", t.Instance.Workflow, "kind", kind, "err", msg)
+	dropped, err := r.store.InstanceTerminate(ctx, &storage.InstanceTerminateParams{Tenant: r.cfg.Tenant,
+		ID: t.Instance.ID, Now: r.cfg.Now(), Failure: &history.Failure{Kind: kind, Message: msg}})
+	switch {
+	case err == nil:
+		reportDrops(r.logger, &r.stats, t.Instance.ID, dropped)
+	case errors.Is(err, storage.ErrInstanceNotRunning):
+	default:
+		// The store could not take the failure now: leave the instance for
+		// a later claim rather than spinning on it.
+		r.logger.Error("herald: record instance failure", "instance", t.Instance.ID, "err", err)
+		_ = r.store.TurnAbandon(ctx, &storage.TurnAbandonParams{Tenant: r.cfg.Tenant, InstanceID: t.Instance.ID,
+			LockToken: t.LockToken, RetryAt: r.cfg.Now().Add(r.cfg.PollInterval)})
 	}
 }
 
@@ -350,6 +403,12 @@ func (r *Runtime) runActivity(base context.Context, t *storage.ActivityTask) {
 	close(hbDone)
 	hbWG.Wait()
 
+	if err == nil {
+		if reasons := jsonReasons(nil, "result", res, r.cfg.MaxPayloadDepth); len(reasons) > 0 {
+			// Stored, it would be a history row no turn could read back.
+			err = NonRetryable(fmt.Errorf("activity %s: %s", t.Name, strings.Join(reasons, "; ")))
+		}
+	}
 	var cerr error
 	if err == nil {
 		cerr = r.store.ActivityComplete(base, &storage.ActivityCompleteParams{Tenant: t.Tenant, InstanceID: t.InstanceID,

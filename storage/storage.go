@@ -31,6 +31,19 @@ var (
 	// or name. Nothing was written.
 	ErrEventIDConflict = errors.New("herald: event id already used for another event")
 	ErrClosed          = errors.New("herald: store closed")
+	// ErrInvalidArgument: a parameter can never be valid (a malformed search
+	// bookmark, an identifier that breaks the text rules). Nothing was
+	// written.
+	ErrInvalidArgument = errors.New("herald: invalid argument")
+	// ErrUnavailable: the store could not be reached or dropped the
+	// connection under the call (PostgreSQL: a terminated backend, a
+	// connection failure). The call's effect is unknown for a write; a read
+	// or an idempotent write (one that carries an event id) may be retried.
+	ErrUnavailable = errors.New("herald: storage unavailable")
+	// ErrCorrupt: a stored row cannot be decoded. It concerns one instance:
+	// a claim hands that instance's turn out with Turn.Err set, and the
+	// runtime fails the instance instead of the claim.
+	ErrCorrupt = errors.New("herald: stored data cannot be decoded")
 )
 
 // Status is an instance's status.
@@ -174,6 +187,12 @@ type Turn struct {
 	Messages   []Message
 	LockToken  string
 	LeaseUntil time.Time
+	// Err is set (wrapping ErrCorrupt) when a row of this instance — a
+	// history document, an inbox message — could not be decoded. History
+	// and Messages are then incomplete and must not be replayed; the lease
+	// is held as for any turn. One bad row fails its own turn, never the
+	// claim it came in.
+	Err error
 }
 
 // ---- params ----
@@ -207,11 +226,17 @@ type InstanceListParams struct {
 // status becomes terminated, ExecutionTerminated is appended, every event
 // pending or buffered for it is dropped (instance_terminal) with a
 // breadcrumb, its inbox, activities and lease are cleared.
+//
+// With Failure set the instance instead ends failed with that failure, and
+// the history event appended is ExecutionFailed: what the runtime does to an
+// instance whose stored rows cannot be decoded (it cannot replay it, so it
+// cannot run its turn).
 type InstanceTerminateParams struct {
-	Tenant string
-	ID     string
-	Reason string
-	Now    time.Time
+	Tenant  string
+	ID      string
+	Reason  string
+	Now     time.Time
+	Failure *history.Failure
 }
 
 // HistoryListParams reads one execution's history. Execution 0 means the

@@ -54,10 +54,12 @@ func scanInstance(row pgx.Row, extra ...any) (*instanceRow, error) {
 		return nil, err
 	}
 	inst, err := ir.Instance()
-	if err != nil {
-		return nil, err
-	}
 	r.Instance = inst
+	if err != nil {
+		// The row was read; a column did not decode (ErrCorrupt): the
+		// caller may still use the partial row, as a claim does.
+		return &r, err
+	}
 	return &r, nil
 }
 

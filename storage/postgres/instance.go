@@ -169,7 +169,7 @@ func (s *Store) InstanceList(ctx context.Context, p *storage.InstanceListParams)
 // InstanceTerminate ends a pending or running instance in one transaction,
 // and returns the EventDropped breadcrumbs it appended:
 // status terminated with failure {Kind: "terminated", Message: p.Reason},
-// ExecutionTerminated appended to the current execution's history, every
+// ExecutionTerminated (with p.Failure: status failed, ExecutionFailed) appended to the current execution's history, every
 // pending or buffered event dropped (instance_terminal) with an EventDropped
 // breadcrumb, its inbox and activity tasks deleted and its lease cleared, so
 // an in-flight turn's commit fails with ErrLeaseLost. It returns
@@ -180,7 +180,7 @@ func (s *Store) InstanceTerminate(ctx context.Context, p *storage.InstanceTermin
 		return nil, errors.New("postgres: terminate instance: nil params")
 	}
 	now := backend.NowOr(p.Now)
-	failure := &history.Failure{Kind: "terminated", Message: p.Reason}
+	endStatus, kind, failure := backend.TerminateEnd(p)
 	f, err := failureArg(failure)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: terminate instance %q: %w", p.ID, err)
@@ -208,14 +208,14 @@ func (s *Store) InstanceTerminate(ctx context.Context, p *storage.InstanceTermin
 				return fmt.Errorf("instance is %s: %w", status, storage.ErrInstanceNotRunning)
 			}
 			var b batch
-			ev := history.Event{Seq: seq + 1, Time: now, Kind: history.ExecutionTerminated, Failure: failure}
+			ev := history.Event{Seq: seq + 1, Time: now, Kind: kind, Failure: failure}
 			if err := b.queueHistory("append history", p.Tenant, p.ID, execution, []history.Event{ev}); err != nil {
 				return err
 			}
 			b.queueEnd(&dropped, p.Tenant, p.ID, execution, now, true, true)
-			b.exec("update instance", `UPDATE instances SET status = 'terminated', failure = $3, updated_at = $4,
+			b.exec("update instance", `UPDATE instances SET status = $5, failure = $3, updated_at = $4,
 				lock_token = NULL, lease_until = 0, not_before = 0, ready_at = NULL
-				WHERE tenant = $1 AND id = $2`, p.Tenant, p.ID, f, now.UnixNano())
+				WHERE tenant = $1 AND id = $2`, p.Tenant, p.ID, f, now.UnixNano(), string(endStatus))
 			return b.send(ctx, tx)
 		})
 	})

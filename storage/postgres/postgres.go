@@ -169,6 +169,8 @@ package postgres
 import (
 	"context"
 	"errors"
+	"io"
+	"net"
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
@@ -457,9 +459,31 @@ func pgConstraint(err error) string {
 	return ""
 }
 
+// connectionLost reports whether err says the connection to the server
+// failed or was closed by it under the call: SQLSTATE class 08 (connection
+// exception), 57P01–57P03 (the backend was terminated, the server is
+// shutting down or starting), or a network error with no SQLSTATE. Such an
+// error is mapped onto storage.ErrUnavailable.
+func connectionLost(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return strings.HasPrefix(pe.Code, "08") || pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03"
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var ne net.Error
+	return pgconn.SafeToRetry(err) || errors.As(err, &ne) || errors.Is(err, io.EOF) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed)
+}
+
 // do runs fn, retrying it (after a short random pause) while it fails with a
-// serialization failure or a detected deadlock. fn must be safe to run again:
-// every attempt is a new transaction, and a failed one wrote nothing.
+// serialization failure, a detected deadlock, or a connection error that
+// pgconn says happened before anything was sent (SafeToRetry). fn must be
+// safe to run again: every attempt is a new transaction, and a failed one
+// wrote nothing. Any other lost connection is returned wrapped in
+// storage.ErrUnavailable: a write may or may not have committed, so only the
+// caller knows whether it may retry.
 func (s *Store) do(ctx context.Context, fn func(ctx context.Context) error) error {
 	if s.closed.Load() {
 		return storage.ErrClosed
@@ -473,7 +497,11 @@ func (s *Store) do(ctx context.Context, fn func(ctx context.Context) error) erro
 			return fmt.Errorf("%w (%v)", storage.ErrClosed, err)
 		}
 		code := pgCode(err)
-		if (code != "40001" && code != "40P01") || attempt >= s.cfg.maxRetries {
+		retry := code == "40001" || code == "40P01" || (pgconn.SafeToRetry(err) && ctx.Err() == nil)
+		if !retry || attempt >= s.cfg.maxRetries {
+			if connectionLost(err) && !errors.Is(err, storage.ErrUnavailable) {
+				return fmt.Errorf("%w: %w", storage.ErrUnavailable, err)
+			}
 			return err
 		}
 		pause := time.Duration(rand.Int64N(int64(time.Millisecond)<<min(attempt, 5))) + 100*time.Microsecond

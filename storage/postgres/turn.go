@@ -150,10 +150,10 @@ func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*s
 					ids *string
 				)
 				r, err := scanInstance(rows, &c.readyAt, &c.rid, &ids)
-				if err != nil {
+				if err != nil && (r == nil || !errors.Is(err, storage.ErrCorrupt)) {
 					return err
 				}
-				c.turn = &storage.Turn{Instance: r.Instance, LockToken: *r.lockToken, LeaseUntil: leaseUntil}
+				c.turn = &storage.Turn{Instance: r.Instance, LockToken: *r.lockToken, LeaseUntil: leaseUntil, Err: err}
 				cs = append(cs, c)
 			}
 			byID = make(map[string]*storage.Turn, len(cs))
@@ -171,13 +171,18 @@ func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*s
 				if err := rows.Scan(&id, &doc); err != nil {
 					return err
 				}
-				ev, err := backend.DecodeHistoryEvent(doc)
-				if err != nil {
-					return err
-				}
 				t := byID[id]
 				if t == nil {
 					return fmt.Errorf("history of %q, which was not claimed", id)
+				}
+				if t.Err != nil {
+					continue
+				}
+				ev, err := backend.DecodeHistoryEvent(doc)
+				if err != nil {
+					// One bad document fails its own turn, not the claim.
+					t.History, t.Err = nil, fmt.Errorf("instance %q: %w", id, err)
+					continue
 				}
 				t.History = append(t.History, ev)
 			}
@@ -187,12 +192,18 @@ func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*s
 			for rows.Next() {
 				var id string
 				m, err := scanMessage(rows, &id)
-				if err != nil {
-					return err
-				}
 				t := byID[id]
-				if t == nil {
+				if t == nil && err == nil {
 					return fmt.Errorf("message of %q, which was not claimed", id)
+				}
+				if err != nil {
+					if t == nil || !errors.Is(err, storage.ErrCorrupt) {
+						return err
+					}
+					if t.Err == nil {
+						t.Err = fmt.Errorf("instance %q: message %d: %w", id, m.ID, err)
+					}
+					continue
 				}
 				t.Messages = append(t.Messages, m)
 			}

@@ -148,7 +148,7 @@ func (s *Store) InstanceList(ctx context.Context, p *storage.InstanceListParams)
 
 // InstanceTerminate ends a pending or running instance: status terminated
 // with failure {Kind: "terminated", Message: p.Reason}, ExecutionTerminated
-// appended to the current execution's history, every pending or buffered
+// (with p.Failure: status failed, ExecutionFailed) appended to the current execution's history, every pending or buffered
 // event dropped (instance_terminal) with an EventDropped breadcrumb, its
 // inbox, activity tasks and correlation markers deleted and its lease
 // cleared, so an in-flight
@@ -169,7 +169,7 @@ func (s *Store) InstanceTerminate(ctx context.Context, p *storage.InstanceTermin
 		if inst.Status.Terminal() {
 			return fmt.Errorf("instance is %s: %w", inst.Status, storage.ErrInstanceNotRunning)
 		}
-		failure := &history.Failure{Kind: "terminated", Message: p.Reason}
+		status, kind, failure := backend.TerminateEnd(p)
 		f, err := failureArg(failure)
 		if err != nil {
 			return err
@@ -178,7 +178,7 @@ func (s *Store) InstanceTerminate(ctx context.Context, p *storage.InstanceTermin
 		if err != nil {
 			return err
 		}
-		ev := history.Event{Seq: seq + 1, Time: now, Kind: history.ExecutionTerminated, Failure: failure}
+		ev := history.Event{Seq: seq + 1, Time: now, Kind: kind, Failure: failure}
 		if err := appendHistory(w, p.Tenant, p.ID, inst.Execution, []history.Event{ev}); err != nil {
 			return err
 		}
@@ -188,7 +188,7 @@ func (s *Store) InstanceTerminate(ctx context.Context, p *storage.InstanceTermin
 		if _, err := w.exec(`UPDATE instances SET status = ?, failure = ?, updated_at = ?,
 			lock_token = NULL, lease_until = 0, not_before = 0, ready_at = NULL
 			WHERE tenant = ? AND id = ?`,
-			string(storage.StatusTerminated), f, now.UnixNano(), p.Tenant, p.ID); err != nil {
+			string(status), f, now.UnixNano(), p.Tenant, p.ID); err != nil {
 			return fmt.Errorf("update instance: %w", err)
 		}
 		w.signal(p.Tenant)

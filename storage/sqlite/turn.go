@@ -69,6 +69,7 @@ func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*s
 		type leased struct {
 			inst         *instanceRow
 			readyAt, rid int64
+			err          error // the row did not decode
 		}
 		var ls []leased
 		for rows.Next() {
@@ -80,8 +81,8 @@ func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*s
 			if err := rows.Scan(append(row.Dest(), &r.lockToken, &r.leaseUntil, &l.readyAt, &l.rid)...); err != nil {
 				return fmt.Errorf("lease instances: %w", err)
 			}
-			if r.Instance, err = row.Instance(); err != nil {
-				return fmt.Errorf("lease instances: %w", err)
+			if r.Instance, l.err = row.Instance(); l.err != nil {
+				l.err = fmt.Errorf("instance %q: %w", r.Instance.ID, l.err)
 			}
 			l.inst = &r
 			ls = append(ls, l)
@@ -100,6 +101,7 @@ func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*s
 				Instance:   l.inst.Instance,
 				LockToken:  l.inst.lockToken.String,
 				LeaseUntil: leaseUntil,
+				Err:        l.err,
 			})
 		}
 		return nil
@@ -121,11 +123,15 @@ func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*s
 		return nil, errors.Join(err, s.releaseClaimed(ctx, p.Tenant, turns))
 	}
 	// Decoding runs on the caller's goroutine: the writer is the store's
-	// bottleneck, the callers are many.
+	// bottleneck, the callers are many. A document that does not decode
+	// fails its own turn (Turn.Err), not the claim.
 	for i, t := range turns {
+		if t.Err != nil {
+			continue
+		}
 		if t.History, err = decodeHistory(docs[i]); err != nil {
-			err = fmt.Errorf("sqlite: claim turns: instance %q: %w", t.Instance.ID, err)
-			return nil, errors.Join(err, s.releaseClaimed(ctx, p.Tenant, turns))
+			t.History = nil
+			t.Err = fmt.Errorf("instance %q: %w", t.Instance.ID, err)
 		}
 	}
 	return turns, nil
@@ -186,13 +192,18 @@ func (s *Store) loadClaimed(ctx context.Context, turns []*storage.Turn, tenant s
 		if err := mrows.Scan(append([]any{&id}, mr.Dest()...)...); err != nil {
 			return nil, fmt.Errorf("load messages: %w", err)
 		}
+		i, ok := at[id]
+		if !ok || len(turns[i].Messages) >= maxMessages {
+			continue
+		}
 		m, err := mr.Message()
 		if err != nil {
-			return nil, err
+			if turns[i].Err == nil {
+				turns[i].Err = fmt.Errorf("instance %q: message %d: %w", id, m.ID, err)
+			}
+			continue
 		}
-		if i, ok := at[id]; ok && len(turns[i].Messages) < maxMessages {
-			turns[i].Messages = append(turns[i].Messages, m)
-		}
+		turns[i].Messages = append(turns[i].Messages, m)
 	}
 	if err := mrows.Err(); err != nil {
 		return nil, fmt.Errorf("load messages: %w", s.readErr(err))

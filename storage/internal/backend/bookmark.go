@@ -19,19 +19,29 @@ func EncodeBookmark(createdAt int64, key string) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(bookmarkPrefix + strconv.FormatInt(createdAt, 10) + ":" + key))
 }
 
-// DecodeBookmark reads a bookmark made by EncodeBookmark.
+// errBookmark says nothing of the bookmark: it may be of any size.
+var errBookmark = fmt.Errorf("malformed search bookmark: %w", storage.ErrInvalidArgument)
+
+// maxBookmark is longer than any bookmark EncodeBookmark makes.
+const maxBookmark = 2048
+
+// DecodeBookmark reads a bookmark made by EncodeBookmark; anything else is
+// refused with storage.ErrInvalidArgument.
 func DecodeBookmark(b string) (createdAt int64, key string, err error) {
+	if len(b) > maxBookmark {
+		return 0, "", errBookmark
+	}
 	raw, err := base64.RawURLEncoding.DecodeString(b)
 	if err != nil || !strings.HasPrefix(string(raw), bookmarkPrefix) {
-		return 0, "", fmt.Errorf("invalid bookmark %q", b)
+		return 0, "", errBookmark
 	}
 	ts, key, ok := strings.Cut(strings.TrimPrefix(string(raw), bookmarkPrefix), ":")
 	if !ok {
-		return 0, "", fmt.Errorf("invalid bookmark %q", b)
+		return 0, "", errBookmark
 	}
 	createdAt, err = strconv.ParseInt(ts, 10, 64)
-	if err != nil {
-		return 0, "", fmt.Errorf("invalid bookmark %q", b)
+	if err != nil || (key != "" && storage.TextProblem(key, storage.MaxKeyBytes) != "") {
+		return 0, "", errBookmark
 	}
 	return createdAt, key, nil
 }

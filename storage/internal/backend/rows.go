@@ -72,7 +72,7 @@ func (r *InstanceRow) Instance() (storage.Instance, error) {
 	inst.Output = RawOf(r.output)
 	f, err := FailureOf(r.failure)
 	if err != nil {
-		return inst, err
+		return inst, fmt.Errorf("instance %q: %w: %w", inst.ID, storage.ErrCorrupt, err)
 	}
 	inst.Failure = f
 	inst.CreatedAt = FromNanos(r.createdAt)
@@ -105,7 +105,7 @@ func (r *MessageRow) Message() (storage.Message, error) {
 	m.Result = RawOf(r.result)
 	f, err := FailureOf(r.failure)
 	if err != nil {
-		return m, err
+		return m, fmt.Errorf("%w: %w", storage.ErrCorrupt, err)
 	}
 	m.Failure = f
 	m.VisibleAt = FromNanos(r.visibleAt)

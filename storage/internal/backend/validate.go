@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/heraldwf/herald/history"
 	"github.com/heraldwf/herald/storage"
 )
 
@@ -121,4 +122,14 @@ func CommitStatus(p *storage.TurnCommitParams) (storage.Status, error) {
 		return "", fmt.Errorf("empty lock token: %w", storage.ErrLeaseLost)
 	}
 	return status, nil
+}
+
+// TerminateEnd is how InstanceTerminate ends an instance: terminated with
+// the reason, or, with p.Failure set, failed with that failure (the history
+// event appended says which).
+func TerminateEnd(p *storage.InstanceTerminateParams) (storage.Status, history.Kind, *history.Failure) {
+	if p.Failure != nil {
+		return storage.StatusFailed, history.ExecutionFailed, p.Failure
+	}
+	return storage.StatusTerminated, history.ExecutionTerminated, &history.Failure{Kind: "terminated", Message: p.Reason}
 }

@@ -1,0 +1,40 @@
+package storage
+
+import (
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// Caps on the identifiers and names Herald stores. Every backend must store
+// and return any text within these rules unchanged (the conformance suite
+// checks the boundary values); the engine refuses anything else at the door,
+// so no backend ever sees it.
+const (
+	// MaxIDBytes caps instance ids, event ids and tenant names.
+	MaxIDBytes = 255
+	// MaxNameBytes caps workflow, activity, event, queue and event
+	// definition names.
+	MaxNameBytes = 255
+	// MaxKeyBytes caps correlation keys.
+	MaxKeyBytes = 1024
+)
+
+// TextProblem says why s cannot be stored as an identifier or name of at
+// most max bytes, or returns "" if it can. The rules: not empty, valid
+// UTF-8, no NUL byte, at most max bytes. (PostgreSQL refuses NUL and
+// invalid UTF-8 in text, and its indexes refuse very long keys; SQLite would
+// store them. One rule for both keeps the backends interchangeable.)
+func TextProblem(s string, max int) string {
+	switch {
+	case s == "":
+		return "is empty"
+	case !utf8.ValidString(s):
+		return "is not valid UTF-8"
+	case strings.IndexByte(s, 0) >= 0:
+		return "contains a NUL byte"
+	case len(s) > max:
+		return fmt.Sprintf("is %d bytes, over the %d-byte cap", len(s), max)
+	}
+	return ""
+}
