@@ -160,7 +160,7 @@ type Runtime struct {
 	workflows  map[string]replay.WorkflowFunc
 	activities map[string]activityFunc
 
-	life    sync.Mutex    // guards cancel and stopped
+	life    sync.Mutex         // guards cancel and stopped
 	cancel  context.CancelFunc // set while started, until stopped
 	stopped chan struct{}      // closed when the loops of the last Start have ended
 
@@ -169,16 +169,16 @@ type Runtime struct {
 
 // Stats are the runtime's counters.
 type Stats struct {
-	Turns           atomic.Int64
-	TurnsFailed     atomic.Int64 // commit errors, including lost leases
-	LeasesLost      atomic.Int64
-	ActivitiesRun   atomic.Int64
+	Turns         atomic.Int64
+	TurnsFailed   atomic.Int64 // commit errors, including lost leases
+	LeasesLost    atomic.Int64
+	ActivitiesRun atomic.Int64
 	// InstancesUnreplayable counts instances failed because a stored row of
 	// theirs could not be decoded or the engine refused their history.
 	InstancesUnreplayable atomic.Int64
-	EventsDropped   atomic.Int64
-	dropsByReasonMu sync.Mutex
-	dropsByReason   map[string]int64
+	EventsDropped         atomic.Int64
+	dropsByReasonMu       sync.Mutex
+	dropsByReason         map[string]int64
 }
 
 // DroppedByReason returns the count of dropped events per reason.

@@ -169,11 +169,11 @@ package postgres
 import (
 	"context"
 	"errors"
-	"io"
-	"net"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"math/rand/v2"
+	"net"
 	"regexp"
 	"strings"
 	"sync"
