@@ -73,6 +73,9 @@ func Run(t *testing.T, newStore func(t *testing.T) storage.Store) {
 		{"CorrelatedConcurrentDeleteAfterFirst", testCorrelatedConcurrentDeleteAfterFirst},
 		{"CorrelatedWithdrawnDelivery", testCorrelatedWithdrawnDelivery},
 		{"LeaderElection", testLeaderElection},
+		{"TextBoundaries", testTextBoundaries},
+		{"InstanceTerminateFailure", testInstanceTerminateFailure},
+		{"SearchBookmarkInvalid", testSearchBookmarkInvalid},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
