@@ -236,4 +236,3 @@ func FuzzSearchBookmark(f *testing.F) {
 		}
 	})
 }
-
