@@ -9,13 +9,22 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/heraldwf/herald"
 	"github.com/heraldwf/herald/history"
+	"github.com/heraldwf/herald/internal/schema"
+	"github.com/heraldwf/herald/storage"
 )
 
 // dfGateIn drives dfGated: optionally wait for the positional event "go",
@@ -776,5 +785,242 @@ func TestDefinition_ResendAfterDefinitionChangeIsDuplicate(t *testing.T) {
 	rec, err := c.Enqueue(t.Context(), "i", "approval", s1Approval{Approved: true}, herald.WithEventID("ev-1"))
 	if err != nil || !rec.Duplicate {
 		t.Fatalf("resend of an accepted event: %+v, %v; want its first receipt (Duplicate)", rec, err)
+	}
+}
+
+// dfUniqueSeq makes dfUnique's schemas differ across runs of a test in one
+// process (-count).
+var dfUniqueSeq atomic.Int64
+
+// dfUnique returns an object schema with a $comment unique to this test
+// run, so that schema.Compiles of its bytes counts this test's compiles
+// alone, whatever runs in parallel.
+func dfUnique(t *testing.T, schemaObject string) json.RawMessage {
+	t.Helper()
+	if !strings.HasPrefix(schemaObject, "{") {
+		t.Fatalf("dfUnique: %.40s is not an object", schemaObject)
+	}
+	comment := fmt.Sprintf(`{"$comment":"%s %d"`, t.Name(), dfUniqueSeq.Add(1))
+	if schemaObject == "{}" {
+		return json.RawMessage(comment + "}")
+	}
+	return json.RawMessage(comment + "," + schemaObject[1:])
+}
+
+// dfDefRefused puts def through c, wants a *DefinitionInvalidError naming
+// def with a reason containing want, and checks that nothing was stored.
+func dfDefRefused(t *testing.T, c *herald.Client, def herald.EventDefinition, want string) {
+	t.Helper()
+	out, err := c.PutEventDefinition(t.Context(), def)
+	var inv *herald.DefinitionInvalidError
+	if !errors.Is(err, herald.ErrDefinitionInvalid) || !errors.As(err, &inv) || out != nil || inv.Name != def.Name {
+		t.Fatalf("put %s: %+v, %v; want a *DefinitionInvalidError", def.Name, out, err)
+	}
+	if !slices.ContainsFunc(inv.Reasons, func(r string) bool { return strings.Contains(r, want) }) {
+		t.Fatalf("put %s: reasons %q, want one containing %q", def.Name, inv.Reasons, want)
+	}
+	if d, err := c.GetEventDefinition(t.Context(), def.Name); !errors.Is(err, herald.ErrNotFound) {
+		t.Fatalf("refused definition %s stored: %+v, %v", def.Name, d, err)
+	}
+}
+
+// dfDefSendRefused sends to name through c and wants ErrDefinitionInvalid
+// with a reason containing want, nothing stored for eventID.
+func dfDefSendRefused(t *testing.T, c *herald.Client, name, eventID, want string) {
+	t.Helper()
+	_, err := c.Enqueue(t.Context(), "i", name, true, herald.WithEventID(eventID))
+	var inv *herald.DefinitionInvalidError
+	if !errors.Is(err, herald.ErrDefinitionInvalid) || !errors.As(err, &inv) ||
+		!slices.ContainsFunc(inv.Reasons, func(r string) bool { return strings.Contains(r, want) }) {
+		t.Fatalf("enqueue %s %s: %v; want a *DefinitionInvalidError saying %q", name, eventID, err, want)
+	}
+	if rec, err := c.EventFate(t.Context(), eventID); !errors.Is(err, herald.ErrNotFound) {
+		t.Fatalf("refused %s stored: %+v, %v", eventID, rec, err)
+	}
+}
+
+// A schema is capped in size (Config.MaxSchemaBytes, default 256 KiB). A
+// 2.3 MB schema took 38 s to compile at put and again at each client's first
+// raise.
+func TestDefinition_SchemaSizeCapped(t *testing.T) {
+	t.Parallel()
+	st := testStore(t)
+	c := herald.NewClient(st, nil)
+	ctx := t.Context()
+	described := func(n int) json.RawMessage { // a cheap schema of exactly n bytes
+		const frame = `{"type":"boolean","description":""}`
+		return json.RawMessage(frame[:len(frame)-2] + strings.Repeat("x", n-len(frame)) + `"}`)
+	}
+	dfDefRefused(t, c, herald.EventDefinition{Name: "big", Schema: described(256<<10 + 1)}, "262145 bytes, over the 262144-byte cap")
+	dfPut(t, c, herald.EventDefinition{Name: "at-cap", Schema: described(256 << 10)})
+
+	// Config.MaxSchemaBytes sets the cap.
+	small := herald.NewClient(st, &herald.Config{MaxSchemaBytes: 1024})
+	dfDefRefused(t, small, herald.EventDefinition{Name: "mid", Schema: described(1025)}, "1025 bytes, over the 1024-byte cap")
+	dfPut(t, c, herald.EventDefinition{Name: "mid", Schema: described(1025)})
+
+	// An event whose stored schema is over the sending client's cap is
+	// refused, nothing stored; a client with a larger cap sends it.
+	dfDefSendRefused(t, small, "mid", "ev-small", "over the 1024-byte cap")
+	dfSend(t, c, history.LaneQueue, "i", "mid", true, "ev-default")
+	if _, err := c.Enqueue(ctx, "i", "mid", "yes"); !errors.Is(err, herald.ErrEventInvalid) {
+		t.Fatalf("payload against the stored schema: %v, want ErrEventInvalid", err)
+	}
+}
+
+// A schema whose shape would make the compile slow is refused at put before
+// the JSON Schema library sees it: the limits, not a clock, bound the time.
+func TestDefinition_PathologicalSchemaRefusedBeforeCompiling(t *testing.T) {
+	t.Parallel()
+	schema.CountCompiles()
+	c := dfClient(t)
+	props := func(n int, v string) string {
+		p := make([]string, n)
+		for i := range p {
+			p[i] = fmt.Sprintf(`"p%d":%s`, i, v)
+		}
+		return `{"properties":{` + strings.Join(p, ",") + `}}`
+	}
+	cases := []struct{ what, schema, reason string }{
+		// 216 KB: about 3 s to compile before, quadratic in the subschemas.
+		{"20,000 subschemas", props(20000, "{}"), "20002 objects and booleans (subschemas), over the limit of 4096"},
+		// 20 KB: about 16 s before, cubic in the depth.
+		{"nested 2,000 deep", strings.Repeat(`{"items":`, 2000) + "{}" + strings.Repeat("}", 2000), "nested more than 64 levels deep"},
+		{"600 regular expressions", props(600, `{"pattern":"[\\p{L}\\p{N}]{1000}"}`), "600 regular expressions"},
+		{"2,000 references", `{"$defs":{"a":{}},"allOf":[` + strings.Repeat(`{"$ref":"#/$defs/a"},`, 1999) + `{"$ref":"#/$defs/a"}]}`, "2000 references"},
+	}
+	for _, tc := range cases {
+		raw := dfUnique(t, tc.schema)
+		dfDefRefused(t, c, herald.EventDefinition{Name: "slow", Schema: raw}, tc.reason)
+		if n := schema.Compiles(raw); n != 0 {
+			t.Errorf("%s: reached the JSON Schema compiler %d times, want it refused before", tc.what, n)
+		}
+	}
+
+	// Fan-out: 27 levels of allOf over two references is 2^27 evaluations of
+	// every payload. It compiles at once, so it is refused after compiling.
+	defs := make([]string, 27)
+	for i := range defs {
+		defs[i] = fmt.Sprintf(`"d%d":{"allOf":[{"$ref":"#/$defs/d%d"},{"$ref":"#/$defs/d%d"}]}`, i, i+1, i+1)
+	}
+	fan := `{"$defs":{` + strings.Join(defs, ",") + `,"d27":{"type":"integer"}},"$ref":"#/$defs/d0"}`
+	dfDefRefused(t, c, herald.EventDefinition{Name: "slow", Schema: json.RawMessage(fan)}, "evaluates more than 10000 subschemas")
+}
+
+// A schema no value can satisfy because it refers to itself without
+// descending into the value ({"$ref":"#"}, a cycle of $refs) is refused at
+// put; so is a reference that does not resolve. Recursion through a
+// property is fine.
+func TestDefinition_RefCycleRefusedAtPut(t *testing.T) {
+	t.Parallel()
+	c := dfClient(t)
+	for _, tc := range []struct{ schema, reason string }{
+		{`{"$ref":"#"}`, "reference cycle that never descends into the value"},
+		{`{"type":"object","allOf":[{"$ref":"#"}]}`, "reference cycle"},
+		{`{"$defs":{"a":{"$ref":"#/$defs/b"},"b":{"anyOf":[{"type":"string"},{"$ref":"#/$defs/a"}]}},"$ref":"#/$defs/a"}`,
+			"#/$defs/a → #/$defs/b → #/$defs/b/anyOf/1 → #/$defs/a"},
+		{`{"$ref":"#/$defs/missing"}`, `reference to "#/$defs/missing" does not resolve`},
+		{`{"properties":{"a":{"$ref":"#missing"}}}`, `reference "#missing" does not resolve`},
+	} {
+		dfDefRefused(t, c, herald.EventDefinition{Name: "loop", Schema: json.RawMessage(tc.schema)}, tc.reason)
+	}
+
+	dfPut(t, c, herald.EventDefinition{Name: "list",
+		Schema: json.RawMessage(`{"type":"object","properties":{"next":{"$ref":"#"}},"additionalProperties":false}`)})
+	dfSend(t, c, history.LaneQueue, "i", "list", map[string]any{"next": map[string]any{"next": map[string]any{}}}, "ev-ok")
+	dfRefused(t, c, history.LaneQueue, "i", "list", map[string]any{"next": map[string]any{"x": 1}}, "ev-bad", "/next")
+}
+
+// A definition stored before these checks (here: straight through the
+// store) whose schema cannot be used refuses its events with
+// ErrDefinitionInvalid, nothing stored, and is worked out once per process,
+// not at every raise.
+func TestDefinition_StoredUnusableSchemaRefusesEvents(t *testing.T) {
+	t.Parallel()
+	schema.CountCompiles()
+	st := testStore(t)
+	raw := dfUnique(t, `{"$ref":"#"}`)
+	if _, err := st.EventDefinitionPut(t.Context(), &storage.EventDefinitionPutParams{
+		Definition: storage.EventDefinition{Tenant: herald.DefaultTenant, Name: "legacy", Schema: raw}, Now: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range []*herald.Client{herald.NewClient(st, nil), herald.NewClient(st, nil)} {
+		for j := range 3 {
+			dfDefSendRefused(t, c, "legacy", fmt.Sprintf("ev-%d-%d", i, j), "stored version 1 cannot be used: schema: reference cycle")
+		}
+	}
+	if n := schema.Compiles(raw); n != 1 {
+		t.Fatalf("compiled %d times, want once", n)
+	}
+}
+
+// Every client over a store shares the compiled schemas: Runtime.Client and
+// any number of NewClient compile a definition version once in the process,
+// at put.
+func TestDefinition_SchemaCompiledOncePerProcess(t *testing.T) {
+	t.Parallel()
+	schema.CountCompiles()
+	st := testStore(t)
+	putter := herald.NewClient(st, nil)
+	b := setupOn(t, st, nil, nil)
+	clients := []*herald.Client{putter, herald.NewClient(st, nil), b.client, herald.NewClient(st, &herald.Config{MaxPayloadBytes: 1 << 10})}
+	versions := []struct {
+		schema    string
+		good, bad any
+	}{
+		{`{"type":"object","required":["n"],"properties":{"n":{"type":"integer"}}}`, map[string]int{"n": 1}, map[string]string{"n": "x"}},
+		{`{"type":"integer"}`, 2, "x"},
+	}
+	for v, version := range versions {
+		raw := dfUnique(t, version.schema)
+		dfPut(t, putter, herald.EventDefinition{Name: "tick", Schema: raw})
+		for i, c := range clients {
+			for j := range 2 {
+				dfSend(t, c, history.LaneQueue, "i", "tick", version.good, fmt.Sprintf("ev-%d-%d-%d", v, i, j))
+				dfRefused(t, c, history.LaneQueue, "i", "tick", version.bad, fmt.Sprintf("bad-%d-%d-%d", v, i, j), "got string")
+			}
+		}
+		if n := schema.Compiles(raw); n != 1 {
+			t.Fatalf("version %d compiled %d times over %d clients, want once", v+1, n, len(clients))
+		}
+	}
+}
+
+// References outside the schema are refused at put, and nothing is ever
+// fetched: not over HTTP, not from a file.
+func TestDefinition_RemoteRefRefused(t *testing.T) {
+	t.Parallel()
+	var fetched atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fetched.Add(1)
+		w.Header().Set("Content-Type", "application/schema+json")
+		_, _ = w.Write([]byte(`{"type":"boolean"}`))
+	}))
+	t.Cleanup(srv.Close)
+	file := filepath.Join(t.TempDir(), "s.json")
+	if err := os.WriteFile(file, []byte(`{"type":"boolean"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := dfClient(t)
+	for _, s := range []string{
+		`{"$ref":"` + srv.URL + `/s.json"}`,
+		`{"properties":{"approved":{"$ref":"` + srv.URL + `/s.json#/type"}}}`,
+		`{"$id":"` + srv.URL + `/root.json","properties":{"approved":{"$ref":"s.json"}}}`,
+		`{"$schema":"` + srv.URL + `/meta.json"}`,
+		`{"$ref":"file://` + filepath.ToSlash(file) + `"}`,
+		`{"$ref":"https://example.com/s.json"}`,
+	} {
+		dfDefRefused(t, c, herald.EventDefinition{Name: "remote", Schema: json.RawMessage(s)}, "herald never loads schemas from URLs or files")
+	}
+	if n := fetched.Load(); n != 0 {
+		t.Fatalf("the schema server was asked %d times", n)
+	}
+	// A resource bundled in the schema under a remote-looking $id is used,
+	// not fetched.
+	dfPut(t, c, herald.EventDefinition{Name: "bundled", Schema: json.RawMessage(
+		`{"$defs":{"flag":{"$id":"` + srv.URL + `/flag.json","type":"boolean"}},"properties":{"approved":{"$ref":"` + srv.URL + `/flag.json"}}}`)})
+	dfRefused(t, c, history.LaneQueue, "i", "bundled", map[string]any{"approved": "yes"}, "ev-1", "/approved")
+	if n := fetched.Load(); n != 0 {
+		t.Fatalf("the schema server was asked %d times", n)
 	}
 }
