@@ -28,9 +28,9 @@ func worstCases() map[string]string {
 			`"properties":{` + items(MaxNodes-MaxIDs-MaxRefs-3, func(i int) string { return fmt.Sprintf(`"p%d":{}`, i) }) + `}}`,
 		"anchors": `{"$defs":{` + items(MaxIDs, func(i int) string { return fmt.Sprintf(`"a%d":{"$anchor":"a%d"}`, i, i) }) + `},` +
 			`"allOf":[` + items(MaxRefs, func(i int) string { return fmt.Sprintf(`{"$ref":"#a%d"}`, i%MaxIDs) }) + `]}`,
-		"deep and wide": strings.Repeat(`{"items":`, MaxDepth-3) + `{"properties":{` + items(MaxNodes-MaxDepth, func(i int) string { return fmt.Sprintf(`"p%d":{}`, i) }) + `}}` + strings.Repeat(`}`, MaxDepth-3),
+		"deep and wide":            strings.Repeat(`{"items":`, MaxDepth-3) + `{"properties":{` + items(MaxNodes-MaxDepth, func(i int) string { return fmt.Sprintf(`"p%d":{}`, i) }) + `}}` + strings.Repeat(`}`, MaxDepth-3),
 		"deep chain of properties": strings.Repeat(`{"properties":{"a":`, (MaxDepth-1)/2) + `{}` + strings.Repeat(`}}`, (MaxDepth-1)/2),
-		"regular expressions": `{"properties":{` + items(MaxPatterns, func(i int) string { return fmt.Sprintf(`"p%d":{"pattern":"[\\p{L}\\p{N}]{%d}"}`, i, 1000-i) }) + `}}`,
+		"regular expressions":      `{"properties":{` + items(MaxPatterns, func(i int) string { return fmt.Sprintf(`"p%d":{"pattern":"[\\p{L}\\p{N}]{%d}"}`, i, 1000-i) }) + `}}`,
 		"fan-out": `{"$defs":{` + items(13, func(i int) string {
 			return fmt.Sprintf(`"d%d":{"allOf":[{"$ref":"#/$defs/d%d"},{"$ref":"#/$defs/d%d"}]}`, i, i+1, i+1)
 		}) + `,"d13":{}},"$ref":"#/$defs/d0"}`,
