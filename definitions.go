@@ -259,6 +259,18 @@ func (c *Client) payloadReasons(def *EventDefinition, payload []byte) ([]string,
 	if err != nil {
 		return []string{"payload is not valid JSON"}, nil
 	}
+	return validatePayload(def.Name, sch, inst)
+}
+
+// validatePayload returns why inst does not satisfy sch (nil if it does). A
+// panic in the JSON Schema library is returned as an error rather than
+// taking down the caller.
+func validatePayload(name string, sch *jsonschema.Schema, inst any) (reasons []string, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			reasons, err = nil, fmt.Errorf("event definition %s: the JSON Schema validator failed: %v", name, r)
+		}
+	}()
 	if err := sch.Validate(inst); err != nil {
 		return schemaReasons(err), nil
 	}

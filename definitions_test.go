@@ -7,9 +7,11 @@ package herald_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -814,7 +816,11 @@ func dfDefRefused(t *testing.T, c *herald.Client, def herald.EventDefinition, wa
 	out, err := c.PutEventDefinition(t.Context(), def)
 	var inv *herald.DefinitionInvalidError
 	if !errors.Is(err, herald.ErrDefinitionInvalid) || !errors.As(err, &inv) || out != nil || inv.Name != def.Name {
-		t.Fatalf("put %s: %+v, %v; want a *DefinitionInvalidError", def.Name, out, err)
+		stored := "nothing stored"
+		if out != nil {
+			stored = fmt.Sprintf("stored as version %d", out.Version)
+		}
+		t.Fatalf("put %s: %s, %.300v; want a *DefinitionInvalidError", def.Name, stored, err)
 	}
 	if !slices.ContainsFunc(inv.Reasons, func(r string) bool { return strings.Contains(r, want) }) {
 		t.Fatalf("put %s: reasons %q, want one containing %q", def.Name, inv.Reasons, want)
@@ -1023,4 +1029,101 @@ func TestDefinition_RemoteRefRefused(t *testing.T) {
 	if n := fetched.Load(); n != 0 {
 		t.Fatalf("the schema server was asked %d times", n)
 	}
+}
+
+// FuzzPutEventDefinitionSchema puts arbitrary bytes as a definition's
+// schema: no panic; either a *DefinitionInvalidError with the stored
+// definition unchanged, or a stored definition that reads back identically
+// and whose events are accepted or refused with ErrEventInvalid; and the
+// runtime keeps running other instances.
+func FuzzPutEventDefinitionSchema(f *testing.F) {
+	deep := func(n int) string { return strings.Repeat(`{"items":`, n) + "{}" + strings.Repeat("}", n) }
+	for _, s := range []string{
+		"", "{}", "true", "false", "null", "42", `"s"`, "[]", " ", "{", `{} {}`, "{\"title\":\"\xff\"}",
+		s1Schema,
+		`{"type":"object","properties":{"next":{"$ref":"#"}},"additionalProperties":false}`,
+		`{"$ref":"#"}`,
+		`{"$defs":{"a":{"$ref":"#/$defs/b"},"b":{"$ref":"#/$defs/a"}},"$ref":"#/$defs/a"}`,
+		`{"$ref":"#/$defs/missing"}`,
+		`{"$ref":"http://127.0.0.1:1/s.json"}`,
+		`{"$ref":"file:///etc/passwd"}`,
+		`{"$schema":"http://json-schema.org/draft-04/schema#","id":"#a","properties":{"x":{"$ref":"#a"}}}`,
+		`{"$schema":"http://json-schema.org/draft-07/schema#","definitions":{"s":{"type":"string"}},"$ref":"#/definitions/s"}`,
+		`{"$dynamicAnchor":"n","items":{"$dynamicRef":"#n"}}`,
+		`{"patternProperties":{"^a+$":{"pattern":"[\\p{L}]{100}"}}}`,
+		`{"type":"string","format":"regex"}`,
+		deep(63), deep(64),
+		`{"$defs":{"d0":{"allOf":[{"$ref":"#/$defs/d1"},{"$ref":"#/$defs/d1"}]},"d1":{"anyOf":[{"$ref":"#/$defs/d2"},{"$ref":"#/$defs/d2"}]},"d2":{}},"$ref":"#/$defs/d0"}`,
+	} {
+		f.Add([]byte(s))
+	}
+
+	st := testStore(f)
+	rt, err := herald.NewRuntime(st, &herald.Config{PollInterval: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		f.Fatal(err)
+	}
+	herald.RegisterWorkflow(rt, "fz-wait", func(ctx *herald.Context, _ struct{}) (int, error) {
+		var n int
+		err := ctx.WaitEvent("fz-keep").Get(&n)
+		return n, err
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := rt.Start(ctx); err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() {
+		cancel()
+		stop, done := context.WithTimeout(context.Background(), 10*time.Second)
+		defer done()
+		_ = rt.Stop(stop)
+	})
+	c, other := rt.Client(), herald.NewClient(st, nil)
+	if _, err := c.PutEventDefinition(ctx, herald.EventDefinition{Name: "fz-keep", Schema: json.RawMessage(`{"type":"integer"}`)}); err != nil {
+		f.Fatal(err)
+	}
+	var seq atomic.Int64
+
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		before, err := other.GetEventDefinition(ctx, "fz")
+		if err != nil && !errors.Is(err, herald.ErrNotFound) {
+			t.Fatal(err)
+		}
+		out, err := c.PutEventDefinition(ctx, herald.EventDefinition{Name: "fz", Schema: raw})
+		if err != nil {
+			var inv *herald.DefinitionInvalidError
+			if !errors.As(err, &inv) || out != nil || len(inv.Reasons) == 0 {
+				t.Fatalf("put: %+v, %v; want a definition or a *DefinitionInvalidError", out, err)
+			}
+			after, err := other.GetEventDefinition(ctx, "fz")
+			if (before == nil) != errors.Is(err, herald.ErrNotFound) || (before != nil && (after == nil || after.Version != before.Version)) {
+				t.Fatalf("refused put changed the definition: before %+v, after %+v, %v", before, after, err)
+			}
+		} else {
+			got, err := other.GetEventDefinition(ctx, "fz")
+			if err != nil || got.Version != out.Version || !bytes.Equal(got.Schema, raw) {
+				t.Fatalf("read back: %+v, %v; want version %d, schema %q", got, err, out.Version, raw)
+			}
+			for _, p := range []any{nil, 7, "s", map[string]any{"a": []any{1, "b", true}}} {
+				if _, err := other.Enqueue(ctx, "fz-nobody", "fz", p); err != nil && !errors.Is(err, herald.ErrEventInvalid) {
+					t.Fatalf("enqueue %v under the stored schema: %v; want it accepted or ErrEventInvalid", p, err)
+				}
+			}
+		}
+
+		id := fmt.Sprintf("fz-%d", seq.Add(1))
+		if _, err := c.StartWorkflow(ctx, "fz-wait", nil, herald.WithInstanceID(id)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := other.RaiseEvent(ctx, id, "fz-keep", 7); err != nil {
+			t.Fatal(err)
+		}
+		info, err := c.WaitForCompletion(ctx, id)
+		var n int
+		if err != nil || info.Result(&n) != nil || n != 7 {
+			t.Fatalf("another instance: %+v, %v; want it completed with 7", info, err)
+		}
+	})
 }

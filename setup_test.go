@@ -34,7 +34,7 @@ type bundle struct {
 // picks the backend, so the same end-to-end tests run on every backend:
 // SQLite by default, PostgreSQL (a fresh schema) with
 // HERALD_TEST_BACKEND=postgres and HERALD_TEST_POSTGRES_URL set.
-func testStore(t *testing.T) storage.Store {
+func testStore(t testing.TB) storage.Store {
 	t.Helper()
 	ctx := context.Background()
 	switch b := testdb.Backend(); b {
