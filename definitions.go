@@ -70,7 +70,7 @@ func (e *DefinitionInvalidError) Is(target error) bool { return target == ErrDef
 //     booleans, 512 references ($ref, $dynamicRef, $recursiveRef), 512
 //     identifiers ($id, $anchor, $dynamicAnchor) or 256 regular
 //     expressions: the JSON Schema library's work grows faster than the
-//     schema, and these limits keep a compile well under a second where a
+//     schema, and these limits keep a compile under a second where a
 //     2.3 MB schema took 38 s;
 //   - a reference that does not resolve inside the schema: nothing is ever
 //     loaded from a URL or a file (http, https, file ...), so referenced
