@@ -17,6 +17,7 @@ import (
 	"golang.org/x/text/message"
 
 	"github.com/heraldwf/herald/history"
+	"github.com/heraldwf/herald/internal/schema"
 	"github.com/heraldwf/herald/storage"
 )
 
@@ -33,14 +34,56 @@ type EventDefinition = storage.EventDefinition
 type CorrelationConfig = storage.CorrelationConfig
 
 // ErrDefinitionInvalid: PutEventDefinition was given a definition that
-// cannot be used (empty name, unknown buffer policy, a schema that does not
-// compile, negative retention or cap). Nothing was stored.
+// cannot be used (empty name, unknown buffer policy, a schema that cannot be
+// used, negative retention or cap); nothing was stored. An event whose
+// stored definition's schema cannot be used (put before these checks, or
+// through a client with a larger Config.MaxSchemaBytes) is refused with it
+// too, and nothing is stored. The error is a *DefinitionInvalidError with
+// the reasons.
 var ErrDefinitionInvalid = errors.New("herald: event definition invalid")
 
-// PutEventDefinition creates or replaces the definition of def.Name. The
-// schema is compiled first; a definition that does not compile is refused
-// with ErrDefinitionInvalid. Events already stored are not rewritten: the
-// new definition applies to events sent from now on.
+// DefinitionInvalidError lists why an event definition was refused, or why
+// a stored one cannot be used. It matches ErrDefinitionInvalid with
+// errors.Is.
+type DefinitionInvalidError struct {
+	Name    string
+	Reasons []string
+}
+
+func (e *DefinitionInvalidError) Error() string {
+	return fmt.Sprintf("herald: event definition %q invalid: %s", e.Name, strings.Join(e.Reasons, "; "))
+}
+
+// Is makes errors.Is(err, ErrDefinitionInvalid) true.
+func (e *DefinitionInvalidError) Is(target error) bool { return target == ErrDefinitionInvalid }
+
+// PutEventDefinition creates or replaces the definition of def.Name. Events
+// already stored are not rewritten: the new definition applies to events
+// sent from now on.
+//
+// The schema is compiled first (draft 2020-12 unless its $schema names
+// another draft), and a definition whose schema cannot be used is refused
+// with a *DefinitionInvalidError (ErrDefinitionInvalid), nothing stored:
+//   - larger than Config.MaxSchemaBytes (default 256 KiB), not UTF-8, not
+//     JSON, not a JSON Schema;
+//   - nested more than 64 levels deep, or with more than 4096 objects and
+//     booleans, 512 references ($ref, $dynamicRef, $recursiveRef), 512
+//     identifiers ($id, $anchor, $dynamicAnchor) or 256 regular
+//     expressions: the JSON Schema library's work grows faster than the
+//     schema, and these limits keep a compile under a second where a
+//     2.3 MB schema took 38 s;
+//   - a reference that does not resolve inside the schema: nothing is ever
+//     loaded from a URL or a file (http, https, file ...), so referenced
+//     schemas belong under $defs; the JSON Schema meta-schemas, which the
+//     library embeds, are the only exception;
+//   - a reference cycle that never descends into the value, such as
+//     {"$ref":"#"}, which no value can satisfy (recursion through
+//     properties or items is fine);
+//   - in-place applicators ($ref, allOf, anyOf, oneOf ...) fanning out to
+//     more than 10,000 subschema evaluations for a single value.
+//
+// A schema is compiled once per process, whichever client puts it or sends
+// its events.
 func (c *Client) PutEventDefinition(ctx context.Context, def EventDefinition) (*EventDefinition, error) {
 	def.Tenant = c.cfg.Tenant
 	if def.Buffer == "" {
@@ -63,12 +106,12 @@ func (c *Client) PutEventDefinition(ctx context.Context, def EventDefinition) (*
 		problems = append(problems, "negative correlation ttl")
 	}
 	if len(def.Schema) > 0 {
-		if _, err := compileSchema(def.Name, def.Schema); err != nil {
+		if _, err := compileSchema(def.Schema, c.cfg.MaxSchemaBytes); err != nil {
 			problems = append(problems, "schema: "+err.Error())
 		}
 	}
 	if len(problems) > 0 {
-		return nil, fmt.Errorf("%w: %s: %s", ErrDefinitionInvalid, def.Name, strings.Join(problems, "; "))
+		return nil, &DefinitionInvalidError{Name: def.Name, Reasons: problems}
 	}
 	out, err := c.store.EventDefinitionPut(ctx, &storage.EventDefinitionPutParams{Definition: def, Now: c.cfg.Now()})
 	if err != nil {
@@ -104,22 +147,25 @@ func (c *Client) DeleteEventDefinition(ctx context.Context, name string) error {
 	return nil
 }
 
-func compileSchema(_ string, schema []byte) (*jsonschema.Schema, error) {
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schema))
-	if err != nil {
-		return nil, fmt.Errorf("not JSON: %w", err)
+// compiledSchemas holds the compiled schemas of every client of the
+// process: at most 1024, about 64 MiB.
+var compiledSchemas = schema.NewCache(1024, 64<<20)
+
+// compileSchema returns raw compiled, or why it cannot be used; see
+// PutEventDefinition.
+func compileSchema(raw []byte, maxBytes int) (*jsonschema.Schema, error) {
+	if len(raw) > maxBytes {
+		return nil, fmt.Errorf("%d bytes, over the %d-byte cap (Config.MaxSchemaBytes)", len(raw), maxBytes)
 	}
-	comp := jsonschema.NewCompiler()
-	comp.UseLoader(jsonschema.SchemeURLLoader{}) // no file or network $refs
-	const url = "herald:///definition.json"      // a fresh compiler per schema: the URL only has to be valid
-	if err := comp.AddResource(url, doc); err != nil {
-		return nil, err
-	}
-	return comp.Compile(url)
+	return compiledSchemas.Get(raw)
 }
 
-// schemaCache keeps compiled schemas by (name, version), so a schema is
-// compiled once per definition version.
+// schemaCache is a client's index of compiled schemas by definition name
+// and version, in front of compiledSchemas: a hit costs a map lookup where
+// compiledSchemas hashes the schema, and the client's store and tenant are
+// fixed, so a name and version denote one schema (storage.EventDefinition's
+// Version). It keeps why a version cannot be used too, so that is not
+// worked out again at every event.
 type schemaCache struct {
 	mu sync.Mutex
 	m  map[string]cachedSchema
@@ -128,23 +174,33 @@ type schemaCache struct {
 type cachedSchema struct {
 	version int64
 	schema  *jsonschema.Schema
+	err     error
 }
 
-func (sc *schemaCache) get(def *EventDefinition) (*jsonschema.Schema, error) {
+// maxClientSchemas bounds a client's index; past it an entry is dropped.
+const maxClientSchemas = 256
+
+func (sc *schemaCache) get(def *EventDefinition, maxBytes int) (*jsonschema.Schema, error) {
+	sc.mu.Lock()
+	e, ok := sc.m[def.Name]
+	sc.mu.Unlock()
+	if ok && e.version == def.Version {
+		return e.schema, e.err
+	}
+	s, err := compileSchema(def.Schema, maxBytes)
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
-	if e, ok := sc.m[def.Name]; ok && e.version == def.Version {
-		return e.schema, nil
-	}
-	s, err := compileSchema(def.Name, def.Schema)
-	if err != nil {
-		return nil, err
-	}
 	if sc.m == nil {
 		sc.m = map[string]cachedSchema{}
 	}
-	sc.m[def.Name] = cachedSchema{version: def.Version, schema: s}
-	return s, nil
+	if _, ok := sc.m[def.Name]; !ok && len(sc.m) >= maxClientSchemas {
+		for k := range sc.m {
+			delete(sc.m, k)
+			break
+		}
+	}
+	sc.m[def.Name] = cachedSchema{version: def.Version, schema: s, err: err}
+	return s, err
 }
 
 // applyDefinition validates an event against its definition, if one exists,
@@ -181,8 +237,8 @@ func (c *Client) applyDefinition(ctx context.Context, p *storage.EventRaiseParam
 
 // payloadReasons checks a payload against a definition: its size cap (the
 // client's default when the definition sets none) and its schema. It
-// returns why the payload is refused (nil if it is fine), or an error if the
-// schema cannot be compiled.
+// returns why the payload is refused (nil if it is fine), or a
+// *DefinitionInvalidError if the schema cannot be used.
 func (c *Client) payloadReasons(def *EventDefinition, payload []byte) ([]string, error) {
 	limit := c.cfg.MaxPayloadBytes
 	if def.MaxPayloadBytes > 0 {
@@ -194,14 +250,27 @@ func (c *Client) payloadReasons(def *EventDefinition, payload []byte) ([]string,
 	if len(def.Schema) == 0 {
 		return nil, nil
 	}
-	sch, err := c.schemas.get(def)
+	sch, err := c.schemas.get(def, c.cfg.MaxSchemaBytes)
 	if err != nil {
-		return nil, fmt.Errorf("event definition %s: schema: %w", def.Name, err)
+		return nil, &DefinitionInvalidError{Name: def.Name, Reasons: []string{
+			fmt.Sprintf("stored version %d cannot be used: schema: %v", def.Version, err)}}
 	}
 	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(payload))
 	if err != nil {
 		return []string{"payload is not valid JSON"}, nil
 	}
+	return validatePayload(def.Name, sch, inst)
+}
+
+// validatePayload returns why inst does not satisfy sch (nil if it does). A
+// panic in the JSON Schema library is returned as an error rather than
+// taking down the caller.
+func validatePayload(name string, sch *jsonschema.Schema, inst any) (reasons []string, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			reasons, err = nil, fmt.Errorf("event definition %s: the JSON Schema validator failed: %v", name, r)
+		}
+	}()
 	if err := sch.Validate(inst); err != nil {
 		return schemaReasons(err), nil
 	}

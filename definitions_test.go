@@ -7,15 +7,26 @@ package herald_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/heraldwf/herald"
 	"github.com/heraldwf/herald/history"
+	"github.com/heraldwf/herald/internal/schema"
+	"github.com/heraldwf/herald/storage"
 )
 
 // dfGateIn drives dfGated: optionally wait for the positional event "go",
@@ -777,4 +788,342 @@ func TestDefinition_ResendAfterDefinitionChangeIsDuplicate(t *testing.T) {
 	if err != nil || !rec.Duplicate {
 		t.Fatalf("resend of an accepted event: %+v, %v; want its first receipt (Duplicate)", rec, err)
 	}
+}
+
+// dfUniqueSeq makes dfUnique's schemas differ across runs of a test in one
+// process (-count).
+var dfUniqueSeq atomic.Int64
+
+// dfUnique returns an object schema with a $comment unique to this test
+// run, so that schema.Compiles of its bytes counts this test's compiles
+// alone, whatever runs in parallel.
+func dfUnique(t *testing.T, schemaObject string) json.RawMessage {
+	t.Helper()
+	if !strings.HasPrefix(schemaObject, "{") {
+		t.Fatalf("dfUnique: %.40s is not an object", schemaObject)
+	}
+	comment := fmt.Sprintf(`{"$comment":"%s %d"`, t.Name(), dfUniqueSeq.Add(1))
+	if schemaObject == "{}" {
+		return json.RawMessage(comment + "}")
+	}
+	return json.RawMessage(comment + "," + schemaObject[1:])
+}
+
+// dfDefRefused puts def through c, wants a *DefinitionInvalidError naming
+// def with a reason containing want, and checks that nothing was stored.
+func dfDefRefused(t *testing.T, c *herald.Client, def herald.EventDefinition, want string) {
+	t.Helper()
+	out, err := c.PutEventDefinition(t.Context(), def)
+	var inv *herald.DefinitionInvalidError
+	if !errors.Is(err, herald.ErrDefinitionInvalid) || !errors.As(err, &inv) || out != nil || inv.Name != def.Name {
+		stored := "nothing stored"
+		if out != nil {
+			stored = fmt.Sprintf("stored as version %d", out.Version)
+		}
+		t.Fatalf("put %s: %s, %.300v; want a *DefinitionInvalidError", def.Name, stored, err)
+	}
+	if !slices.ContainsFunc(inv.Reasons, func(r string) bool { return strings.Contains(r, want) }) {
+		t.Fatalf("put %s: reasons %q, want one containing %q", def.Name, inv.Reasons, want)
+	}
+	if d, err := c.GetEventDefinition(t.Context(), def.Name); !errors.Is(err, herald.ErrNotFound) {
+		t.Fatalf("refused definition %s stored: %+v, %v", def.Name, d, err)
+	}
+}
+
+// dfDefSendRefused sends to name through c and wants ErrDefinitionInvalid
+// with a reason containing want, nothing stored for eventID.
+func dfDefSendRefused(t *testing.T, c *herald.Client, name, eventID, want string) {
+	t.Helper()
+	_, err := c.Enqueue(t.Context(), "i", name, true, herald.WithEventID(eventID))
+	var inv *herald.DefinitionInvalidError
+	if !errors.Is(err, herald.ErrDefinitionInvalid) || !errors.As(err, &inv) ||
+		!slices.ContainsFunc(inv.Reasons, func(r string) bool { return strings.Contains(r, want) }) {
+		t.Fatalf("enqueue %s %s: %v; want a *DefinitionInvalidError saying %q", name, eventID, err, want)
+	}
+	if rec, err := c.EventFate(t.Context(), eventID); !errors.Is(err, herald.ErrNotFound) {
+		t.Fatalf("refused %s stored: %+v, %v", eventID, rec, err)
+	}
+}
+
+// A schema is capped in size (Config.MaxSchemaBytes, default 256 KiB). A
+// 2.3 MB schema took 38 s to compile at put and again at each client's first
+// raise.
+func TestDefinition_SchemaSizeCapped(t *testing.T) {
+	t.Parallel()
+	st := testStore(t)
+	c := herald.NewClient(st, nil)
+	ctx := t.Context()
+	described := func(n int) json.RawMessage { // a cheap schema of exactly n bytes
+		const frame = `{"type":"boolean","description":""}`
+		return json.RawMessage(frame[:len(frame)-2] + strings.Repeat("x", n-len(frame)) + `"}`)
+	}
+	dfDefRefused(t, c, herald.EventDefinition{Name: "big", Schema: described(256<<10 + 1)}, "262145 bytes, over the 262144-byte cap")
+	dfPut(t, c, herald.EventDefinition{Name: "at-cap", Schema: described(256 << 10)})
+
+	// Config.MaxSchemaBytes sets the cap.
+	small := herald.NewClient(st, &herald.Config{MaxSchemaBytes: 1024})
+	dfDefRefused(t, small, herald.EventDefinition{Name: "mid", Schema: described(1025)}, "1025 bytes, over the 1024-byte cap")
+	dfPut(t, c, herald.EventDefinition{Name: "mid", Schema: described(1025)})
+
+	// An event whose stored schema is over the sending client's cap is
+	// refused, nothing stored; a client with a larger cap sends it.
+	dfDefSendRefused(t, small, "mid", "ev-small", "over the 1024-byte cap")
+	dfSend(t, c, history.LaneQueue, "i", "mid", true, "ev-default")
+	if _, err := c.Enqueue(ctx, "i", "mid", "yes"); !errors.Is(err, herald.ErrEventInvalid) {
+		t.Fatalf("payload against the stored schema: %v, want ErrEventInvalid", err)
+	}
+}
+
+// A schema whose shape would make the compile slow is refused at put before
+// the JSON Schema library sees it: the limits, not a clock, bound the time.
+func TestDefinition_PathologicalSchemaRefusedBeforeCompiling(t *testing.T) {
+	t.Parallel()
+	schema.CountCompiles()
+	c := dfClient(t)
+	props := func(n int, v string) string {
+		p := make([]string, n)
+		for i := range p {
+			p[i] = fmt.Sprintf(`"p%d":%s`, i, v)
+		}
+		return `{"properties":{` + strings.Join(p, ",") + `}}`
+	}
+	cases := []struct{ what, schema, reason string }{
+		// 216 KB: about 3 s to compile before, quadratic in the subschemas.
+		{"20,000 subschemas", props(20000, "{}"), "20002 objects and booleans (subschemas), over the limit of 4096"},
+		// 20 KB: about 16 s before, cubic in the depth.
+		{"nested 2,000 deep", strings.Repeat(`{"items":`, 2000) + "{}" + strings.Repeat("}", 2000), "nested more than 64 levels deep"},
+		{"600 regular expressions", props(600, `{"pattern":"[\\p{L}\\p{N}]{1000}"}`), "600 regular expressions"},
+		{"2,000 references", `{"$defs":{"a":{}},"allOf":[` + strings.Repeat(`{"$ref":"#/$defs/a"},`, 1999) + `{"$ref":"#/$defs/a"}]}`, "2000 references"},
+	}
+	for _, tc := range cases {
+		raw := dfUnique(t, tc.schema)
+		dfDefRefused(t, c, herald.EventDefinition{Name: "slow", Schema: raw}, tc.reason)
+		if n := schema.Compiles(raw); n != 0 {
+			t.Errorf("%s: reached the JSON Schema compiler %d times, want it refused before", tc.what, n)
+		}
+	}
+
+	// Fan-out: 27 levels of allOf over two references is 2^27 evaluations of
+	// every payload. It compiles at once, so it is refused after compiling.
+	defs := make([]string, 27)
+	for i := range defs {
+		defs[i] = fmt.Sprintf(`"d%d":{"allOf":[{"$ref":"#/$defs/d%d"},{"$ref":"#/$defs/d%d"}]}`, i, i+1, i+1)
+	}
+	fan := `{"$defs":{` + strings.Join(defs, ",") + `,"d27":{"type":"integer"}},"$ref":"#/$defs/d0"}`
+	dfDefRefused(t, c, herald.EventDefinition{Name: "slow", Schema: json.RawMessage(fan)}, "evaluates more than 10000 subschemas")
+}
+
+// A schema no value can satisfy because it refers to itself without
+// descending into the value ({"$ref":"#"}, a cycle of $refs) is refused at
+// put; so is a reference that does not resolve. Recursion through a
+// property is fine.
+func TestDefinition_RefCycleRefusedAtPut(t *testing.T) {
+	t.Parallel()
+	c := dfClient(t)
+	for _, tc := range []struct{ schema, reason string }{
+		{`{"$ref":"#"}`, "reference cycle that never descends into the value"},
+		{`{"type":"object","allOf":[{"$ref":"#"}]}`, "reference cycle"},
+		{`{"$defs":{"a":{"$ref":"#/$defs/b"},"b":{"anyOf":[{"type":"string"},{"$ref":"#/$defs/a"}]}},"$ref":"#/$defs/a"}`,
+			"#/$defs/a → #/$defs/b → #/$defs/b/anyOf/1 → #/$defs/a"},
+		{`{"$ref":"#/$defs/missing"}`, `reference to "#/$defs/missing" does not resolve`},
+		{`{"properties":{"a":{"$ref":"#missing"}}}`, `reference "#missing" does not resolve`},
+	} {
+		dfDefRefused(t, c, herald.EventDefinition{Name: "loop", Schema: json.RawMessage(tc.schema)}, tc.reason)
+	}
+
+	dfPut(t, c, herald.EventDefinition{Name: "list",
+		Schema: json.RawMessage(`{"type":"object","properties":{"next":{"$ref":"#"}},"additionalProperties":false}`)})
+	dfSend(t, c, history.LaneQueue, "i", "list", map[string]any{"next": map[string]any{"next": map[string]any{}}}, "ev-ok")
+	dfRefused(t, c, history.LaneQueue, "i", "list", map[string]any{"next": map[string]any{"x": 1}}, "ev-bad", "/next")
+}
+
+// A definition stored before these checks (here: straight through the
+// store) whose schema cannot be used refuses its events with
+// ErrDefinitionInvalid, nothing stored, and is worked out once per process,
+// not at every raise.
+func TestDefinition_StoredUnusableSchemaRefusesEvents(t *testing.T) {
+	t.Parallel()
+	schema.CountCompiles()
+	st := testStore(t)
+	raw := dfUnique(t, `{"$ref":"#"}`)
+	if _, err := st.EventDefinitionPut(t.Context(), &storage.EventDefinitionPutParams{
+		Definition: storage.EventDefinition{Tenant: herald.DefaultTenant, Name: "legacy", Schema: raw}, Now: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range []*herald.Client{herald.NewClient(st, nil), herald.NewClient(st, nil)} {
+		for j := range 3 {
+			dfDefSendRefused(t, c, "legacy", fmt.Sprintf("ev-%d-%d", i, j), "stored version 1 cannot be used: schema: reference cycle")
+		}
+	}
+	if n := schema.Compiles(raw); n != 1 {
+		t.Fatalf("compiled %d times, want once", n)
+	}
+}
+
+// Every client over a store shares the compiled schemas: Runtime.Client and
+// any number of NewClient compile a definition version once in the process,
+// at put.
+func TestDefinition_SchemaCompiledOncePerProcess(t *testing.T) {
+	t.Parallel()
+	schema.CountCompiles()
+	st := testStore(t)
+	putter := herald.NewClient(st, nil)
+	b := setupOn(t, st, nil, nil)
+	clients := []*herald.Client{putter, herald.NewClient(st, nil), b.client, herald.NewClient(st, &herald.Config{MaxPayloadBytes: 1 << 10})}
+	versions := []struct {
+		schema    string
+		good, bad any
+	}{
+		{`{"type":"object","required":["n"],"properties":{"n":{"type":"integer"}}}`, map[string]int{"n": 1}, map[string]string{"n": "x"}},
+		{`{"type":"integer"}`, 2, "x"},
+	}
+	for v, version := range versions {
+		raw := dfUnique(t, version.schema)
+		dfPut(t, putter, herald.EventDefinition{Name: "tick", Schema: raw})
+		for i, c := range clients {
+			for j := range 2 {
+				dfSend(t, c, history.LaneQueue, "i", "tick", version.good, fmt.Sprintf("ev-%d-%d-%d", v, i, j))
+				dfRefused(t, c, history.LaneQueue, "i", "tick", version.bad, fmt.Sprintf("bad-%d-%d-%d", v, i, j), "got string")
+			}
+		}
+		if n := schema.Compiles(raw); n != 1 {
+			t.Fatalf("version %d compiled %d times over %d clients, want once", v+1, n, len(clients))
+		}
+	}
+}
+
+// References outside the schema are refused at put, and nothing is ever
+// fetched: not over HTTP, not from a file.
+func TestDefinition_RemoteRefRefused(t *testing.T) {
+	t.Parallel()
+	var fetched atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fetched.Add(1)
+		w.Header().Set("Content-Type", "application/schema+json")
+		_, _ = w.Write([]byte(`{"type":"boolean"}`))
+	}))
+	t.Cleanup(srv.Close)
+	file := filepath.Join(t.TempDir(), "s.json")
+	if err := os.WriteFile(file, []byte(`{"type":"boolean"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := dfClient(t)
+	for _, s := range []string{
+		`{"$ref":"` + srv.URL + `/s.json"}`,
+		`{"properties":{"approved":{"$ref":"` + srv.URL + `/s.json#/type"}}}`,
+		`{"$id":"` + srv.URL + `/root.json","properties":{"approved":{"$ref":"s.json"}}}`,
+		`{"$schema":"` + srv.URL + `/meta.json"}`,
+		`{"$ref":"file://` + filepath.ToSlash(file) + `"}`,
+		`{"$ref":"https://example.com/s.json"}`,
+	} {
+		dfDefRefused(t, c, herald.EventDefinition{Name: "remote", Schema: json.RawMessage(s)}, "herald never loads schemas from URLs or files")
+	}
+	if n := fetched.Load(); n != 0 {
+		t.Fatalf("the schema server was asked %d times", n)
+	}
+	// A resource bundled in the schema under a remote-looking $id is used,
+	// not fetched.
+	dfPut(t, c, herald.EventDefinition{Name: "bundled", Schema: json.RawMessage(
+		`{"$defs":{"flag":{"$id":"` + srv.URL + `/flag.json","type":"boolean"}},"properties":{"approved":{"$ref":"` + srv.URL + `/flag.json"}}}`)})
+	dfRefused(t, c, history.LaneQueue, "i", "bundled", map[string]any{"approved": "yes"}, "ev-1", "/approved")
+	if n := fetched.Load(); n != 0 {
+		t.Fatalf("the schema server was asked %d times", n)
+	}
+}
+
+// FuzzPutEventDefinitionSchema puts arbitrary bytes as a definition's
+// schema: no panic; either a *DefinitionInvalidError with the stored
+// definition unchanged, or a stored definition that reads back identically
+// and whose events are accepted or refused with ErrEventInvalid; and the
+// runtime keeps running other instances.
+func FuzzPutEventDefinitionSchema(f *testing.F) {
+	deep := func(n int) string { return strings.Repeat(`{"items":`, n) + "{}" + strings.Repeat("}", n) }
+	for _, s := range []string{
+		"", "{}", "true", "false", "null", "42", `"s"`, "[]", " ", "{", `{} {}`, "{\"title\":\"\xff\"}",
+		s1Schema,
+		`{"type":"object","properties":{"next":{"$ref":"#"}},"additionalProperties":false}`,
+		`{"$ref":"#"}`,
+		`{"$defs":{"a":{"$ref":"#/$defs/b"},"b":{"$ref":"#/$defs/a"}},"$ref":"#/$defs/a"}`,
+		`{"$ref":"#/$defs/missing"}`,
+		`{"$ref":"http://127.0.0.1:1/s.json"}`,
+		`{"$ref":"file:///etc/passwd"}`,
+		`{"$schema":"http://json-schema.org/draft-04/schema#","id":"#a","properties":{"x":{"$ref":"#a"}}}`,
+		`{"$schema":"http://json-schema.org/draft-07/schema#","definitions":{"s":{"type":"string"}},"$ref":"#/definitions/s"}`,
+		`{"$dynamicAnchor":"n","items":{"$dynamicRef":"#n"}}`,
+		`{"patternProperties":{"^a+$":{"pattern":"[\\p{L}]{100}"}}}`,
+		`{"type":"string","format":"regex"}`,
+		deep(63), deep(64),
+		`{"$defs":{"d0":{"allOf":[{"$ref":"#/$defs/d1"},{"$ref":"#/$defs/d1"}]},"d1":{"anyOf":[{"$ref":"#/$defs/d2"},{"$ref":"#/$defs/d2"}]},"d2":{}},"$ref":"#/$defs/d0"}`,
+	} {
+		f.Add([]byte(s))
+	}
+
+	st := testStore(f)
+	rt, err := herald.NewRuntime(st, &herald.Config{PollInterval: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		f.Fatal(err)
+	}
+	herald.RegisterWorkflow(rt, "fz-wait", func(ctx *herald.Context, _ struct{}) (int, error) {
+		var n int
+		err := ctx.WaitEvent("fz-keep").Get(&n)
+		return n, err
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := rt.Start(ctx); err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() {
+		cancel()
+		stop, done := context.WithTimeout(context.Background(), 10*time.Second)
+		defer done()
+		_ = rt.Stop(stop)
+	})
+	c, other := rt.Client(), herald.NewClient(st, nil)
+	if _, err := c.PutEventDefinition(ctx, herald.EventDefinition{Name: "fz-keep", Schema: json.RawMessage(`{"type":"integer"}`)}); err != nil {
+		f.Fatal(err)
+	}
+	var seq atomic.Int64
+
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		before, err := other.GetEventDefinition(ctx, "fz")
+		if err != nil && !errors.Is(err, herald.ErrNotFound) {
+			t.Fatal(err)
+		}
+		out, err := c.PutEventDefinition(ctx, herald.EventDefinition{Name: "fz", Schema: raw})
+		if err != nil {
+			var inv *herald.DefinitionInvalidError
+			if !errors.As(err, &inv) || out != nil || len(inv.Reasons) == 0 {
+				t.Fatalf("put: %+v, %v; want a definition or a *DefinitionInvalidError", out, err)
+			}
+			after, err := other.GetEventDefinition(ctx, "fz")
+			if (before == nil) != errors.Is(err, herald.ErrNotFound) || (before != nil && (after == nil || after.Version != before.Version)) {
+				t.Fatalf("refused put changed the definition: before %+v, after %+v, %v", before, after, err)
+			}
+		} else {
+			got, err := other.GetEventDefinition(ctx, "fz")
+			if err != nil || got.Version != out.Version || !bytes.Equal(got.Schema, raw) {
+				t.Fatalf("read back: %+v, %v; want version %d, schema %q", got, err, out.Version, raw)
+			}
+			for _, p := range []any{nil, 7, "s", map[string]any{"a": []any{1, "b", true}}} {
+				if _, err := other.Enqueue(ctx, "fz-nobody", "fz", p); err != nil && !errors.Is(err, herald.ErrEventInvalid) {
+					t.Fatalf("enqueue %v under the stored schema: %v; want it accepted or ErrEventInvalid", p, err)
+				}
+			}
+		}
+
+		id := fmt.Sprintf("fz-%d", seq.Add(1))
+		if _, err := c.StartWorkflow(ctx, "fz-wait", nil, herald.WithInstanceID(id)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := other.RaiseEvent(ctx, id, "fz-keep", 7); err != nil {
+			t.Fatal(err)
+		}
+		info, err := c.WaitForCompletion(ctx, id)
+		var n int
+		if err != nil || info.Result(&n) != nil || n != 7 {
+			t.Fatalf("another instance: %+v, %v; want it completed with 7", info, err)
+		}
+	})
 }

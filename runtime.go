@@ -78,6 +78,12 @@ type Config struct {
 	DefaultRetry RetryPolicy
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
+	// MaxSchemaBytes caps the size of an event definition's JSON Schema:
+	// PutEventDefinition refuses a larger one with ErrDefinitionInvalid,
+	// and an event whose stored definition has a larger one (put through a
+	// client with a larger cap) is refused with ErrDefinitionInvalid
+	// without compiling it. Default 256 KiB.
+	MaxSchemaBytes int
 }
 
 // WithDefaults returns a copy of c with defaults filled in.
@@ -143,6 +149,9 @@ func (c *Config) WithDefaults() *Config {
 	}
 	if out.Now == nil {
 		out.Now = time.Now
+	}
+	if out.MaxSchemaBytes <= 0 {
+		out.MaxSchemaBytes = 256 << 10
 	}
 	return &out
 }

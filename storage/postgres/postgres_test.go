@@ -11,6 +11,10 @@ import (
 	"github.com/heraldwf/herald/storage/storagetest"
 )
 
+// TestMain says loudly that the package's tests skipped when
+// HERALD_TEST_POSTGRES_URL is not set, and fails the package under CI=true.
+func TestMain(m *testing.M) { testdb.Main(m) }
+
 func testURL(t testing.TB) string { return testdb.PostgresURL(t) }
 
 func newSchema(t testing.TB) string { return testdb.NewSchema(t) }
