@@ -139,9 +139,12 @@ type EventReceipt struct {
 // The payload is encoded as JSON (any JSON value, "" and null included). An
 // instance that does not exist yet keeps the event until it starts.
 //
-// Errors: ErrEventInvalid (empty name, payload not JSON or over
-// MaxPayloadBytes; nothing stored), ErrInstanceNotRunning (the instance has
-// ended; nothing stored), ErrEventIDConflict.
+// Errors: ErrEventInvalid (a malformed instance id, name or event id, a
+// payload not JSON or over MaxPayloadBytes or MaxPayloadDepth; nothing
+// stored), ErrDefinitionInvalid (the stored definition's schema cannot be
+// used; nothing stored), ErrInstanceNotRunning (the instance has ended;
+// nothing stored), ErrEventIDConflict, ErrUnavailable (after retries with
+// the same event id).
 func (c *Client) RaiseEvent(ctx context.Context, instanceID, name string, payload any, opts ...RaiseOption) (*EventReceipt, error) {
 	return c.send(ctx, history.LanePositional, instanceID, name, payload, opts)
 }

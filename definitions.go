@@ -51,7 +51,7 @@ type DefinitionInvalidError struct {
 }
 
 func (e *DefinitionInvalidError) Error() string {
-	return fmt.Sprintf("herald: event definition %q invalid: %s", e.Name, strings.Join(e.Reasons, "; "))
+	return fmt.Sprintf("herald: event definition %.64q invalid: %s", e.Name, strings.Join(e.Reasons, "; "))
 }
 
 // Is makes errors.Is(err, ErrDefinitionInvalid) true.
@@ -89,10 +89,7 @@ func (c *Client) PutEventDefinition(ctx context.Context, def EventDefinition) (*
 	if def.Buffer == "" {
 		def.Buffer = storage.BufferFIFO
 	}
-	var problems []string
-	if def.Name == "" {
-		problems = append(problems, "empty name")
-	}
+	problems := textReasons(nil, "name", def.Name, MaxNameBytes)
 	if def.Buffer != storage.BufferFIFO && def.Buffer != storage.BufferLatest {
 		problems = append(problems, fmt.Sprintf("buffer %q is neither %q nor %q", def.Buffer, storage.BufferFIFO, storage.BufferLatest))
 	}
@@ -122,7 +119,12 @@ func (c *Client) PutEventDefinition(ctx context.Context, def EventDefinition) (*
 
 // GetEventDefinition returns the definition of name, or ErrNotFound.
 func (c *Client) GetEventDefinition(ctx context.Context, name string) (*EventDefinition, error) {
-	d, err := c.store.EventDefinitionGet(ctx, &storage.EventDefinitionGetParams{Tenant: c.cfg.Tenant, Name: name})
+	if !textOK(name, MaxNameBytes) {
+		return nil, notFound("event definition", name)
+	}
+	d, err := idempotent(ctx, func() (*EventDefinition, error) {
+		return c.store.EventDefinitionGet(ctx, &storage.EventDefinitionGetParams{Tenant: c.cfg.Tenant, Name: name})
+	})
 	if err != nil {
 		return nil, fmt.Errorf("event definition %s: %w", name, err)
 	}
@@ -131,7 +133,9 @@ func (c *Client) GetEventDefinition(ctx context.Context, name string) (*EventDef
 
 // ListEventDefinitions returns the tenant's definitions by name.
 func (c *Client) ListEventDefinitions(ctx context.Context) ([]*EventDefinition, error) {
-	ds, err := c.store.EventDefinitionList(ctx, &storage.EventDefinitionListParams{Tenant: c.cfg.Tenant})
+	ds, err := idempotent(ctx, func() ([]*EventDefinition, error) {
+		return c.store.EventDefinitionList(ctx, &storage.EventDefinitionListParams{Tenant: c.cfg.Tenant})
+	})
 	if err != nil {
 		return nil, fmt.Errorf("list event definitions: %w", err)
 	}
@@ -141,6 +145,9 @@ func (c *Client) ListEventDefinitions(ctx context.Context) ([]*EventDefinition, 
 // DeleteEventDefinition deletes the definition of name (ErrNotFound if
 // none). Events already stored keep their fates.
 func (c *Client) DeleteEventDefinition(ctx context.Context, name string) error {
+	if !textOK(name, MaxNameBytes) {
+		return notFound("delete event definition", name)
+	}
 	if err := c.store.EventDefinitionDelete(ctx, &storage.EventDefinitionGetParams{Tenant: c.cfg.Tenant, Name: name}); err != nil {
 		return fmt.Errorf("delete event definition %s: %w", name, err)
 	}

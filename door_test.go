@@ -354,6 +354,13 @@ func TestIdentifierRules(t *testing.T) {
 			_, err = b.client.PutCorrelatedEvent(b.ctx, "doc", bad, 1)
 			wantInvalid("PutCorrelatedEvent(key)", err, herald.ErrEventInvalid)
 
+			_, err = b.client.PutEventDefinition(b.ctx, herald.EventDefinition{Name: bad})
+			wantInvalid("PutEventDefinition", err, herald.ErrDefinitionInvalid)
+			_, err = b.client.GetEventDefinition(b.ctx, bad)
+			wantInvalid("GetEventDefinition", err, herald.ErrNotFound)
+			err = b.client.DeleteEventDefinition(b.ctx, bad)
+			wantInvalid("DeleteEventDefinition", err, herald.ErrNotFound)
+
 			_, err = b.client.Status(b.ctx, bad)
 			wantInvalid("Status", err, herald.ErrNotFound)
 			_, err = b.client.History(b.ctx, bad, 0)
