@@ -455,18 +455,39 @@ func TestPositionalReplayFollowsRecordedOutcomes(t *testing.T) {
 	}
 }
 
-// laneModel is an independent, deliberately naive statement of rules 1–4:
-// one global list of buffered events in arrival order.
+// laneModel is an independent, deliberately naive statement of rules 1–4
+// and of the give-back: one global list of buffered events in arrival
+// order.
 type laneModel struct {
 	limit     int
 	waits     map[string][]int
 	buffered  []*replay.Buffered
 	withdrawn map[string]int
 	ordinal   map[string]int
+	order     map[string]int // event id → its place in the arrival order
 }
 
 func newLaneModel(limit int) *laneModel {
-	return &laneModel{limit: limit, waits: map[string][]int{}, withdrawn: map[string]int{}, ordinal: map[string]int{}}
+	return &laneModel{limit: limit, waits: map[string][]int{}, withdrawn: map[string]int{}, ordinal: map[string]int{},
+		order: map[string]int{}}
+}
+
+// giveBack puts back an event a wait took: to the oldest wait of its name,
+// or into the buffered list at its place in the arrival order, whatever the
+// limit and the withdrawn questions.
+func (m *laneModel) giveBack(b *replay.Buffered) replay.Outcome {
+	name := b.Event.Name
+	if len(m.waits[name]) > 0 {
+		seq := m.waits[name][0]
+		m.waits[name] = m.waits[name][1:]
+		return deliveredTo(seq)
+	}
+	i := 0
+	for i < len(m.buffered) && m.order[m.buffered[i].Event.EventID] < m.order[b.Event.EventID] {
+		i++
+	}
+	m.buffered = slices.Insert(m.buffered, i, b)
+	return buffered
 }
 
 func (m *laneModel) wait(name string, seq int) (int, *replay.Buffered) {
@@ -492,8 +513,16 @@ func (m *laneModel) cancel(name string, seq int) bool {
 	return true
 }
 
+// carry buffers an event carried by continue-as-new (rule 5: only its age
+// limits it).
+func (m *laneModel) carry(b *replay.Buffered) {
+	m.order[b.Event.EventID] = len(m.order) + 1
+	m.buffered = append(m.buffered, b)
+}
+
 func (m *laneModel) arrive(b *replay.Buffered) replay.Outcome {
 	name := b.Event.Name
+	m.order[b.Event.EventID] = len(m.order) + 1
 	switch {
 	case len(m.waits[name]) > 0:
 		seq := m.waits[name][0]
