@@ -18,12 +18,12 @@ import (
 // withdrawing them and handing on delete-after-first events (a withdrawn
 // wait's delivery still in the inbox, an event a wait gave back).
 type corrStore struct {
-	deleteAfterFirst map[string]bool     // definition → delete_after_first_correlation
-	stored           map[string]corrPut  // definition/key → the stored correlated event
-	markers          []corrMarker        // oldest first
-	putOf            map[string]string   // produced event id → the put it carries
-	handedOn         map[string]bool     // produced events the store dropped to hand them on (no breadcrumb)
-	replaced         map[string]bool     // puts whose stored event a newer put replaced
+	deleteAfterFirst map[string]bool    // definition → delete_after_first_correlation
+	stored           map[string]corrPut // definition/key → the stored correlated event
+	markers          []corrMarker       // oldest first
+	putOf            map[string]string  // produced event id → the put it carries
+	handedOn         map[string]bool    // produced events the store dropped to hand them on (no breadcrumb)
+	replaced         map[string]bool    // puts whose stored event a newer put replaced
 	nextID           int
 }
 
