@@ -175,6 +175,7 @@ func (r *Runtime) runTurn(ctx context.Context, t *storage.Turn) {
 
 		CorrelatedWaits:       waits,
 		CancelCorrelatedWaits: out.CancelCorrelatedWaits,
+		ReturnedCorrelated:    out.ReturnedCorrelated,
 	})
 	r.stats.Turns.Add(1)
 	if err != nil {
@@ -221,15 +222,24 @@ func (r *Runtime) correlatedWaits(ctx context.Context, instanceID string, ws []r
 	return out
 }
 
-// reportDrops logs each dropped event at WARN and counts it: no event is
-// dropped silently.
+// reportDrops logs each drop breadcrumb at WARN and counts every event it
+// stands for: no event is dropped silently. A breadcrumb of a burst of
+// limit drops (history.Event.Count) is one WARN line with the count and the
+// first and last event ids, so that a flood does not flood the log.
 func reportDrops(logger *slog.Logger, stats *Stats, instanceID string, drops []history.Event) {
 	for _, d := range drops {
+		n := max(d.Count, 1)
 		if stats != nil {
-			stats.countDrop(string(d.Reason))
+			for range n {
+				stats.countDrop(string(d.Reason))
+			}
 		}
-		logger.Warn("herald: event dropped", "instance", instanceID, "event_id", d.EventID,
-			"name", d.Name, "lane", d.Lane, "reason", d.Reason, "origin_execution", d.OriginExecution)
+		attrs := []any{"instance", instanceID, "event_id", d.EventID,
+			"name", d.Name, "lane", d.Lane, "reason", d.Reason, "origin_execution", d.OriginExecution}
+		if n > 1 {
+			attrs = append(attrs, "count", n, "last_event_id", d.LastEventID)
+		}
+		logger.Warn("herald: event dropped", attrs...)
 	}
 }
 
