@@ -134,12 +134,17 @@ type Event struct {
 	// Reason is why an event was dropped.
 	Reason DropReason `json:"reason,omitempty"`
 	// Count and LastEventID: an EventDropped breadcrumb with reason limit
-	// stands for a burst of Count events (0 means one) of one lane and name,
-	// dropped one after the other in one turn with nothing else of that lane
-	// and name recorded in between: EventID (with Payload and ReceivedAt) is
-	// the first of them, LastEventID the last. Each of them has its own fate
-	// (dropped/limit) in the ledger; history keeps one breadcrumb per burst,
-	// so that a flood does not grow it without bound.
+	// opens a burst of limit drops of its lane and name. It stands for the
+	// Count events (0 means one) of that lane and name dropped one after the
+	// other in the turn that wrote it (EventID, with Payload and ReceivedAt,
+	// the first of them, LastEventID the last), and for every later limit
+	// drop of that lane and name until history records anything else of that
+	// lane (an arrival kept or dropped for another reason, a wait, a
+	// withdrawal; limit breadcrumbs of other names do not count): later
+	// turns write no breadcrumb for those. Each event of
+	// a burst has its own fate (dropped/limit) in the ledger; history keeps
+	// one breadcrumb per burst, so that a flood does not grow it without
+	// bound.
 	Count       int    `json:"count,omitempty"`
 	LastEventID string `json:"last_event_id,omitempty"`
 	// Latest marks a queue-lane arrival on a latest-value queue (its event

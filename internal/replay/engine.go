@@ -85,8 +85,15 @@ type Output struct {
 	Failure          *history.Failure
 	ContinueAsNew    *storage.ContinueAsNewParams
 	// Drops lists the drop breadcrumbs this turn wrote (in NewEvents or in
-	// the next execution's start events), for logs and metrics.
+	// the next execution's start events), for logs and metrics. A
+	// breadcrumb of a burst of limit drops stands for Count events
+	// (history.Event.Count).
 	Drops []history.Event
+	// ContinuedDrops reports the limit drops of this turn that continue a
+	// burst an earlier turn opened: they have fates but no breadcrumb. One
+	// entry per burst, shaped like a breadcrumb (no Seq): Count events,
+	// EventID the first and LastEventID the last of them.
+	ContinuedDrops []history.Event
 	// CorrelatedWaits are correlated-lane waits made this turn: the store
 	// registers a marker for each (or delivers a correlated event that
 	// already exists).
@@ -193,7 +200,7 @@ type State struct {
 	correlated  []CorrelatedWait // active correlated waits, oldest first
 	waitNumbers map[int]int      // subscription seq → wait number
 	receives    map[string]int
-	bursts      map[string]burst // the turn's open bursts of limit drops, by lane and name
+	bursts      map[string]burst // open bursts of limit drops, by lane and name
 	futures     map[int]*Future
 	uuids       int
 
@@ -385,6 +392,7 @@ func (s *State) run() {
 
 // applyStored applies a stored input event to the engine state.
 func (s *State) applyStored(ev history.Event) {
+	s.track(ev)
 	switch ev.Kind {
 	case history.ActivityCompleted, history.ActivityFailed, history.TimerFired:
 		f := s.futures[ev.TaskSeq]
@@ -500,7 +508,7 @@ func (s *State) arrive(m storage.Message, atStart bool) {
 		fate.Fate = history.FateBuffered
 	}
 	s.out.Fates = append(s.out.Fates, fate)
-	if o.Dropped && o.Reason == history.DropLimit && s.extendBurst(ev) {
+	if o.Dropped && o.Reason == history.DropLimit && s.continueBurst(ev) {
 		return
 	}
 	ev = s.record(ev)
@@ -508,7 +516,7 @@ func (s *State) arrive(m storage.Message, atStart bool) {
 	if o.Dropped {
 		s.out.Drops = append(s.out.Drops, ev)
 		if o.Reason == history.DropLimit {
-			s.bursts[burstKey(ev)] = burst{event: len(s.out.NewEvents) - 1, drop: len(s.out.Drops) - 1}
+			s.bursts[burstKey(ev)] = burst{lane: ev.Lane, event: len(s.out.NewEvents) - 1, drop: len(s.out.Drops) - 1}
 		}
 	}
 	if o.Delivered {
@@ -517,25 +525,66 @@ func (s *State) arrive(m storage.Message, atStart bool) {
 }
 
 // burst is an open burst of limit drops of one lane and name: the indexes of
-// its breadcrumb in Output.NewEvents and Output.Drops.
-type burst struct{ event, drop int }
+// its breadcrumb in Output.NewEvents and Output.Drops, or with event -1 (an
+// earlier turn wrote it) of this turn's report of it in
+// Output.ContinuedDrops (-1: none yet).
+type burst struct {
+	lane        history.Lane
+	event, drop int
+}
 
 func burstKey(ev history.Event) string { return string(ev.Lane) + "/" + ev.Name }
 
-// extendBurst counts a limit drop into the breadcrumb of the turn's open
-// burst of its lane and name, if there is one: a flood adds one breadcrumb
-// per burst to history, not one per event (history.Event.Count). Each
-// event still gets its own fate. A burst is open from its first drop until
-// anything else of its lane and name is recorded (record closes it).
-func (s *State) extendBurst(ev history.Event) bool {
-	bu, ok := s.bursts[burstKey(ev)]
-	if !ok || s.out.NewEvents[bu.event].AtStart != ev.AtStart {
-		return false
+// track follows the open bursts of limit drops through every history event,
+// stored or new: a limit breadcrumb opens its lane and name's burst; any
+// other event of a lane (an arrival kept or dropped for another reason, a
+// wait, a withdrawal) closes the lane's bursts, since the lane may have
+// room again.
+func (s *State) track(ev history.Event) {
+	switch {
+	case ev.Lane == "":
+	case ev.Kind == history.EventDropped && ev.Reason == history.DropLimit:
+		s.bursts[burstKey(ev)] = burst{lane: ev.Lane, event: -1, drop: -1}
+	default:
+		for k, bu := range s.bursts {
+			if bu.lane == ev.Lane {
+				delete(s.bursts, k)
+			}
+		}
 	}
-	crumb := &s.out.NewEvents[bu.event]
-	crumb.Count = max(crumb.Count, 1) + 1
-	crumb.LastEventID = ev.EventID
-	s.out.Drops[bu.drop].Count, s.out.Drops[bu.drop].LastEventID = crumb.Count, crumb.LastEventID
+}
+
+// continueBurst takes a limit drop into the open burst of its lane and
+// name, if there is one, so that a flood adds one breadcrumb per burst to
+// history, not one per event (history.Event.Count). A burst whose
+// breadcrumb this turn wrote counts the drop in it (Count, LastEventID); a
+// burst an earlier turn opened gets no new breadcrumb, and the turn reports
+// its drops in one entry of Output.ContinuedDrops. Every event still gets
+// its own fate.
+func (s *State) continueBurst(ev history.Event) bool {
+	k := burstKey(ev)
+	bu, ok := s.bursts[k]
+	switch {
+	case !ok:
+		return false
+	case bu.event >= 0:
+		crumb := &s.out.NewEvents[bu.event]
+		if crumb.AtStart != ev.AtStart {
+			return false
+		}
+		crumb.Count = max(crumb.Count, 1) + 1
+		crumb.LastEventID = ev.EventID
+		s.out.Drops[bu.drop].Count, s.out.Drops[bu.drop].LastEventID = crumb.Count, crumb.LastEventID
+	case bu.drop >= 0:
+		d := &s.out.ContinuedDrops[bu.drop]
+		d.Count = max(d.Count, 1) + 1
+		d.LastEventID = ev.EventID
+	default:
+		ev.Time = s.now // not in history: no Seq
+		s.out.ContinuedDrops = append(s.out.ContinuedDrops, ev)
+		bu.drop = len(s.out.ContinuedDrops) - 1
+		s.bursts[k] = bu
+	}
 	return true
 }
 
@@ -625,7 +674,7 @@ func (s *State) drop(buffered history.Event, reason history.DropReason, atStart 
 
 // record appends a new input event to the turn's history delta.
 func (s *State) record(ev history.Event) history.Event {
-	delete(s.bursts, burstKey(ev))
+	s.track(ev)
 	ev.Seq = s.nextSeq
 	s.nextSeq++
 	ev.Time = s.now
@@ -646,6 +695,7 @@ func (s *State) decide(ev history.Event) (int, bool) {
 			panic(nondeterminism{s.nondeterminism(h, describe(ev))})
 		}
 		s.cursor++
+		s.track(h)
 		return h.Seq, false
 	}
 	if s.replaying {

@@ -381,10 +381,10 @@ func newMixedQueueModel() *mixedQueueModel {
 }
 
 // arrived gives an arrival its place in the arrival order.
-func (m *mixedQueueModel) arrived(name, id string) {
-	n := len(m.order) + 1
-	m.order[id], m.newest[name] = n, n
-}
+func (m *mixedQueueModel) arrived(id string) { m.order[id] = len(m.order) + 1 }
+
+// kept notes an arrival delivered or buffered: the newest of its queue.
+func (m *mixedQueueModel) kept(name, id string) { m.newest[name] = m.order[id] }
 
 func (m *mixedQueueModel) take(name string) *history.Event {
 	for i, b := range m.buffered {
@@ -400,8 +400,8 @@ func (m *mixedQueueModel) take(name string) *history.Event {
 
 // giveBack puts back a message a receive took, as if it had never been
 // taken, and returns the receive number it went to (0: none) or the reason
-// it was dropped: superseded on a latest-value queue that received a newer
-// message since; else to the oldest waiting receive of its queue; else
+// it was dropped: superseded on a latest-value queue that received (and
+// kept) a newer message since; else to the oldest waiting receive of its queue; else
 // buffered at its place in the arrival order, whatever the limit.
 func (m *mixedQueueModel) giveBack(b history.Event, latest bool) (number int, reason history.DropReason) {
 	delete(m.taken, b.EventID)
@@ -534,7 +534,7 @@ func (r *mixedRun) check() {
 						fail(ev, "carried out of order: want %v[%d]", ids(carried), next)
 					}
 					next++
-					m.arrived(ev.Name, ev.EventID)
+					m.arrived(ev.EventID)
 					var want history.DropReason
 					switch {
 					case ev.Reason == history.DropNotCarriedForward:
@@ -552,6 +552,7 @@ func (r *mixedRun) check() {
 					}
 					if want == "" {
 						m.buffered = append(m.buffered, ev)
+						m.kept(ev.Name, ev.EventID)
 					}
 					continue
 				}
@@ -567,7 +568,7 @@ func (r *mixedRun) check() {
 					if latest != mixedLatest(ev.Name) {
 						fail(ev, "the harness sent latest=%v", latest)
 					}
-					m.arrived(ev.Name, ev.EventID)
+					m.arrived(ev.EventID)
 					var wantKind history.Kind
 					var wantTask int
 					var wantReason history.DropReason
@@ -593,6 +594,9 @@ func (r *mixedRun) check() {
 						}
 					}
 					superseded = nil
+					if wantKind == history.EventRaised {
+						m.kept(ev.Name, ev.EventID)
+					}
 					if ev.Kind != wantKind || ev.TaskSeq != wantTask || ev.Reason != wantReason ||
 						(wantTask != 0 && ev.WaitNumber != m.numbers[wantTask]) {
 						fail(ev, "recorded %s task %d wait %d reason %q; the model: %s task %d wait %d reason %q (buffered %v, limit %d)",

@@ -47,6 +47,9 @@ type harness struct {
 	// corr simulates the correlated store, for workflows that use the
 	// correlated lane (nil: they do not).
 	corr *corrStore
+	// consumedAt is, per event id, the execution of the turn that consumed
+	// its message and the history length before that turn.
+	consumedAt map[string][2]int
 }
 
 type raisedEvent struct {
@@ -70,7 +73,7 @@ var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 // turn reach the instance before its code runs.
 func newHarness(t testing.TB, input string, wf replay.WorkflowFunc) *harness {
 	h := &harness{t: t, wf: wf, id: "inst-1", now: t0, fates: map[string]storage.FateUpdate{},
-		status: storage.StatusPending, execNotes: map[int][]string{}}
+		status: storage.StatusPending, execNotes: map[int][]string{}, consumedAt: map[string][2]int{}}
 	var in json.RawMessage
 	if input != "" {
 		in = json.RawMessage(input)
@@ -197,10 +200,14 @@ func (h *harness) commit(exec int, out *replay.Output) {
 		}
 	}
 	h.execs[exec-1] = append(hist, out.NewEvents...)
+	before := len(hist)
 	for _, id := range out.Consumed {
 		i := slices.IndexFunc(h.inbox, func(m storage.Message) bool { return m.ID == id })
 		if i < 0 {
 			h.t.Fatalf("turn %d: consumed message %d is not in the inbox", h.turns, id)
+		}
+		if m := h.inbox[i]; m.EventID != "" {
+			h.consumedAt[m.EventID] = [2]int{exec, before}
 		}
 		h.inbox = slices.Delete(h.inbox, i, i+1)
 	}
@@ -426,8 +433,12 @@ func (h *harness) check() {
 	}
 	bufferedNow := 0
 	lastDelivered := map[string]*lifecycle{} // lane/name → the last delivered, in raise order
+	prev := map[string]string{}               // lane/name → the id of the previous event raised
 	for _, r := range h.raised {
 		f, l := h.fates[r.id], life[r.id]
+		key := string(r.lane) + "/" + r.name
+		before := prev[key]
+		prev[key] = r.id
 		if inInbox[r.msg] {
 			if f.Fate != history.FatePending || l != nil {
 				h.t.Fatalf("event %s is still in the inbox but has fate %+v and history %+v", r.id, f, l)
@@ -443,7 +454,29 @@ func (h *harness) check() {
 			continue
 		}
 		if l == nil {
-			h.t.Fatalf("event %s was consumed but history never mentions it (fate %+v)", r.id, f)
+			// A limit drop continuing a burst an earlier turn opened has no
+			// breadcrumb of its own (history.Event.Count): before its turn,
+			// the last history event of its lane (but other names' limit
+			// breadcrumbs) was a limit breadcrumb of its name, and the
+			// event sent just before it on that lane and name was dropped
+			// over the limit too.
+			at, ok := h.consumedAt[r.id]
+			if !ok || f.Fate != history.FateDropped || f.Reason != history.DropLimit || f.Execution != at[0] {
+				h.t.Fatalf("event %s was consumed but history never mentions it (fate %+v)", r.id, f)
+			}
+			var last *history.Event // the last event of the lane but other names' limit breadcrumbs
+			for i, ev := range h.execution(at[0])[:at[1]] {
+				if ev.Lane == r.lane && (ev.Name == r.name || ev.Kind != history.EventDropped || ev.Reason != history.DropLimit) {
+					last = &h.execution(at[0])[i]
+				}
+			}
+			if last == nil || last.Kind != history.EventDropped || last.Reason != history.DropLimit || last.Name != r.name {
+				h.t.Fatalf("event %s dropped over the limit without a breadcrumb, but no burst of %s was open (last: %+v)", r.id, key, last)
+			}
+			if bf := h.fates[before]; before == "" || bf.Fate != history.FateDropped || bf.Reason != history.DropLimit {
+				h.t.Fatalf("event %s continues a burst of limit drops, but the event before it (%q) is %+v", r.id, before, bf)
+			}
+			continue
 		}
 		if l.lane != r.lane {
 			h.t.Fatalf("event %s sent on the %s lane reached history on the %s lane", r.id, r.lane, l.lane)
@@ -469,7 +502,6 @@ func (h *harness) check() {
 			if f.Execution != l.exec || f.WaitNumber != l.waitNumber || f.WaitNumber < 1 || f.OriginExecution != l.origin {
 				h.t.Fatalf("event %s: ledger %+v, history: delivered to wait %d of execution %d, origin %d", r.id, f, l.waitNumber, l.exec, l.origin)
 			}
-			key := string(r.lane) + "/" + r.name
 			if l.returned || r.lane == history.LaneCorrelated {
 				break // given back after later events were delivered; the correlated lane has no order
 			}

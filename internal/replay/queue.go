@@ -19,7 +19,7 @@ type Queue struct {
 	count    int
 	arrivals int
 	returned int            // buffered messages that a receive gave back
-	newest   map[string]int // per queue, the order of its newest arrival
+	newest   map[string]int // per queue, the order of its newest message delivered or buffered
 }
 
 // NewQueue returns an empty queue lane with the given limit.
@@ -77,6 +77,7 @@ func (q *Queue) Arrive(b *Buffered, latest bool) (o Outcome, superseded []*Buffe
 	name := b.Event.Name
 	q.stamp(b)
 	if l := q.waits[name]; len(l) > 0 {
+		q.newest[name] = b.order
 		seq := l[0]
 		q.waits[name] = l[1:]
 		if len(q.waits[name]) == 0 {
@@ -95,6 +96,7 @@ func (q *Queue) Arrive(b *Buffered, latest bool) (o Outcome, superseded []*Buffe
 		return Outcome{Dropped: true, Reason: history.DropLimit}, superseded
 	}
 	q.buffer(b)
+	q.newest[name] = b.order
 	return Outcome{}, superseded
 }
 
@@ -116,6 +118,7 @@ func (q *Queue) Apply(b *Buffered, o Outcome) bool {
 		if len(q.waits[name]) == 0 {
 			delete(q.waits, name)
 		}
+		q.newest[name] = b.order
 	case o.Dropped && o.Reason == history.DropSuperseded:
 		l := q.buffered[name]
 		for i, x := range l {
@@ -135,6 +138,7 @@ func (q *Queue) Apply(b *Buffered, o Outcome) bool {
 			return false
 		}
 		q.buffer(b)
+		q.newest[name] = b.order
 	}
 	return true
 }
@@ -145,7 +149,7 @@ func (q *Queue) Apply(b *Buffered, o Outcome) bool {
 // of its queue gets it at once (Delivered); with none it is buffered before
 // every message of its queue that arrived after it. On a latest-value queue
 // (the message was recorded with Latest) it is dropped as superseded if a
-// newer message of its queue has arrived since. It is never dropped for the
+// newer message of its queue has arrived since and was not dropped. It is never dropped for the
 // limit: it was counted when it arrived, so it may take the lane over Max
 // until receives drain it (new arrivals are dropped meanwhile), and it does
 // not count against the carry-forward limit (Returned).
@@ -173,7 +177,6 @@ func (q *Queue) GiveBack(b *Buffered) Outcome {
 func (q *Queue) stamp(b *Buffered) {
 	q.arrivals++
 	b.order = q.arrivals
-	q.newest[b.Event.Name] = b.order
 }
 
 func (q *Queue) buffer(b *Buffered) {
