@@ -440,6 +440,13 @@ var fuzzSeeds = [][]byte{
 	{w(wfTimeout, 0), w(wfTimeout, 0), w(wfSelectTimer, 0), w(wfWait, 0),
 		x(exTurn, 0), x(exFire, 0), x(exRaise, 0), x(exTurn, 0), x(exRaise, 0), x(exFire, 0), x(exRaise, 0), x(exTurn, 0),
 		x(exFire, 0), x(exRaise, 0), x(exRaise, 0), x(exTurn, 0)},
+	// Found by search (see reaches): a loser gives its event back, buffered
+	// again; to a listening wait; a burst of limit drops, and its
+	// continuation in a later turn.
+	{0x7a, 0x25, 0xf, 0x56, 0xcf, 0x52, 0x13, 0x2, 0xd2},
+	{0x6a, 0xbe, 0xf9, 0x27, 0xaf, 0x41, 0x76, 0xdf},
+	{0xb7, 0x40, 0x39, 0x1e, 0xca, 0xa1, 0xfa, 0xf8},
+	{0xd0, 0x9a, 0x41, 0x39, 0x7b, 0x13, 0x7b, 0x3a, 0x8a, 0x49},
 }
 
 func FuzzPositionalLane(f *testing.F) {
@@ -449,6 +456,23 @@ func FuzzPositionalLane(f *testing.F) {
 	f.Fuzz(func(t *testing.T, script []byte) {
 		runFuzzScript(t, script)
 	})
+}
+
+// TestPositionalLaneSeeds checks that the seeds reach the give-backs and
+// the bursts.
+func TestPositionalLaneSeeds(t *testing.T) {
+	t.Parallel()
+	reached := map[string]bool{}
+	for _, s := range fuzzSeeds {
+		for k := range reaches(runFuzzScript(t, s)) {
+			reached[k] = true
+		}
+	}
+	for _, k := range []string{"positional//false", "positional//true", "burst/positional", "continued/positional"} {
+		if !reached[k] {
+			t.Errorf("no seed reaches %s", k)
+		}
+	}
 }
 
 // TestPositionalLaneRandomScripts runs the fuzz target over a fixed set of

@@ -433,7 +433,7 @@ func (h *harness) check() {
 	}
 	bufferedNow := 0
 	lastDelivered := map[string]*lifecycle{} // lane/name → the last delivered, in raise order
-	prev := map[string]string{}               // lane/name → the id of the previous event raised
+	prev := map[string]string{}              // lane/name → the id of the previous event raised
 	for _, r := range h.raised {
 		f, l := h.fates[r.id], life[r.id]
 		key := string(r.lane) + "/" + r.name
@@ -697,4 +697,40 @@ func dumpEvents(evs []history.Event) string {
 		b.WriteString("\n")
 	}
 	return b.String()
+}
+
+// reaches lists what a run reached that the fuzz seeds must cover: give-backs
+// by lane, outcome ("lane/reason/to-a-wait"), bursts of limit drops (with a
+// breadcrumb, "burst/lane", or continued without one, "continued/lane"),
+// and delete-after-first correlated events handed on ("handed on").
+func reaches(h *harness) map[string]bool {
+	r := map[string]bool{}
+	for e := 1; e <= h.exec(); e++ {
+		for _, ev := range h.execution(e) {
+			if ev.Kind == history.EventSubscribedCancelled && ev.EventID != "" {
+				r[fmt.Sprintf("%s/%s/%v", ev.Lane, ev.Reason, ev.WaitNumber != 0)] = true
+			}
+			if ev.Count > 0 {
+				r["burst/"+string(ev.Lane)] = true
+			}
+		}
+	}
+	if h.corr != nil {
+		copies := map[string]int{}
+		for _, p := range h.corr.putOf {
+			copies[p]++
+		}
+		for p, n := range copies {
+			if n > 1 && h.corr.deleteAfterFirst[p[1:2]] {
+				r["handed on"] = true
+			}
+		}
+	}
+	life := h.derive()
+	for _, ev := range h.raised {
+		if life[ev.id] == nil && h.fates[ev.id].Reason == history.DropLimit {
+			r["continued/"+string(ev.lane)] = true
+		}
+	}
+	return r
 }
