@@ -127,12 +127,16 @@ type Future struct {
 	onDone []func()
 	cancel func() // records the cancellation decision; nil for plain futures
 
-	// A receive (WaitEvent, Dequeue, WaitCorrelated) holds the event it
-	// took in got until the workflow gets its result (observed); if it
-	// loses a Select before that, giveBack returns the event (see Select).
+	// A receive (WaitEvent, Dequeue, WaitCorrelated: lane, name and its
+	// subscription seq) holds the event it took in got until the workflow
+	// gets its result (observed); if it loses a Select before that, it
+	// gives the event back (see Select). A timeout wrapper's inner is the
+	// receive it wraps.
+	lane     history.Lane
+	seq      int
+	inner    *Future
 	got      *Buffered
 	observed bool
-	giveBack func() bool
 }
 
 // Ready reports whether the future has resolved.
@@ -168,7 +172,21 @@ func (f *Future) resolve(v json.RawMessage, err error) {
 // returnable reports whether f is a receive holding an event whose result
 // the workflow has not got.
 func (f *Future) returnable() bool {
-	return f.done && f.err == nil && f.got != nil && !f.observed && f.giveBack != nil
+	return f.lane != "" && f.done && f.err == nil && f.got != nil && !f.observed
+}
+
+// giveBack gives back the event a losing receive took (State.giveBack);
+// the receive (and its timeout wrapper) then reports ErrCanceled.
+func (f *Future) giveBack() {
+	r := f
+	if f.inner != nil {
+		r = f.inner
+	}
+	if !f.s.giveBack(r.lane, r.name, r.seq, r.got) {
+		return
+	}
+	r.got, r.value, r.err = nil, nil, ErrCanceled
+	f.got, f.value, f.err = nil, nil, ErrCanceled
 }
 
 func (f *Future) then(cb func()) {
@@ -1057,13 +1075,7 @@ func (s *State) WaitCorrelated(def, key string, timeout time.Duration) *Future {
 func (s *State) waitKey(lane history.Lane, name, key string, timeout time.Duration) *Future {
 	seq, isNew := s.decide(history.Event{Kind: history.EventSubscribed, Lane: lane, Name: name, Key: key})
 	f := s.newFuture(seq, name)
-	f.giveBack = func() bool {
-		if !s.giveBack(lane, name, seq, f.got) {
-			return false
-		}
-		f.got, f.value, f.err = nil, nil, ErrCanceled
-		return true
-	}
+	f.lane, f.seq = lane, seq
 	var n int
 	var got *Buffered
 	switch lane {
@@ -1110,6 +1122,7 @@ func (s *State) waitKey(lane history.Lane, name, key string, timeout time.Durati
 	}
 	t := s.NewTimer(timeout)
 	c := s.newFuture(0, name)
+	c.lane, c.inner = lane, f
 	t.then(func() {
 		if t.err == nil && !f.done { // the timer fired first
 			withdraw(ErrEventTimeout)
@@ -1126,13 +1139,6 @@ func (s *State) waitKey(lane history.Lane, name, key string, timeout time.Durati
 		if !f.done {
 			withdraw(ErrCanceled)
 		}
-	}
-	c.giveBack = func() bool {
-		if !f.giveBack() {
-			return false
-		}
-		c.got, c.value, c.err = nil, nil, ErrCanceled
-		return true
 	}
 	return c
 }
