@@ -12,6 +12,13 @@
 // Because the code runs to quiescence between inputs, the order of
 // decisions and inputs is fully determined, which is what makes the
 // positional lane's "Nth event pairs with the Nth active wait" well defined.
+//
+// An event is consumed only by a receive whose result the workflow got: a
+// receive that loses a Select after it received gives the event back, as a
+// decision (its EventSubscribedCancelled names the event; see
+// State.giveBack). A flood past a lane's limit adds one breadcrumb per
+// burst to history, not one per event (history.Event.Count); the fate
+// ledger still has every event.
 package replay
 
 import (
