@@ -150,10 +150,15 @@ func (c *Context) TryDequeue(queue string, out any) (bool, error) {
 	return true, nil
 }
 
-// Select blocks until one of the futures resolves and returns its index.
-// Every other future that has not resolved is cancelled: a timer is
-// dropped, an activity is asked to cancel, a wait is withdrawn (its late
-// answer will be dropped, SPEC §3.1 rule 3).
+// Select blocks until one of the futures resolves and returns its index
+// (the lowest among those resolved). Every other future that has not
+// resolved is cancelled: a timer is dropped, an activity is asked to
+// cancel, a wait is withdrawn (its late answer will be dropped, SPEC §3.1
+// rule 3). A receive (WaitEvent, Dequeue, WaitCorrelated) that lost but had
+// already received an event whose result the workflow has not read with Get
+// gives the event back, at its place in the order, so the next receive
+// gets it; its Get then returns ErrCanceled. An event is consumed only by a
+// receive whose result the workflow got.
 func (c *Context) Select(fs ...Future) int {
 	inner := make([]*replay.Future, len(fs))
 	for i, f := range fs {

@@ -178,6 +178,7 @@ func (r *Runtime) runTurn(ctx context.Context, t *storage.Turn) {
 
 		CorrelatedWaits:       waits,
 		CancelCorrelatedWaits: out.CancelCorrelatedWaits,
+		ReturnedCorrelated:    out.ReturnedCorrelated,
 	})
 	r.stats.Turns.Add(1)
 	if err != nil {
@@ -193,6 +194,7 @@ func (r *Runtime) runTurn(ctx context.Context, t *storage.Turn) {
 		return
 	}
 	reportDrops(r.logger, &r.stats, t.Instance.ID, out.Drops)
+	reportContinuedDrops(r.logger, &r.stats, t.Instance.ID, out.ContinuedDrops)
 	reportDrops(r.logger, &r.stats, t.Instance.ID, storeDrops)
 	if out.Failure != nil && out.Failure.Kind == replay.FailureNondeterminism {
 		r.logger.Error("herald: workflow failed: non-deterministic", "instance", t.Instance.ID, "err", out.Failure.Message)
@@ -274,15 +276,38 @@ func (r *Runtime) correlatedWaits(ctx context.Context, instanceID string, ws []r
 	return out
 }
 
-// reportDrops logs each dropped event at WARN and counts it: no event is
-// dropped silently.
+// reportDrops logs each drop breadcrumb at WARN and counts every event it
+// stands for: no event is dropped silently. A breadcrumb of a burst of
+// limit drops (history.Event.Count) is one WARN line with the count and the
+// last event id, so that a flood does not flood the log.
 func reportDrops(logger *slog.Logger, stats *Stats, instanceID string, drops []history.Event) {
 	for _, d := range drops {
+		n := max(d.Count, 1)
 		if stats != nil {
+			for range n {
+				stats.countDrop(string(d.Reason))
+			}
+		}
+		attrs := []any{"instance", instanceID, "event_id", d.EventID,
+			"name", d.Name, "lane", d.Lane, "reason", d.Reason, "origin_execution", d.OriginExecution}
+		if n > 1 {
+			attrs = append(attrs, "count", n, "last_event_id", d.LastEventID)
+		}
+		logger.Warn("herald: event dropped", attrs...)
+	}
+}
+
+// reportContinuedDrops counts the limit drops that continue a burst whose
+// breadcrumb (and WARN line) an earlier turn wrote, and logs them at DEBUG:
+// one WARN per burst, every drop counted, every fate in the ledger.
+func reportContinuedDrops(logger *slog.Logger, stats *Stats, instanceID string, drops []history.Event) {
+	for _, d := range drops {
+		n := max(d.Count, 1)
+		for range n {
 			stats.countDrop(string(d.Reason))
 		}
-		logger.Warn("herald: event dropped", "instance", instanceID, "event_id", d.EventID,
-			"name", d.Name, "lane", d.Lane, "reason", d.Reason, "origin_execution", d.OriginExecution)
+		logger.Debug("herald: events dropped, continuing a burst", "instance", instanceID, "event_id", d.EventID,
+			"name", d.Name, "lane", d.Lane, "reason", d.Reason, "count", n, "last_event_id", d.LastEventID)
 	}
 }
 

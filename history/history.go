@@ -25,7 +25,7 @@ const (
 	ActivityFailed      Kind = "ActivityFailed"
 	TimerFired          Kind = "TimerFired"
 	EventRaised         Kind = "EventRaised"  // an external event materialised in history (buffered or delivered)
-	EventDropped        Kind = "EventDropped" // breadcrumb: an event that reached the instance and was dropped, with the reason
+	EventDropped        Kind = "EventDropped" // breadcrumb: an event (or a burst, see Event.Count) that reached the instance and was dropped, with the reason
 	ExecutionTerminated Kind = "ExecutionTerminated"
 )
 
@@ -98,8 +98,21 @@ type Event struct {
 	// Failure is an activity's or execution's error.
 	Failure *Failure `json:"failure,omitempty"`
 
-	// External events (EventRaised, EventDropped, and an EventSubscribed that
-	// consumed a buffered event at once).
+	// External events (EventRaised, EventDropped, an EventSubscribed that
+	// consumed a buffered event at once, and an EventSubscribedCancelled
+	// that gave one back).
+	//
+	// Give-back: a wait that had already received an event when it lost a
+	// Select, and whose result the workflow never got, gives the event back
+	// on its EventSubscribedCancelled: EventID names the event, which goes
+	// back to its place in the order, as if it had never been taken. Then
+	// WaitNumber, when set, is the wait of the same lane and name that was
+	// listening and received it at once; Reason, when set, says it was
+	// dropped instead (superseded: a newer message of its latest-value queue
+	// had arrived; withdrawn_wait: a correlated-lane copy, whose correlated
+	// event the store keeps or, with delete-after-first, hands on); otherwise
+	// it is buffered again. A give-back opens no withdrawn question (SPEC
+	// §3.1 rule 3) and is never dropped for a limit.
 	Lane    Lane            `json:"lane,omitempty"`
 	EventID string          `json:"event_id,omitempty"`
 	Payload json.RawMessage `json:"payload,omitempty"`
@@ -120,6 +133,23 @@ type Event struct {
 	NoWait bool `json:"no_wait,omitempty"`
 	// Reason is why an event was dropped.
 	Reason DropReason `json:"reason,omitempty"`
+	// Count and LastEventID: an EventDropped breadcrumb with reason limit
+	// opens a burst of limit drops of its lane and name. It stands for the
+	// Count events (0 means one) of that lane and name dropped one after the
+	// other in the turn that wrote it (EventID, with Payload and ReceivedAt,
+	// the first of them, LastEventID the last), and for every later limit
+	// drop of that lane and name until history records anything else of that
+	// lane (an arrival kept or dropped for another reason, a wait, a
+	// withdrawal; limit breadcrumbs of other names do not count): later
+	// turns write no breadcrumb for those. Each event of
+	// a burst has its own fate (dropped/limit) in the ledger; history keeps
+	// one breadcrumb per burst, so that a flood does not grow it without
+	// bound.
+	Count       int    `json:"count,omitempty"`
+	LastEventID string `json:"last_event_id,omitempty"`
+	// Latest marks a queue-lane arrival on a latest-value queue (its event
+	// definition says `buffer: latest`).
+	Latest bool `json:"latest,omitempty"`
 	// ReceivedAt is when Herald accepted an external event.
 	ReceivedAt time.Time `json:"received_at,omitzero"`
 }

@@ -369,6 +369,27 @@ type TurnCommitParams struct {
 	// in the inbox for the engine to drop (its event is still stored). The
 	// same holds for a commit that ends the execution, for every wait.
 	CancelCorrelatedWaits []int
+	// ReturnedCorrelated are correlated-lane events this turn gives back: a
+	// wait had received one (the turn or an earlier one consumed its
+	// message) and lost a Select before the workflow got it. The turn's
+	// Fates drop the copy (withdrawn_wait). If the definition says
+	// delete_after_first_correlation, the commit hands the payload on as it
+	// does a withdrawn wait's delivery (CancelCorrelatedWaits): under a new
+	// event id to the oldest live marker on (Def, Key) — one this commit
+	// registers included, but none of this instance if the commit ends the
+	// execution — or, with none, stored again as the correlated event (with
+	// the definition's TTL) unless one is stored. A fan-out event is left
+	// alone: it is still stored, and a later wait receives it again.
+	ReturnedCorrelated []ReturnedCorrelated
+}
+
+// ReturnedCorrelated is a correlated-lane event a turn gives back
+// (TurnCommitParams.ReturnedCorrelated).
+type ReturnedCorrelated struct {
+	EventID string // the copy the instance received
+	Def     string
+	Key     string
+	Payload json.RawMessage
 }
 
 // CorrelatedWait is a correlated-lane wait (SPEC §3.3).

@@ -89,11 +89,20 @@ func describe(ev history.Event, execution int) string {
 		}
 		parts = append(parts, s)
 	case history.EventSubscribedCancelled:
+		s := fmt.Sprintf("wait for %q (#%d) withdrawn", ev.Name, ev.TaskSeq)
 		if ev.Lane == history.LaneQueue {
-			parts = append(parts, fmt.Sprintf("receive from queue %q (#%d) cancelled, nothing consumed", ev.Name, ev.TaskSeq))
-		} else {
-			parts = append(parts, fmt.Sprintf("wait for %q (#%d) withdrawn", ev.Name, ev.TaskSeq))
+			s = fmt.Sprintf("receive from queue %q (#%d) cancelled, nothing consumed", ev.Name, ev.TaskSeq)
 		}
+		switch {
+		case ev.EventID == "":
+		case ev.Reason != "":
+			s += fmt.Sprintf(", gave back %s ✗ dropped: %s", ev.EventID, ev.Reason)
+		case ev.WaitNumber != 0:
+			s += fmt.Sprintf(", gave back %s → delivered to #%d", ev.EventID, ev.WaitNumber)
+		default:
+			s += fmt.Sprintf(", gave back %s → buffered", ev.EventID)
+		}
+		parts = append(parts, s)
 	case history.EventRaised:
 		s := fmt.Sprintf("%q id=%s payload=%s", ev.Name, ev.EventID, ev.Payload)
 		switch ev.Lane {
@@ -115,6 +124,10 @@ func describe(ev history.Event, execution int) string {
 		parts = append(parts, s)
 	case history.EventDropped:
 		s := fmt.Sprintf("%q id=%s ✗ dropped: %s", ev.Name, ev.EventID, ev.Reason)
+		if ev.Count > 1 {
+			s = fmt.Sprintf("%q ids %s…%s ✗ %d dropped: %s", ev.Name, ev.EventID,
+				ev.LastEventID, ev.Count, ev.Reason)
+		}
 		if ev.Lane == history.LaneQueue {
 			s = "[queue] " + s
 		}

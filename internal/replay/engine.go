@@ -12,9 +12,17 @@
 // Because the code runs to quiescence between inputs, the order of
 // decisions and inputs is fully determined, which is what makes the
 // positional lane's "Nth event pairs with the Nth active wait" well defined.
+//
+// An event is consumed only by a receive whose result the workflow got: a
+// receive that loses a Select after it received gives the event back, as a
+// decision (its EventSubscribedCancelled names the event; see
+// State.giveBack). A flood past a lane's limit adds one breadcrumb per
+// burst to history, not one per event (history.Event.Count); the fate
+// ledger still has every event.
 package replay
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -84,8 +92,15 @@ type Output struct {
 	Failure          *history.Failure
 	ContinueAsNew    *storage.ContinueAsNewParams
 	// Drops lists the drop breadcrumbs this turn wrote (in NewEvents or in
-	// the next execution's start events), for logs and metrics.
+	// the next execution's start events), for logs and metrics. A
+	// breadcrumb of a burst of limit drops stands for Count events
+	// (history.Event.Count).
 	Drops []history.Event
+	// ContinuedDrops reports the limit drops of this turn that continue a
+	// burst an earlier turn opened: they have fates but no breadcrumb. One
+	// entry per burst, shaped like a breadcrumb (no Seq): Count events,
+	// EventID the first and LastEventID the last of them.
+	ContinuedDrops []history.Event
 	// CorrelatedWaits are correlated-lane waits made this turn: the store
 	// registers a marker for each (or delivers a correlated event that
 	// already exists).
@@ -93,6 +108,12 @@ type Output struct {
 	// CancelCorrelatedWaits are the seqs of correlated waits withdrawn this
 	// turn: their markers are removed.
 	CancelCorrelatedWaits []int
+	// ReturnedCorrelated are the correlated-lane events that waits gave back
+	// this turn (a wait that had received one lost a Select). Their copies
+	// are dropped here (withdrawn_wait); the store hands a delete-after-first
+	// event on, as for a withdrawn wait, and leaves a fan-out one, which is
+	// still stored (storage.TurnCommitParams.ReturnedCorrelated).
+	ReturnedCorrelated []storage.ReturnedCorrelated
 }
 
 // CorrelatedWait is a wait on (event definition, key).
@@ -112,6 +133,17 @@ type Future struct {
 	err    error
 	onDone []func()
 	cancel func() // records the cancellation decision; nil for plain futures
+
+	// A receive (WaitEvent, Dequeue, WaitCorrelated: lane, name and its
+	// subscription seq) holds the event it took in got until the workflow
+	// gets its result (observed); if it loses a Select before that, it
+	// gives the event back (see Select). A timeout wrapper's inner is the
+	// receive it wraps.
+	lane     history.Lane
+	seq      int
+	inner    *Future
+	got      *Buffered
+	observed bool
 }
 
 // Ready reports whether the future has resolved.
@@ -120,6 +152,7 @@ func (f *Future) Ready() bool { return f.done }
 // Get blocks the workflow until the future resolves.
 func (f *Future) Get() (json.RawMessage, error) {
 	f.s.block(func() bool { return f.done })
+	f.observed = true
 	return f.value, f.err
 }
 
@@ -141,6 +174,26 @@ func (f *Future) resolve(v json.RawMessage, err error) {
 	for _, cb := range cbs {
 		cb()
 	}
+}
+
+// returnable reports whether f is a receive holding an event whose result
+// the workflow has not got.
+func (f *Future) returnable() bool {
+	return f.lane != "" && f.done && f.err == nil && f.got != nil && !f.observed
+}
+
+// giveBack gives back the event a losing receive took (State.giveBack);
+// the receive (and its timeout wrapper) then reports ErrCanceled.
+func (f *Future) giveBack() {
+	r := f
+	if f.inner != nil {
+		r = f.inner
+	}
+	if !f.s.giveBack(r.lane, r.name, r.seq, r.got) {
+		return
+	}
+	r.got, r.value, r.err = nil, nil, ErrCanceled
+	f.got, f.value, f.err = nil, nil, ErrCanceled
 }
 
 func (f *Future) then(cb func()) {
@@ -172,6 +225,7 @@ type State struct {
 	correlated  []CorrelatedWait // active correlated waits, oldest first
 	waitNumbers map[int]int      // subscription seq → wait number
 	receives    map[string]int
+	bursts      map[string]burst // open bursts of limit drops, by lane and name
 	futures     map[int]*Future
 	uuids       int
 
@@ -234,6 +288,7 @@ func Run(in *Input) (*Output, error) {
 		out:         &Output{Status: storage.StatusRunning},
 		waitNumbers: map[int]int{},
 		receives:    map[string]int{},
+		bursts:      map[string]burst{},
 		futures:     map[int]*Future{},
 		resume:      make(chan bool),
 		yield:       make(chan struct{}),
@@ -362,6 +417,7 @@ func (s *State) run() {
 
 // applyStored applies a stored input event to the engine state.
 func (s *State) applyStored(ev history.Event) {
+	s.track(ev)
 	switch ev.Kind {
 	case history.ActivityCompleted, history.ActivityFailed, history.TimerFired:
 		f := s.futures[ev.TaskSeq]
@@ -376,7 +432,7 @@ func (s *State) applyStored(ev history.Event) {
 			panic(nondeterminism{s.nondeterminism(ev, "no matching wait state for this event")})
 		}
 		if o.Delivered {
-			s.futures[ev.TaskSeq].resolve(ev.Payload, nil)
+			s.deliverTo(ev.TaskSeq, b)
 		}
 	case history.EventDropped:
 		if !s.applyLane(&Buffered{Event: ev}, Outcome{Dropped: true, Reason: ev.Reason}) {
@@ -448,6 +504,7 @@ func (s *State) arrive(m storage.Message, atStart bool) {
 	ev := history.Event{
 		Kind: history.EventRaised, Lane: lane, EventID: m.EventID, Name: m.Name,
 		Payload: m.Payload, OriginExecution: s.execution, AtStart: atStart, ReceivedAt: m.CreatedAt,
+		Latest: lane == history.LaneQueue && m.Latest,
 	}
 	b := &Buffered{Event: ev}
 	var o Outcome
@@ -475,15 +532,92 @@ func (s *State) arrive(m storage.Message, atStart bool) {
 	default:
 		fate.Fate = history.FateBuffered
 	}
+	s.out.Fates = append(s.out.Fates, fate)
+	if o.Dropped && o.Reason == history.DropLimit && s.continueBurst(ev) {
+		return
+	}
 	ev = s.record(ev)
 	b.Event = ev
-	s.out.Fates = append(s.out.Fates, fate)
 	if o.Dropped {
 		s.out.Drops = append(s.out.Drops, ev)
+		if o.Reason == history.DropLimit {
+			s.bursts[burstKey(ev)] = burst{lane: ev.Lane, event: len(s.out.NewEvents) - 1, drop: len(s.out.Drops) - 1}
+		}
 	}
 	if o.Delivered {
-		s.futures[o.WaitSeq].resolve(ev.Payload, nil)
+		s.deliverTo(o.WaitSeq, b)
 	}
+}
+
+// burst is an open burst of limit drops of one lane and name: the indexes of
+// its breadcrumb in Output.NewEvents and Output.Drops, or with event -1 (an
+// earlier turn wrote it) of this turn's report of it in
+// Output.ContinuedDrops (-1: none yet).
+type burst struct {
+	lane        history.Lane
+	event, drop int
+}
+
+func burstKey(ev history.Event) string { return string(ev.Lane) + "/" + ev.Name }
+
+// track follows the open bursts of limit drops through every history event,
+// stored or new: a limit breadcrumb opens its lane and name's burst; any
+// other event of a lane (an arrival kept or dropped for another reason, a
+// wait, a withdrawal) closes the lane's bursts, since the lane may have
+// room again.
+func (s *State) track(ev history.Event) {
+	switch {
+	case ev.Lane == "":
+	case ev.Kind == history.EventDropped && ev.Reason == history.DropLimit:
+		s.bursts[burstKey(ev)] = burst{lane: ev.Lane, event: -1, drop: -1}
+	default:
+		for k, bu := range s.bursts {
+			if bu.lane == ev.Lane {
+				delete(s.bursts, k)
+			}
+		}
+	}
+}
+
+// continueBurst takes a limit drop into the open burst of its lane and
+// name, if there is one, so that a flood adds one breadcrumb per burst to
+// history, not one per event (history.Event.Count). A burst whose
+// breadcrumb this turn wrote counts the drop in it (Count, LastEventID); a
+// burst an earlier turn opened gets no new breadcrumb, and the turn reports
+// its drops in one entry of Output.ContinuedDrops. Every event still gets
+// its own fate.
+func (s *State) continueBurst(ev history.Event) bool {
+	k := burstKey(ev)
+	bu, ok := s.bursts[k]
+	switch {
+	case !ok:
+		return false
+	case bu.event >= 0:
+		crumb := &s.out.NewEvents[bu.event]
+		if crumb.AtStart != ev.AtStart {
+			return false
+		}
+		crumb.Count = max(crumb.Count, 1) + 1
+		crumb.LastEventID = ev.EventID
+		s.out.Drops[bu.drop].Count, s.out.Drops[bu.drop].LastEventID = crumb.Count, crumb.LastEventID
+	case bu.drop >= 0:
+		d := &s.out.ContinuedDrops[bu.drop]
+		d.Count = max(d.Count, 1) + 1
+		d.LastEventID = ev.EventID
+	default:
+		ev.Time = s.now // not in history: no Seq
+		s.out.ContinuedDrops = append(s.out.ContinuedDrops, ev)
+		bu.drop = len(s.out.ContinuedDrops) - 1
+		s.bursts[k] = bu
+	}
+	return true
+}
+
+// deliverTo resolves the receive with subscription seq with the event b.
+func (s *State) deliverTo(seq int, b *Buffered) {
+	f := s.futures[seq]
+	f.got = b
+	f.resolve(b.Event.Payload, nil)
 }
 
 // arriveCorrelated delivers a correlated event to the wait it was produced
@@ -565,6 +699,7 @@ func (s *State) drop(buffered history.Event, reason history.DropReason, atStart 
 
 // record appends a new input event to the turn's history delta.
 func (s *State) record(ev history.Event) history.Event {
+	s.track(ev)
 	ev.Seq = s.nextSeq
 	s.nextSeq++
 	ev.Time = s.now
@@ -585,6 +720,7 @@ func (s *State) decide(ev history.Event) (int, bool) {
 			panic(nondeterminism{s.nondeterminism(h, describe(ev))})
 		}
 		s.cursor++
+		s.track(h)
 		return h.Seq, false
 	}
 	if s.replaying {
@@ -599,7 +735,9 @@ func (s *State) decide(ev history.Event) (int, bool) {
 
 func sameDecision(h, ev history.Event) bool {
 	return h.Kind == ev.Kind && h.Name == ev.Name && h.TaskSeq == ev.TaskSeq &&
-		h.Lane == ev.Lane && h.NoWait == ev.NoWait && h.Key == ev.Key
+		h.Lane == ev.Lane && h.NoWait == ev.NoWait && h.Key == ev.Key &&
+		(h.Kind != history.EventSubscribedCancelled || // a give-back and its outcome
+			h.EventID == ev.EventID && h.WaitNumber == ev.WaitNumber && h.Reason == ev.Reason)
 }
 
 func describe(ev history.Event) string {
@@ -618,6 +756,15 @@ func describe(ev history.Event) string {
 	}
 	if ev.TaskSeq != 0 {
 		s += fmt.Sprintf(" (of seq %d)", ev.TaskSeq)
+	}
+	if ev.Kind == history.EventSubscribedCancelled && ev.EventID != "" {
+		s += fmt.Sprintf(" giving back %s", ev.EventID)
+		switch {
+		case ev.Reason != "":
+			s += " (dropped: " + string(ev.Reason) + ")"
+		case ev.WaitNumber != 0:
+			s += fmt.Sprintf(" (to wait %d)", ev.WaitNumber)
+		}
 	}
 	return s
 }
@@ -773,8 +920,11 @@ func (s *State) continueAsNew() {
 	now := s.now
 	start := []history.Event{{Seq: 1, Time: now, Kind: history.ExecutionStarted, Workflow: s.workflow,
 		Input: s.can.Input, Execution: next}}
-	lane := NewPositional(s.limits.MaxUnconsumedEvents)
-	queue := NewQueue(s.limits.MaxQueuedEvents)
+	// Rule 5 limits carried positional events by age only. Queue messages
+	// are carried up to the queue limit, oldest first; a message a receive
+	// gave back does not count (it may have taken the lane over the limit).
+	lane := NewPositional(0)
+	queue := NewQueue(s.limits.MaxQueuedEvents + s.queue.Returned())
 	carry := func(b *Buffered) {
 		ev := b.Event
 		ev.Seq, ev.Time, ev.AtStart, ev.TaskSeq, ev.WaitNumber = len(start)+1, now, true, 0, 0
@@ -932,6 +1082,7 @@ func (s *State) WaitCorrelated(def, key string, timeout time.Duration) *Future {
 func (s *State) waitKey(lane history.Lane, name, key string, timeout time.Duration) *Future {
 	seq, isNew := s.decide(history.Event{Kind: history.EventSubscribed, Lane: lane, Name: name, Key: key})
 	f := s.newFuture(seq, name)
+	f.lane, f.seq = lane, seq
 	var n int
 	var got *Buffered
 	switch lane {
@@ -953,6 +1104,7 @@ func (s *State) waitKey(lane history.Lane, name, key string, timeout time.Durati
 		if isNew {
 			s.delivered(got, n)
 		}
+		f.got = got
 		f.resolve(got.Event.Payload, nil)
 		return f
 	}
@@ -977,6 +1129,7 @@ func (s *State) waitKey(lane history.Lane, name, key string, timeout time.Durati
 	}
 	t := s.NewTimer(timeout)
 	c := s.newFuture(0, name)
+	c.lane, c.inner = lane, f
 	t.then(func() {
 		if t.err == nil && !f.done { // the timer fired first
 			withdraw(ErrEventTimeout)
@@ -986,6 +1139,7 @@ func (s *State) waitKey(lane history.Lane, name, key string, timeout time.Durati
 		if !t.done {
 			t.cancel()
 		}
+		c.got = f.got
 		c.resolve(f.value, f.err)
 	})
 	c.cancel = func() {
@@ -996,10 +1150,80 @@ func (s *State) waitKey(lane history.Lane, name, key string, timeout time.Durati
 	return c
 }
 
+// giveBack returns the event b that the receive with subscription seq took,
+// when the receive lost a Select before the workflow got its result: the
+// workflow must consume an event only through a receive whose result it
+// got. The lane puts the event back at its place in the order (to a wait
+// of its name that is listening, or buffered; Positional.GiveBack,
+// Queue.GiveBack); a correlated-lane copy is dropped and its event handed
+// back to the store (Output.ReturnedCorrelated). The give-back is recorded
+// on the receive's EventSubscribedCancelled (EventID, and WaitNumber or
+// Reason for its outcome) and in the fate ledger.
+//
+// A history written before give-backs existed has no such cancellation: the
+// losing receive kept its event. Replaying one, giveBack finds no
+// cancellation of seq where the code is, does nothing and reports false, so
+// that the old history replays as it was made.
+func (s *State) giveBack(lane history.Lane, name string, seq int, b *Buffered) bool {
+	if s.replaying {
+		if s.cursor >= len(s.hist) {
+			return false
+		}
+		if h := s.hist[s.cursor]; h.Kind != history.EventSubscribedCancelled || h.TaskSeq != seq {
+			return false
+		}
+	}
+	var o Outcome
+	switch lane {
+	case history.LaneQueue:
+		o = s.queue.GiveBack(b)
+	case history.LaneCorrelated:
+		// Never buffered in an instance: the correlated store keeps the
+		// event (fan-out) or gets it back to hand on (delete-after-first).
+		o = Outcome{Dropped: true, Reason: history.DropWithdrawnWait}
+	default:
+		o = s.lane.GiveBack(b)
+	}
+	ev := history.Event{Kind: history.EventSubscribedCancelled, Lane: lane, Name: name, TaskSeq: seq,
+		EventID: b.Event.EventID, Reason: o.Reason}
+	if o.Delivered {
+		ev.WaitNumber = s.waitNumbers[o.WaitSeq]
+	}
+	if _, isNew := s.decide(ev); isNew {
+		origin := b.Event.OriginExecution
+		if origin == 0 {
+			origin = s.execution
+		}
+		fate := storage.FateUpdate{EventID: ev.EventID, Execution: s.execution, OriginExecution: origin}
+		switch {
+		case o.Delivered:
+			fate.Fate, fate.WaitNumber = history.FateDelivered, ev.WaitNumber
+		case o.Dropped:
+			fate.Fate, fate.Reason = history.FateDropped, o.Reason
+			s.out.Drops = append(s.out.Drops, s.out.NewEvents[len(s.out.NewEvents)-1])
+		default:
+			fate.Fate = history.FateBuffered
+		}
+		s.out.Fates = append(s.out.Fates, fate)
+		if lane == history.LaneCorrelated {
+			s.out.ReturnedCorrelated = append(s.out.ReturnedCorrelated, storage.ReturnedCorrelated{
+				EventID: ev.EventID, Def: name, Key: b.Event.Key, Payload: b.Event.Payload})
+		}
+	}
+	if o.Delivered {
+		s.deliverTo(o.WaitSeq, b)
+	}
+	return true
+}
+
 // Select blocks until one of fs resolves and returns its index (the lowest
-// index among those resolved). Every other future that has not resolved is
-// cancelled: a timer is dropped, an activity is asked to cancel, a wait is
-// withdrawn.
+// index among those resolved). Every other future is cancelled: one that
+// has not resolved is withdrawn (a timer is dropped, an activity is asked
+// to cancel, a wait is withdrawn), then every receive that has resolved
+// with an event whose result the workflow has not got (with Get) gives the
+// event back, oldest first, so that a wait still listening receives the
+// oldest (giveBack). A loser that gave its event back then returns
+// ErrCanceled from Get.
 func (s *State) Select(fs ...*Future) int {
 	if len(fs) == 0 {
 		return -1
@@ -1019,10 +1243,19 @@ func (s *State) Select(fs ...*Future) int {
 			break
 		}
 	}
-	for i, f := range fs {
-		if i != winner {
+	var back []*Future
+	for _, f := range fs {
+		switch {
+		case f == fs[winner] || slices.Contains(back, f):
+		case !f.done:
 			f.Cancel()
+		case f.returnable():
+			back = append(back, f)
 		}
+	}
+	slices.SortStableFunc(back, func(a, b *Future) int { return cmp.Compare(a.got.order, b.got.order) })
+	for _, f := range back {
+		f.giveBack()
 	}
 	return winner
 }

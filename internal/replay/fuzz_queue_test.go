@@ -121,10 +121,62 @@ func mixedWorkflow(h *harness) replay.WorkflowFunc {
 				v, e := s.Dequeue(name, 0).Get()
 				err = got(op, "q", v, e)
 			case mqSelectTimer:
-				d := s.Dequeue(name, 0)
-				h.note("%d winner %d", op, s.Select(d, s.NewTimer(time.Minute)))
-				v, e := d.Get()
-				err = got(op, "q", v, e)
+				// Variants 1–3 race receives that may all have received
+				// already. The code reads only the winner (and receives
+				// that are not in the race): a loser's message must not be
+				// lost, so it is given back, and a later receive gets it.
+				var fs []*replay.Future // read after the race, with their lanes
+				var lanes []string
+				race := func(sel []*replay.Future, selLanes ...string) {
+					i := s.Select(sel...)
+					h.note("%d winner %d", op, i)
+					fs, lanes = append(fs, sel[i]), append(lanes, selLanes[i])
+				}
+				switch variant {
+				case 0:
+					d := s.Dequeue(name, 0)
+					h.note("%d winner %d", op, s.Select(d, s.NewTimer(time.Minute)))
+					fs, lanes = []*replay.Future{d}, []string{"q"}
+				case 1:
+					// Resolved by arrivals of earlier turns: a wait and a
+					// receive made before a timer, raced after it.
+					d, w := s.Dequeue(name, 0), s.WaitEvent(name, 0)
+					if _, err = s.NewTimer(time.Minute).Get(); err == nil {
+						race([]*replay.Future{w, d}, "p", "q")
+					}
+				case 2:
+					// The timeout-wrapped receive loses to a timer that has
+					// fired; a second receive of the queue is listening.
+					d1, d2 := s.Dequeue(name, 2*time.Minute), s.Dequeue(name, 0)
+					t := s.NewTimer(time.Minute)
+					if _, err = t.Get(); err == nil {
+						h.note("%d winner %d", op, s.Select(t, d1))
+						fs, lanes = []*replay.Future{d2}, []string{"q"}
+					}
+				case 3:
+					// Three receives raced at once (resolved by messages
+					// already buffered), the first read before the race if
+					// it can be: a loser whose result the code got keeps it.
+					d1, d2, d3 := s.Dequeue(name, 0), s.Dequeue(other, 0), s.Dequeue(name, 0)
+					read := d1.Ready()
+					if read {
+						v, e := d1.Get()
+						err = got(op, "q", v, e)
+					}
+					if err == nil {
+						race([]*replay.Future{d2, d1, d3}, "q", "q", "q")
+						if fs[0] == d1 && read {
+							fs = nil
+						}
+					}
+				}
+				for i, f := range fs {
+					if err != nil {
+						break
+					}
+					v, e := f.Get()
+					err = got(op, lanes[i], v, e)
+				}
 			case mqTimeout:
 				v, e := s.Dequeue(name, time.Minute).Get()
 				err = got(op, "q", v, e)
@@ -164,9 +216,36 @@ func mixedWorkflow(h *harness) replay.WorkflowFunc {
 					}
 				}
 			case mqWork:
-				if variant < 2 {
+				switch {
+				case variant == 0:
 					_, err = s.NewTimer(time.Minute).Get()
-				} else {
+				case variant == 1:
+					// A correlated wait races a receive after a timer: both
+					// may have received, and the correlated loser gives its
+					// event back (a delete-after-first one is handed on, to
+					// the second wait on the key for names a and c).
+					c1 := s.WaitCorrelated(name, "k", 0)
+					var c2 *replay.Future
+					if n%2 == 0 {
+						c2 = s.WaitCorrelated(name, "k", 0)
+					}
+					d := s.Dequeue(name, 0)
+					if _, err = s.NewTimer(time.Minute).Get(); err != nil {
+						break
+					}
+					// Only the winner is read.
+					win, lane := d, "q"
+					if s.Select(d, c1) == 1 {
+						win, lane = c1, "c"
+					}
+					h.note("%d winner %s", op, lane)
+					v, e := win.Get()
+					err = got(op, lane, v, e)
+					if err == nil && c2 != nil {
+						v, e = c2.Get()
+						err = got(op, "c", v, e)
+					}
+				default:
 					activity(op, s.CallActivity("work", jsonOf(op), storage.RetryPolicy{}))
 				}
 			case mqContinue:
@@ -226,6 +305,8 @@ func newMixedRun(t testing.TB, prog []byte) *mixedRun {
 	h := newHarness(t, string(input), nil)
 	h.wf = mixedWorkflow(h)
 	h.limits = replay.Limits{MaxUnconsumedEvents: 3, MaxCarryForwardExecutions: 2, MaxQueuedEvents: mixedQueueLimits[0]}
+	h.corr = newCorrStore()
+	h.corr.deleteAfterFirst["a"], h.corr.deleteAfterFirst["b"] = true, true
 	return &mixedRun{t: t, h: h, latest: map[string]bool{}, limitAt: map[[2]int]int{}, labelled: map[int]int{}}
 }
 
@@ -244,6 +325,13 @@ func (r *mixedRun) enqueue(name string) {
 	h.fates[id] = storage.FateUpdate{EventID: id, Fate: history.FatePending}
 	h.raised = append(h.raised, raisedEvent{id: id, name: name, msg: m, lane: history.LaneQueue})
 	r.latest[id] = latest
+}
+
+// put puts a correlated event of the definition name under key k, its id
+// as its payload.
+func (r *mixedRun) put(name string) {
+	r.nextID++
+	r.h.corrPut(name, "k", fmt.Sprintf("P%s%d", name, r.nextID))
 }
 
 // raise sends a positional event.
@@ -273,22 +361,65 @@ func (r *mixedRun) turn() {
 
 // mixedQueueModel is a naive statement of the queue lane's rules for one
 // execution: one list of buffered messages in arrival order, the waiting
-// receives per queue, the receive numbers per queue.
+// receives per queue, the receive numbers per queue, and what a give-back
+// needs: every arrival's place in the arrival order, the messages received
+// and the buffered ones that were given back.
 type mixedQueueModel struct {
 	buffered []history.Event
 	waits    map[string][]int
 	ordinal  map[string]int
-	numbers  map[int]int // receive seq → receive number
+	numbers  map[int]int              // receive seq → receive number
+	order    map[string]int           // event id → its place in the arrival order
+	newest   map[string]int           // queue → the place of its newest arrival
+	taken    map[string]history.Event // received messages, by id
+	returned map[string]bool          // buffered messages a receive gave back
 }
+
+func newMixedQueueModel() *mixedQueueModel {
+	return &mixedQueueModel{waits: map[string][]int{}, ordinal: map[string]int{}, numbers: map[int]int{},
+		order: map[string]int{}, newest: map[string]int{}, taken: map[string]history.Event{}, returned: map[string]bool{}}
+}
+
+// arrived gives an arrival its place in the arrival order.
+func (m *mixedQueueModel) arrived(id string) { m.order[id] = len(m.order) + 1 }
+
+// kept notes an arrival delivered or buffered: the newest of its queue.
+func (m *mixedQueueModel) kept(name, id string) { m.newest[name] = m.order[id] }
 
 func (m *mixedQueueModel) take(name string) *history.Event {
 	for i, b := range m.buffered {
 		if b.Name == name {
 			m.buffered = slices.Delete(m.buffered, i, i+1)
+			delete(m.returned, b.EventID)
+			m.taken[b.EventID] = b
 			return &b
 		}
 	}
 	return nil
+}
+
+// giveBack puts back a message a receive took, as if it had never been
+// taken, and returns the receive number it went to (0: none) or the reason
+// it was dropped: superseded on a latest-value queue that received (and
+// kept) a newer message since; else to the oldest waiting receive of its queue; else
+// buffered at its place in the arrival order, whatever the limit.
+func (m *mixedQueueModel) giveBack(b history.Event, latest bool) (number int, reason history.DropReason) {
+	delete(m.taken, b.EventID)
+	if latest && m.newest[b.Name] > m.order[b.EventID] {
+		return 0, history.DropSuperseded
+	}
+	if w := m.waits[b.Name]; len(w) > 0 {
+		m.waits[b.Name] = w[1:]
+		m.taken[b.EventID] = b
+		return m.numbers[w[0]], ""
+	}
+	i := 0
+	for i < len(m.buffered) && m.order[m.buffered[i].EventID] < m.order[b.EventID] {
+		i++
+	}
+	m.buffered = slices.Insert(m.buffered, i, b)
+	m.returned[b.EventID] = true
+	return 0, ""
 }
 
 func (m *mixedQueueModel) count(name string) int {
@@ -309,9 +440,10 @@ func (r *mixedRun) check() {
 	h := r.h
 	maxCarry := h.limits.MaxCarryForwardExecutions
 	var carried []history.Event // the messages the previous execution left buffered, in order
+	carriedReturned := 0        // how many of them a receive gave back
 	for i, hist := range h.execs {
 		e := i + 1
-		m := &mixedQueueModel{waits: map[string][]int{}, ordinal: map[string]int{}, numbers: map[int]int{}}
+		m := newMixedQueueModel()
 		fail := func(ev history.Event, format string, args ...any) {
 			r.t.Helper()
 			r.t.Fatalf("execution %d, seq %d (%s %s %s %s): %s\n%s", e, ev.Seq, ev.Kind, ev.Lane, ev.Name, ev.EventID,
@@ -357,6 +489,21 @@ func (r *mixedRun) check() {
 					m.waits[ev.Name] = append(m.waits[ev.Name], ev.Seq)
 				}
 			case history.EventSubscribedCancelled:
+				if ev.EventID != "" {
+					// A give-back: the receive had taken the message.
+					b, ok := m.taken[ev.EventID]
+					if !ok || b.Name != ev.Name {
+						fail(ev, "gives back a message the model did not see received by a receive of %s", ev.Name)
+					}
+					if slices.Contains(m.waits[ev.Name], ev.TaskSeq) {
+						fail(ev, "gives back a message, but receive %d is still waiting", ev.TaskSeq)
+					}
+					n, reason := m.giveBack(b, r.latest[ev.EventID])
+					if ev.WaitNumber != n || ev.Reason != reason {
+						fail(ev, "given back to receive %d (reason %q), the model: receive %d (reason %q)", ev.WaitNumber, ev.Reason, n, reason)
+					}
+					break
+				}
 				// Nothing is consumed: the receive was waiting, and the
 				// buffered messages stay as they are.
 				w := m.waits[ev.Name]
@@ -378,6 +525,7 @@ func (r *mixedRun) check() {
 						fail(ev, "supersedes a message that is not buffered")
 					}
 					m.buffered = slices.Delete(m.buffered, j, j+1)
+					delete(m.returned, ev.EventID)
 					superseded = append(superseded, ev.EventID)
 					continue
 				case ev.AtStart && ev.OriginExecution < e:
@@ -386,12 +534,14 @@ func (r *mixedRun) check() {
 						fail(ev, "carried out of order: want %v[%d]", ids(carried), next)
 					}
 					next++
+					m.arrived(ev.EventID)
 					var want history.DropReason
 					switch {
 					case ev.Reason == history.DropNotCarriedForward:
 						notCarried++
 						continue
-					case e-ev.OriginExecution > maxCarry, kept >= limitOf(ev):
+					case e-ev.OriginExecution > maxCarry, kept >= limitOf(ev)+carriedReturned:
+						// Messages given back do not count against the limit.
 						want = history.DropCarryForwardLimit
 					default:
 						kept++
@@ -402,45 +552,57 @@ func (r *mixedRun) check() {
 					}
 					if want == "" {
 						m.buffered = append(m.buffered, ev)
+						m.kept(ev.Name, ev.EventID)
 					}
 					continue
 				}
-				if ev.OriginExecution != e {
-					fail(ev, "arrival with origin execution %d", ev.OriginExecution)
-				}
-				latest := r.latest[ev.EventID]
-				if latest != mixedLatest(ev.Name) {
-					fail(ev, "the harness sent latest=%v", latest)
-				}
-				var wantKind history.Kind
-				var wantTask int
-				var wantReason history.DropReason
-				if w := m.waits[ev.Name]; len(w) > 0 {
-					wantKind, wantTask = history.EventRaised, w[0]
-					m.waits[ev.Name] = w[1:]
-					if len(superseded) > 0 {
-						fail(ev, "delivered to a waiting receive, yet superseded %v", superseded)
+				// A breadcrumb of a burst of limit drops stands for several
+				// arrivals, one after the other.
+				for _, id := range r.h.burstIDs(ev) {
+					ev := ev
+					ev.EventID = id
+					if ev.OriginExecution != e {
+						fail(ev, "arrival with origin execution %d", ev.OriginExecution)
 					}
-				} else {
-					if !latest && len(superseded) > 0 {
-						fail(ev, "a message that is not latest-value superseded %v", superseded)
+					latest := r.latest[ev.EventID]
+					if latest != mixedLatest(ev.Name) {
+						fail(ev, "the harness sent latest=%v", latest)
 					}
-					if latest && m.count(ev.Name) > 0 {
-						fail(ev, "a latest-value message left older ones of its queue buffered: %v", ids(m.buffered))
-					}
-					if len(m.buffered) >= limitOf(ev) {
-						wantKind, wantReason = history.EventDropped, history.DropLimit
+					m.arrived(ev.EventID)
+					var wantKind history.Kind
+					var wantTask int
+					var wantReason history.DropReason
+					if w := m.waits[ev.Name]; len(w) > 0 {
+						wantKind, wantTask = history.EventRaised, w[0]
+						m.waits[ev.Name] = w[1:]
+						m.taken[ev.EventID] = ev
+						if len(superseded) > 0 {
+							fail(ev, "delivered to a waiting receive, yet superseded %v", superseded)
+						}
 					} else {
-						wantKind = history.EventRaised
-						m.buffered = append(m.buffered, ev)
+						if !latest && len(superseded) > 0 {
+							fail(ev, "a message that is not latest-value superseded %v", superseded)
+						}
+						if latest && m.count(ev.Name) > 0 {
+							fail(ev, "a latest-value message left older ones of its queue buffered: %v", ids(m.buffered))
+						}
+						if len(m.buffered) >= limitOf(ev) {
+							wantKind, wantReason = history.EventDropped, history.DropLimit
+						} else {
+							wantKind = history.EventRaised
+							m.buffered = append(m.buffered, ev)
+						}
 					}
-				}
-				superseded = nil
-				if ev.Kind != wantKind || ev.TaskSeq != wantTask || ev.Reason != wantReason ||
-					(wantTask != 0 && ev.WaitNumber != m.numbers[wantTask]) {
-					fail(ev, "recorded %s task %d wait %d reason %q; the model: %s task %d wait %d reason %q (buffered %v, limit %d)",
-						ev.Kind, ev.TaskSeq, ev.WaitNumber, ev.Reason, wantKind, wantTask, m.numbers[wantTask], wantReason,
-						ids(m.buffered), limitOf(ev))
+					superseded = nil
+					if wantKind == history.EventRaised {
+						m.kept(ev.Name, ev.EventID)
+					}
+					if ev.Kind != wantKind || ev.TaskSeq != wantTask || ev.Reason != wantReason ||
+						(wantTask != 0 && ev.WaitNumber != m.numbers[wantTask]) {
+						fail(ev, "recorded %s task %d wait %d reason %q; the model: %s task %d wait %d reason %q (buffered %v, limit %d)",
+							ev.Kind, ev.TaskSeq, ev.WaitNumber, ev.Reason, wantKind, wantTask, m.numbers[wantTask], wantReason,
+							ids(m.buffered), limitOf(ev))
+					}
 				}
 			}
 			for _, name := range mixedNames {
@@ -464,6 +626,7 @@ func (r *mixedRun) check() {
 				e, startNotCarried, startCarried, dumpEvents(hist))
 		}
 		carried = slices.Clone(m.buffered)
+		carriedReturned = len(m.returned)
 	}
 
 	// The ledger: buffered messages never exceed the largest limit in force
@@ -474,9 +637,12 @@ func (r *mixedRun) check() {
 		limit = max(limit, r.limitAt[[2]int{h.exec(), seq}])
 	}
 	buffered, perName := 0, map[string]int{}
+	life := h.derive()
 	for _, ev := range h.raised {
 		if ev.lane == history.LaneQueue && h.fates[ev.id].Fate == history.FateBuffered {
-			buffered++
+			if l := life[ev.id]; l == nil || !l.returned {
+				buffered++ // a message given back may take the lane over the limit
+			}
 			perName[ev.name]++
 		}
 	}
@@ -560,8 +726,14 @@ func runMixedScript(t testing.TB, script []byte) *mixedRun {
 		name := mixedNames[int(b>>3&3)]
 		variant := int(b >> 5 & 3)
 		switch b & 7 {
-		case mxEnqueue, mxEnqueue2:
+		case mxEnqueue:
 			r.enqueue(name)
+		case mxEnqueue2:
+			if variant == 3 {
+				r.put(name)
+			} else {
+				r.enqueue(name)
+			}
 		case mxRaise:
 			r.raise(name)
 		case mxFire:
@@ -619,9 +791,12 @@ func runMixedScript(t testing.TB, script []byte) *mixedRun {
 			}
 		}
 		for _, w := range openReceives(h.cur()) {
-			if history.Lane(w[0]) == history.LaneQueue {
+			switch history.Lane(w[0]) {
+			case history.LaneQueue:
 				r.enqueue(w[1])
-			} else {
+			case history.LaneCorrelated:
+				r.put(w[1])
+			default:
 				r.raise(w[1])
 			}
 			progress = true
@@ -666,6 +841,7 @@ func (r *mixedRun) checkEnd() {
 	r.check()
 	life := h.derive()
 	received := map[string]int{}
+	receivedPuts := map[string]int{} // correlated lane: the payload is the put's id
 	for e := 1; e <= h.exec(); e++ {
 		for _, n := range h.execNotes[e] {
 			_, rest, ok := strings.Cut(n, " got ")
@@ -677,6 +853,10 @@ func (r *mixedRun) checkEnd() {
 			if err := json.Unmarshal([]byte(v), &id); err != nil {
 				t.Fatalf("note %q: %v", n, err)
 			}
+			if lane == "c" {
+				receivedPuts[id]++
+				continue
+			}
 			received[id]++
 			want := history.LanePositional
 			if lane == "q" {
@@ -687,8 +867,9 @@ func (r *mixedRun) checkEnd() {
 			}
 		}
 	}
+	h.corrCheckEnd(receivedPuts)
 	for id, l := range life {
-		if l.fate == history.FateDelivered && received[id] != 1 {
+		if l.fate == history.FateDelivered && l.lane != history.LaneCorrelated && received[id] != 1 {
 			t.Fatalf("event %s delivered (execution %d, receive %d) but the code received it %d times", id, l.exec, l.waitNumber, received[id])
 		}
 	}
@@ -742,7 +923,30 @@ var mixedSeeds = [][]byte{
 		x(mxEnqueue, 2), x(mxFinish, 0), x(mxEnqueue, 1), x(mxTurn, 0), xv(mxOther, 0, 0), x(mxTurn, 0)},
 }
 
+// mixedFoundSeeds were found by search (see reaches): a receive gives its
+// message back, buffered again, to a listening receive, superseded on a
+// latest-value queue; a correlated copy is given back and its
+// delete-after-first event handed on; bursts of limit drops on both lanes
+// and their continuations in later turns.
+var mixedFoundSeeds = [][]byte{
+	{0x80, 0xe0, 0x67, 0x62, 0xf9, 0x6, 0x64, 0xe2},
+	{0xdc, 0x81, 0x49, 0x45, 0x8f, 0x2d, 0xd, 0x8, 0x96},
+	{0x59, 0x2a, 0xef, 0x21, 0x73, 0x6d, 0x33, 0x3a, 0xf8, 0xf2, 0xa9, 0x64, 0x1b, 0x19, 0x64, 0x5e, 0x0, 0x66, 0x10, 0xf6,
+		0x98, 0xd1, 0xde},
+	{0x2d, 0x8e, 0x34, 0x27, 0xa9, 0x8f, 0x68, 0xa0},
+	{0xac, 0x99, 0x2d, 0xb1, 0xdb, 0xb9, 0xa3, 0xc9, 0x4d, 0xfa, 0x77, 0xd7, 0x6f, 0xd7, 0x5d, 0x2d},
+	{0x55, 0xb9, 0x87, 0x37, 0x2d, 0xb7, 0xf0, 0xa1, 0x42, 0xa8, 0x89},
+	{0xdf, 0xd, 0xb0, 0x97, 0xb, 0x22, 0xc7, 0x77, 0x9a, 0x79, 0xa8, 0x20, 0xad, 0xa2, 0xe0, 0x2e, 0xc8, 0xf4, 0x27},
+	{0x6, 0x8a, 0x72, 0xe2, 0x19, 0x6d, 0x3c, 0x17, 0xdb, 0xda, 0x4c, 0x48, 0x4f, 0x7d, 0x8c, 0x9a, 0xda, 0x9d, 0x68, 0xa3,
+		0xac, 0x29},
+	{0x4d, 0x8d, 0x82, 0xa1, 0x8, 0x62, 0xed, 0x82, 0x5b, 0x9b, 0x69, 0x10, 0xaa, 0x32, 0x6b, 0xa6, 0xbc, 0xfa, 0x6c, 0xbe,
+		0xd4, 0x9a, 0xac, 0x5a, 0xdf, 0x10, 0x1f, 0xec},
+}
+
 func FuzzMixedLanes(f *testing.F) {
+	for _, s := range mixedFoundSeeds {
+		f.Add(s)
+	}
 	for _, s := range mixedSeeds {
 		f.Add(s)
 	}
@@ -778,6 +982,18 @@ func TestMixedLanesSeeds(t *testing.T) {
 		"EventDropped/limit", "EventDropped/superseded", "EventDropped/carry_forward_limit", "EventDropped/not_carried_forward",
 	} {
 		if !reached[k] {
+			t.Errorf("no seed reaches %s", k)
+		}
+	}
+	found := map[string]bool{}
+	for _, s := range mixedFoundSeeds {
+		for k := range reaches(runMixedScript(t, s).h) {
+			found[k] = true
+		}
+	}
+	for _, k := range []string{"queue//false", "queue//true", "queue/superseded/false", "correlated/withdrawn_wait/false",
+		"handed on", "burst/queue", "burst/positional", "continued/queue", "continued/positional"} {
+		if !found[k] {
 			t.Errorf("no seed reaches %s", k)
 		}
 	}

@@ -23,7 +23,7 @@ var fuzzNames = []string{"a", "b", "c"}
 
 const (
 	wfWait         = iota // WaitEvent(name)
-	wfSelectTimer         // Select(WaitEvent(name), timer)
+	wfSelectTimer         // Select(WaitEvent(name), timer); variants: waits that may have received, raced
 	wfTimeout             // WaitEvent(name, timeout)
 	wfSleep               // a timer
 	wfActivity            // an activity, awaited
@@ -91,11 +91,61 @@ func fuzzWorkflow(h *harness) replay.WorkflowFunc {
 					return nil, err
 				}
 			case wfSelectTimer:
-				w := s.WaitEvent(name, 0)
-				s.Select(w, s.NewTimer(time.Minute))
-				v, err := w.Get()
-				if err := got(op, v, err); err != nil {
-					return nil, err
+				// Variants 1–3 race waits that may all have received
+				// already. The code reads only the winner (and waits that
+				// are not in the race): a loser's event must not be lost,
+				// so it is given back, and a later wait receives it.
+				var fs []*replay.Future // read after the race
+				race := func(sel ...*replay.Future) {
+					i := s.Select(sel...)
+					h.note("%d winner %d", op, i)
+					fs = append(fs, sel[i])
+				}
+				switch b >> 5 & 3 {
+				case 0:
+					fs = []*replay.Future{s.WaitEvent(name, 0)}
+					s.Select(fs[0], s.NewTimer(time.Minute))
+				case 1:
+					// Resolved by arrivals of earlier turns: two waits made
+					// before a timer, raced after it.
+					w1, w2 := s.WaitEvent(name, 0), s.WaitEvent(other, 0)
+					if _, err := s.NewTimer(time.Minute).Get(); err != nil {
+						return nil, err
+					}
+					race(w2, w1)
+				case 2:
+					// The timeout-wrapped wait loses to a timer that has
+					// fired; a second wait of the name is listening and
+					// receives what the loser gives back.
+					w1, w2 := s.WaitEvent(name, 2*time.Minute), s.WaitEvent(name, 0)
+					t := s.NewTimer(time.Minute)
+					if _, err := t.Get(); err != nil {
+						return nil, err
+					}
+					h.note("%d winner %d", op, s.Select(t, w1))
+					fs = append(fs, w2)
+				case 3:
+					// Three waits raced at once (resolved by buffered
+					// events), the first read before the race if it can
+					// be: a loser whose result the code got keeps it.
+					w1, w2, w3 := s.WaitEvent(name, 0), s.WaitEvent(other, 0), s.WaitEvent(name, 0)
+					read := w1.Ready()
+					if read {
+						v, err := w1.Get()
+						if err := got(op, v, err); err != nil {
+							return nil, err
+						}
+					}
+					race(w2, w1, w3)
+					if fs[0] == w1 && read {
+						fs = nil
+					}
+				}
+				for _, f := range fs {
+					v, err := f.Get()
+					if err := got(op, v, err); err != nil {
+						return nil, err
+					}
 				}
 			case wfTimeout:
 				v, err := s.WaitEvent(name, time.Minute).Get()
@@ -390,6 +440,13 @@ var fuzzSeeds = [][]byte{
 	{w(wfTimeout, 0), w(wfTimeout, 0), w(wfSelectTimer, 0), w(wfWait, 0),
 		x(exTurn, 0), x(exFire, 0), x(exRaise, 0), x(exTurn, 0), x(exRaise, 0), x(exFire, 0), x(exRaise, 0), x(exTurn, 0),
 		x(exFire, 0), x(exRaise, 0), x(exRaise, 0), x(exTurn, 0)},
+	// Found by search (see reaches): a loser gives its event back, buffered
+	// again; to a listening wait; a burst of limit drops, and its
+	// continuation in a later turn.
+	{0x7a, 0x25, 0xf, 0x56, 0xcf, 0x52, 0x13, 0x2, 0xd2},
+	{0x6a, 0xbe, 0xf9, 0x27, 0xaf, 0x41, 0x76, 0xdf},
+	{0xb7, 0x40, 0x39, 0x1e, 0xca, 0xa1, 0xfa, 0xf8},
+	{0xd0, 0x9a, 0x41, 0x39, 0x7b, 0x13, 0x7b, 0x3a, 0x8a, 0x49},
 }
 
 func FuzzPositionalLane(f *testing.F) {
@@ -399,6 +456,23 @@ func FuzzPositionalLane(f *testing.F) {
 	f.Fuzz(func(t *testing.T, script []byte) {
 		runFuzzScript(t, script)
 	})
+}
+
+// TestPositionalLaneSeeds checks that the seeds reach the give-backs and
+// the bursts.
+func TestPositionalLaneSeeds(t *testing.T) {
+	t.Parallel()
+	reached := map[string]bool{}
+	for _, s := range fuzzSeeds {
+		for k := range reaches(runFuzzScript(t, s)) {
+			reached[k] = true
+		}
+	}
+	for _, k := range []string{"positional//false", "positional//true", "burst/positional", "continued/positional"} {
+		if !reached[k] {
+			t.Errorf("no seed reaches %s", k)
+		}
+	}
 }
 
 // TestPositionalLaneRandomScripts runs the fuzz target over a fixed set of

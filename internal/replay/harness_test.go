@@ -43,6 +43,13 @@ type harness struct {
 	// last live turn of each execution.
 	notes     []string
 	execNotes map[int][]string
+
+	// corr simulates the correlated store, for workflows that use the
+	// correlated lane (nil: they do not).
+	corr *corrStore
+	// consumedAt is, per event id, the execution of the turn that consumed
+	// its message and the history length before that turn.
+	consumedAt map[string][2]int
 }
 
 type raisedEvent struct {
@@ -66,7 +73,7 @@ var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 // turn reach the instance before its code runs.
 func newHarness(t testing.TB, input string, wf replay.WorkflowFunc) *harness {
 	h := &harness{t: t, wf: wf, id: "inst-1", now: t0, fates: map[string]storage.FateUpdate{},
-		status: storage.StatusPending, execNotes: map[int][]string{}}
+		status: storage.StatusPending, execNotes: map[int][]string{}, consumedAt: map[string][2]int{}}
 	var in json.RawMessage
 	if input != "" {
 		in = json.RawMessage(input)
@@ -193,10 +200,14 @@ func (h *harness) commit(exec int, out *replay.Output) {
 		}
 	}
 	h.execs[exec-1] = append(hist, out.NewEvents...)
+	before := len(hist)
 	for _, id := range out.Consumed {
 		i := slices.IndexFunc(h.inbox, func(m storage.Message) bool { return m.ID == id })
 		if i < 0 {
 			h.t.Fatalf("turn %d: consumed message %d is not in the inbox", h.turns, id)
+		}
+		if m := h.inbox[i]; m.EventID != "" {
+			h.consumedAt[m.EventID] = [2]int{exec, before}
 		}
 		h.inbox = slices.Delete(h.inbox, i, i+1)
 	}
@@ -225,6 +236,7 @@ func (h *harness) commit(exec int, out *replay.Output) {
 		}
 		h.fates[f.EventID] = f
 	}
+	h.corrCommit(exec, out)
 	h.status, h.result, h.failure = out.Status, out.Result, out.Failure
 	if can := out.ContinueAsNew; can != nil {
 		if out.Status != storage.StatusRunning {
@@ -304,6 +316,7 @@ type lifecycle struct {
 	name       string
 	lane       history.Lane
 	at         [2]int // where it was delivered: execution, seq
+	returned   bool   // a receive gave it back (it may be delivered after later events)
 }
 
 // derive replays every execution's history for the external events it
@@ -314,35 +327,83 @@ func (h *harness) derive() map[string]*lifecycle {
 	for i, hist := range h.execs {
 		e := i + 1
 		for _, ev := range hist {
-			id := ev.EventID
-			if id == "" {
+			if ev.EventID == "" {
 				continue
 			}
-			l := got[id]
-			if l == nil {
-				l = &lifecycle{origin: e, name: ev.Name, lane: ev.Lane}
-				got[id] = l
-			}
-			if ev.Name != l.name || ev.Lane != l.lane {
-				h.t.Fatalf("event %s is %s %q at seq %d of execution %d, %s %q before", id, ev.Lane, ev.Name, ev.Seq, e, l.lane, l.name)
-			}
-			if ev.OriginExecution != 0 && ev.OriginExecution != l.origin {
-				h.t.Fatalf("event %s: origin execution %d at seq %d of execution %d, first seen in %d", id, ev.OriginExecution, ev.Seq, e, l.origin)
-			}
-			switch {
-			case ev.Kind == history.EventRaised && ev.TaskSeq == 0:
-				l.fate, l.exec = history.FateBuffered, e
-			case ev.Kind == history.EventRaised, ev.Kind == history.EventSubscribed:
-				l.fate, l.exec, l.waitNumber, l.at = history.FateDelivered, e, ev.WaitNumber, [2]int{e, ev.Seq}
-				l.deliveries++
-			case ev.Kind == history.EventDropped:
-				l.fate, l.reason, l.exec = history.FateDropped, ev.Reason, e
-			default:
-				h.t.Fatalf("event id %s on a %s event", id, ev.Kind)
+			for _, id := range h.burstIDs(ev) {
+				l := got[id]
+				if l == nil {
+					l = &lifecycle{origin: e, name: ev.Name, lane: ev.Lane}
+					got[id] = l
+				}
+				if ev.Name != l.name || ev.Lane != l.lane {
+					h.t.Fatalf("event %s is %s %q at seq %d of execution %d, %s %q before", id, ev.Lane, ev.Name, ev.Seq, e, l.lane, l.name)
+				}
+				if ev.OriginExecution != 0 && ev.OriginExecution != l.origin {
+					h.t.Fatalf("event %s: origin execution %d at seq %d of execution %d, first seen in %d", id, ev.OriginExecution, ev.Seq, e, l.origin)
+				}
+				switch {
+				case ev.Kind == history.EventRaised && ev.TaskSeq == 0:
+					l.fate, l.exec = history.FateBuffered, e
+				case ev.Kind == history.EventRaised, ev.Kind == history.EventSubscribed:
+					l.fate, l.exec, l.waitNumber, l.at = history.FateDelivered, e, ev.WaitNumber, [2]int{e, ev.Seq}
+					l.deliveries++
+				case ev.Kind == history.EventDropped:
+					l.fate, l.reason, l.exec = history.FateDropped, ev.Reason, e
+				case ev.Kind == history.EventSubscribedCancelled:
+					// A give-back: the delivery to the losing receive is
+					// undone, and the event is buffered again, delivered to
+					// a listening wait, or dropped.
+					if l.fate != history.FateDelivered || l.exec != e {
+						h.t.Fatalf("event %s given back at seq %d of execution %d, but it was not delivered there (%+v)", id, ev.Seq, e, l)
+					}
+					l.deliveries--
+					l.returned = true
+					l.waitNumber, l.reason, l.exec = 0, "", e
+					switch {
+					case ev.Reason != "":
+						l.fate, l.reason = history.FateDropped, ev.Reason
+					case ev.WaitNumber != 0:
+						l.fate, l.waitNumber, l.at = history.FateDelivered, ev.WaitNumber, [2]int{e, ev.Seq}
+						l.deliveries++
+					default:
+						l.fate = history.FateBuffered
+					}
+				default:
+					h.t.Fatalf("event id %s on a %s event", id, ev.Kind)
+				}
 			}
 		}
 	}
 	return got
+}
+
+// burstIDs returns the ids of the events a history event stands for: the
+// one it names, or for a breadcrumb of a burst of limit drops
+// (history.Event.Count), the Count events of its lane and name sent one
+// after the other from the first, the last of which must be LastEventID.
+func (h *harness) burstIDs(ev history.Event) []string {
+	h.t.Helper()
+	if ev.Count == 0 && ev.LastEventID == "" {
+		return []string{ev.EventID}
+	}
+	if ev.Kind != history.EventDropped || ev.Reason != history.DropLimit || ev.Count < 2 {
+		h.t.Fatalf("seq %d: %s %s with count %d, last %q", ev.Seq, ev.Kind, ev.Reason, ev.Count, ev.LastEventID)
+	}
+	var ids []string
+	for _, r := range h.raised {
+		if r.lane != ev.Lane || r.name != ev.Name || (len(ids) == 0 && r.id != ev.EventID) {
+			continue
+		}
+		if ids = append(ids, r.id); len(ids) == ev.Count {
+			break
+		}
+	}
+	if len(ids) != ev.Count || ids[len(ids)-1] != ev.LastEventID {
+		h.t.Fatalf("seq %d: a burst of %d from %s to %s, but the events sent from %s are %v", ev.Seq, ev.Count, ev.EventID,
+			ev.LastEventID, ev.EventID, ids)
+	}
+	return ids
 }
 
 // check asserts the lane invariants over the whole instance:
@@ -372,16 +433,50 @@ func (h *harness) check() {
 	}
 	bufferedNow := 0
 	lastDelivered := map[string]*lifecycle{} // lane/name → the last delivered, in raise order
+	prev := map[string]string{}              // lane/name → the id of the previous event raised
 	for _, r := range h.raised {
 		f, l := h.fates[r.id], life[r.id]
+		key := string(r.lane) + "/" + r.name
+		before := prev[key]
+		prev[key] = r.id
 		if inInbox[r.msg] {
 			if f.Fate != history.FatePending || l != nil {
 				h.t.Fatalf("event %s is still in the inbox but has fate %+v and history %+v", r.id, f, l)
 			}
 			continue
 		}
+		if h.corr != nil && h.corr.handedOn[r.id] {
+			// The store dropped this delivery to a withdrawn wait to hand
+			// its event on; the instance never saw it.
+			if f.Fate != history.FateDropped || f.Reason != history.DropWithdrawnWait || l != nil {
+				h.t.Fatalf("event %s was handed on by the store but has fate %+v and history %+v", r.id, f, l)
+			}
+			continue
+		}
 		if l == nil {
-			h.t.Fatalf("event %s was consumed but history never mentions it (fate %+v)", r.id, f)
+			// A limit drop continuing a burst an earlier turn opened has no
+			// breadcrumb of its own (history.Event.Count): before its turn,
+			// the last history event of its lane (but other names' limit
+			// breadcrumbs) was a limit breadcrumb of its name, and the
+			// event sent just before it on that lane and name was dropped
+			// over the limit too.
+			at, ok := h.consumedAt[r.id]
+			if !ok || f.Fate != history.FateDropped || f.Reason != history.DropLimit || f.Execution != at[0] {
+				h.t.Fatalf("event %s was consumed but history never mentions it (fate %+v)", r.id, f)
+			}
+			var last *history.Event // the last event of the lane but other names' limit breadcrumbs
+			for i, ev := range h.execution(at[0])[:at[1]] {
+				if ev.Lane == r.lane && (ev.Name == r.name || ev.Kind != history.EventDropped || ev.Reason != history.DropLimit) {
+					last = &h.execution(at[0])[i]
+				}
+			}
+			if last == nil || last.Kind != history.EventDropped || last.Reason != history.DropLimit || last.Name != r.name {
+				h.t.Fatalf("event %s dropped over the limit without a breadcrumb, but no burst of %s was open (last: %+v)", r.id, key, last)
+			}
+			if bf := h.fates[before]; before == "" || bf.Fate != history.FateDropped || bf.Reason != history.DropLimit {
+				h.t.Fatalf("event %s continues a burst of limit drops, but the event before it (%q) is %+v", r.id, before, bf)
+			}
+			continue
 		}
 		if l.lane != r.lane {
 			h.t.Fatalf("event %s sent on the %s lane reached history on the %s lane", r.id, r.lane, l.lane)
@@ -400,14 +495,16 @@ func (h *harness) check() {
 			if f.Execution != l.exec || f.OriginExecution != l.origin {
 				h.t.Fatalf("event %s: ledger %+v, history: buffered in %d, origin %d", r.id, f, l.exec, l.origin)
 			}
-			if r.lane == history.LanePositional {
-				bufferedNow++
+			if r.lane == history.LanePositional && !l.returned {
+				bufferedNow++ // a returned event may take the lane over the limit
 			}
 		case history.FateDelivered:
 			if f.Execution != l.exec || f.WaitNumber != l.waitNumber || f.WaitNumber < 1 || f.OriginExecution != l.origin {
 				h.t.Fatalf("event %s: ledger %+v, history: delivered to wait %d of execution %d, origin %d", r.id, f, l.waitNumber, l.exec, l.origin)
 			}
-			key := string(r.lane) + "/" + r.name
+			if l.returned || r.lane == history.LaneCorrelated {
+				break // given back after later events were delivered; the correlated lane has no order
+			}
 			if prev := lastDelivered[key]; prev != nil && (prev.at[0] > l.at[0] || prev.at[0] == l.at[0] && prev.at[1] > l.at[1]) {
 				h.t.Fatalf("event %s delivered at %v, before an event of the same lane and name raised earlier (at %v)", r.id, l.at, prev.at)
 			}
@@ -450,7 +547,7 @@ func (h *harness) checkRules() {
 			h.t.Fatalf("execution %d, seq %d (%s %s): %s\n%s", e, ev.Seq, ev.Kind, ev.EventID, fmt.Sprintf(format, args...), dumpEvents(hist))
 		}
 		for _, ev := range hist {
-			if ev.Lane == history.LaneQueue {
+			if ev.Lane == history.LaneQueue || ev.Lane == history.LaneCorrelated {
 				continue
 			}
 			switch ev.Kind {
@@ -465,8 +562,26 @@ func (h *harness) checkRules() {
 					fail(ev, "the model's wait %d received %q at once", n, gotID)
 				}
 			case history.EventSubscribedCancelled:
-				if !m.cancel(ev.Name, ev.TaskSeq) {
-					fail(ev, "withdraws a wait that is not active")
+				if ev.EventID == "" {
+					if !m.cancel(ev.Name, ev.TaskSeq) {
+						fail(ev, "withdraws a wait that is not active")
+					}
+					break
+				}
+				// A give-back: the receive took the event earlier (the
+				// model saw it arrive) and is not waiting.
+				if slices.Contains(m.waits[ev.Name], ev.TaskSeq) {
+					fail(ev, "gives back an event, but the wait is still waiting")
+				}
+				if _, seen := m.order[ev.EventID]; !seen {
+					fail(ev, "gives back an event the model never saw arrive")
+				}
+				got := m.giveBack(laneEvent(ev.Name, ev.EventID))
+				switch {
+				case ev.Reason != "":
+					fail(ev, "a positional give-back dropped (%s)", ev.Reason)
+				case got.Delivered != (ev.WaitNumber != 0) || got.Delivered && numbers[got.WaitSeq] != ev.WaitNumber:
+					fail(ev, "given back to wait number %d, the model decides %+v (wait number %d)", ev.WaitNumber, got, numbers[got.WaitSeq])
 				}
 			case history.EventRaised, history.EventDropped:
 				if ev.Reason == history.DropInstanceTerminal {
@@ -491,6 +606,13 @@ func (h *harness) checkRules() {
 						if age > maxCarry {
 							fail(ev, "carried at age %d, limit %d", age, maxCarry)
 						}
+						if ev.Kind != history.EventRaised || ev.TaskSeq != 0 {
+							fail(ev, "carried as %s to task %d", ev.Kind, ev.TaskSeq)
+						}
+						// Carried whatever the limit: events given back
+						// may have taken the lane over it.
+						m.carry(laneEvent(ev.Name, ev.EventID))
+						continue
 					default:
 						fail(ev, "carried event dropped for %s", ev.Reason)
 					}
@@ -505,8 +627,10 @@ func (h *harness) checkRules() {
 						fail(ev, "wait number %d, the model's %d", ev.WaitNumber, numbers[ev.TaskSeq])
 					}
 				}
-				if got := m.arrive(laneEvent(ev.Name, ev.EventID)); !sameOutcome(got, want) {
-					fail(ev, "recorded %+v, the model decides %+v", want, got)
+				for _, id := range h.burstIDs(ev) {
+					if got := m.arrive(laneEvent(ev.Name, id)); !sameOutcome(got, want) {
+						fail(ev, "recorded %+v for %s, the model decides %+v", want, id, got)
+					}
 				}
 			}
 		}
@@ -564,10 +688,49 @@ func dumpEvents(evs []history.Event) string {
 		if ev.Reason != "" {
 			fmt.Fprintf(&b, " reason=%s", ev.Reason)
 		}
+		if ev.Count != 0 {
+			fmt.Fprintf(&b, " count=%d last=%s", ev.Count, ev.LastEventID)
+		}
 		if ev.AtStart {
 			fmt.Fprintf(&b, " at_start origin=%d", ev.OriginExecution)
 		}
 		b.WriteString("\n")
 	}
 	return b.String()
+}
+
+// reaches lists what a run reached that the fuzz seeds must cover: give-backs
+// by lane, outcome ("lane/reason/to-a-wait"), bursts of limit drops (with a
+// breadcrumb, "burst/lane", or continued without one, "continued/lane"),
+// and delete-after-first correlated events handed on ("handed on").
+func reaches(h *harness) map[string]bool {
+	r := map[string]bool{}
+	for e := 1; e <= h.exec(); e++ {
+		for _, ev := range h.execution(e) {
+			if ev.Kind == history.EventSubscribedCancelled && ev.EventID != "" {
+				r[fmt.Sprintf("%s/%s/%v", ev.Lane, ev.Reason, ev.WaitNumber != 0)] = true
+			}
+			if ev.Count > 0 {
+				r["burst/"+string(ev.Lane)] = true
+			}
+		}
+	}
+	if h.corr != nil {
+		copies := map[string]int{}
+		for _, p := range h.corr.putOf {
+			copies[p]++
+		}
+		for p, n := range copies {
+			if n > 1 && h.corr.deleteAfterFirst[p[1:2]] {
+				r["handed on"] = true
+			}
+		}
+	}
+	life := h.derive()
+	for _, ev := range h.raised {
+		if life[ev.id] == nil && h.fates[ev.id].Reason == history.DropLimit {
+			r["continued/"+string(ev.lane)] = true
+		}
+	}
+	return r
 }

@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"slices"
 	"sort"
 
 	"github.com/heraldwf/herald/history"
@@ -28,7 +29,13 @@ type Buffered struct {
 	// Event is the arrival as recorded in history (EventRaised): name, id,
 	// payload, origin execution, receipt time.
 	Event history.Event
+	// order is the event's place in the arrival order of its lane (set on
+	// every arrival, delivered or buffered), so that an event given back
+	// goes back to its place.
 	order int
+	// returned: buffered again by a give-back (the queue lane's
+	// carry-forward limit does not count it).
+	returned bool
 }
 
 // Outcome is what happened to an arriving event.
@@ -95,6 +102,7 @@ func (p *Positional) Cancel(name string, seq int) bool {
 // it: delivered to the oldest active wait, dropped as the late answer to a
 // withdrawn wait, dropped over the limit, or buffered.
 func (p *Positional) Arrive(b *Buffered) Outcome {
+	p.stamp(b)
 	if q := p.waits[b.Event.Name]; len(q) > 0 {
 		seq := q[0]
 		p.waits[b.Event.Name] = q[1:]
@@ -122,6 +130,7 @@ func (p *Positional) Arrive(b *Buffered) Outcome {
 // the outcome is impossible in the current state (a delivery with no active
 // wait, or to another wait), which means the history does not fit the code.
 func (p *Positional) Apply(b *Buffered, o Outcome) bool {
+	p.stamp(b)
 	switch {
 	case o.Delivered:
 		q := p.waits[b.Event.Name]
@@ -151,11 +160,46 @@ func (p *Positional) Apply(b *Buffered, o Outcome) bool {
 	return true
 }
 
-func (p *Positional) buffer(b *Buffered) {
+// GiveBack returns an event that a wait took and whose result the
+// workflow never got (the wait lost a Select): it goes back to its place in
+// the order, as if it had never been taken. The oldest active wait of its
+// name receives it at once (Delivered); with none it is buffered before
+// every buffered event of its name that arrived after it. It opens no
+// withdrawn question and answers none: the question it answered is
+// withdrawn together with its answer (rule 3 drops a late answer, and this
+// one is not late). It is never dropped: it was counted against the limit
+// when it arrived, so it may take the lane over the limit until receives
+// drain it (new arrivals are dropped meanwhile).
+func (p *Positional) GiveBack(b *Buffered) Outcome {
+	name := b.Event.Name
+	if q := p.waits[name]; len(q) > 0 {
+		seq := q[0]
+		p.waits[name] = q[1:]
+		if len(p.waits[name]) == 0 {
+			delete(p.waits, name)
+		}
+		return Outcome{Delivered: true, WaitSeq: seq}
+	}
+	p.buffered[name] = insertByOrder(p.buffered[name], b)
+	p.count++
+	return Outcome{}
+}
+
+// stamp gives an arriving event its place in the arrival order.
+func (p *Positional) stamp(b *Buffered) {
 	p.arrivals++
 	b.order = p.arrivals
+}
+
+func (p *Positional) buffer(b *Buffered) {
 	p.buffered[b.Event.Name] = append(p.buffered[b.Event.Name], b)
 	p.count++
+}
+
+// insertByOrder inserts b into l (ordered by arrival) at its place.
+func insertByOrder(l []*Buffered, b *Buffered) []*Buffered {
+	i := sort.Search(len(l), func(i int) bool { return l[i].order > b.order })
+	return slices.Insert(l, i, b)
 }
 
 // Count is the number of buffered events across names.

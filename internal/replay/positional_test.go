@@ -13,7 +13,7 @@ import (
 // laneOp is one step of a Positional table test: an operation on the lane
 // and the result it must have, or a check of the lane's state.
 type laneOp struct {
-	op   string // wait, cancel, arrive, apply, count, unconsumed, active, withdrawn
+	op   string // wait, cancel, arrive, apply, giveBack, count, unconsumed, active, withdrawn
 	name string
 	seq  int
 	id   string
@@ -21,7 +21,7 @@ type laneOp struct {
 	number int            // wait: expected wait number
 	got    string         // wait: expected buffered event received at once ("" = none)
 	ok     bool           // cancel, apply: expected result
-	out    replay.Outcome // arrive: expected outcome; apply: the recorded outcome
+	out    replay.Outcome // arrive, giveBack: expected outcome; apply: the recorded outcome
 	n      int            // count, active, withdrawn
 	ids    []string       // unconsumed
 }
@@ -32,7 +32,7 @@ func (o laneOp) String() string {
 		return fmt.Sprintf("Wait(%q, seq %d)", o.name, o.seq)
 	case "cancel":
 		return fmt.Sprintf("Cancel(%q, seq %d)", o.name, o.seq)
-	case "arrive", "apply":
+	case "arrive", "apply", "giveBack":
 		return fmt.Sprintf("%s(%q, %s)", o.op, o.name, o.id)
 	}
 	return o.op + " " + o.name
@@ -56,6 +56,12 @@ func arrive(name, id string, out replay.Outcome) laneOp {
 
 func apply(name, id string, recorded replay.Outcome, ok bool) laneOp {
 	return laneOp{op: "apply", name: name, id: id, out: recorded, ok: ok}
+}
+
+// giveBack gives back the event id, which a wait took earlier (at once or on
+// its arrival).
+func giveBack(name, id string, out replay.Outcome) laneOp {
+	return laneOp{op: "giveBack", name: name, id: id, out: out}
 }
 
 func count(n int) laneOp                  { return laneOp{op: "count", n: n} }
@@ -89,6 +95,7 @@ func unconsumedIDs(p *replay.Positional) []string {
 
 func runLaneOps(t *testing.T, p *replay.Positional, ops []laneOp) {
 	t.Helper()
+	events := map[string]*replay.Buffered{} // every event that arrived, by id
 	for i, o := range ops {
 		switch o.op {
 		case "wait":
@@ -108,12 +115,18 @@ func runLaneOps(t *testing.T, p *replay.Positional, ops []laneOp) {
 				t.Fatalf("op %d %v: got %v, want %v", i, o, ok, o.ok)
 			}
 		case "arrive":
-			if got := p.Arrive(laneEvent(o.name, o.id)); !sameOutcome(got, o.out) {
+			events[o.id] = laneEvent(o.name, o.id)
+			if got := p.Arrive(events[o.id]); !sameOutcome(got, o.out) {
 				t.Fatalf("op %d %v: got outcome %+v, want %+v", i, o, got, o.out)
 			}
 		case "apply":
-			if ok := p.Apply(laneEvent(o.name, o.id), o.out); ok != o.ok {
+			events[o.id] = laneEvent(o.name, o.id)
+			if ok := p.Apply(events[o.id], o.out); ok != o.ok {
 				t.Fatalf("op %d %v with %+v: got %v, want %v", i, o, o.out, ok, o.ok)
+			}
+		case "giveBack":
+			if got := p.GiveBack(events[o.id]); !sameOutcome(got, o.out) {
+				t.Fatalf("op %d %v: got outcome %+v, want %+v", i, o, got, o.out)
 			}
 		case "count":
 			if got := p.Count(); got != o.n {
@@ -405,6 +418,62 @@ func TestPositional(t *testing.T) {
 			apply("x", "e3", dropped(history.DropInstanceTerminal), true),
 			count(0), withdrawn("x", 0),
 		}},
+
+		// Give-back: a wait that took an event loses a Select before the
+		// workflow got it; the event goes back as if never taken.
+		{"giveBack/delivered on arrival, back before later arrivals", 100, []laneOp{
+			wait("x", 2, 1), arrive("x", "e1", deliveredTo(2)),
+			arrive("x", "e2", buffered), arrive("x", "e3", buffered),
+			giveBack("x", "e1", buffered),
+			unconsumed("e1", "e2", "e3"), count(3),
+			waitGets("x", 3, 2, "e1"),
+		}},
+		{"giveBack/taken at once, back before later arrivals", 100, []laneOp{
+			arrive("x", "e1", buffered), arrive("x", "e2", buffered),
+			waitGets("x", 2, 1, "e1"),
+			arrive("x", "e3", buffered),
+			giveBack("x", "e1", buffered),
+			unconsumed("e1", "e2", "e3"),
+		}},
+		{"giveBack/keeps its place across names", 100, []laneOp{
+			arrive("x", "x1", buffered), arrive("y", "y1", buffered),
+			waitGets("x", 2, 1, "x1"),
+			arrive("y", "y2", buffered),
+			giveBack("x", "x1", buffered),
+			unconsumed("x1", "y1", "y2"),
+		}},
+		{"giveBack/the oldest listening wait receives it", 100, []laneOp{
+			wait("x", 2, 1), wait("x", 3, 2), wait("x", 4, 3),
+			arrive("x", "e1", deliveredTo(2)),
+			giveBack("x", "e1", deliveredTo(3)),
+			active("x", 1), count(0),
+			arrive("x", "e2", deliveredTo(4)),
+		}},
+		{"giveBack/opens no withdrawn question", 100, []laneOp{
+			wait("x", 2, 1), arrive("x", "e1", deliveredTo(2)),
+			giveBack("x", "e1", buffered),
+			withdrawn("x", 0),
+			arrive("x", "e2", buffered),
+			unconsumed("e1", "e2"),
+		}},
+		{"giveBack/answers no withdrawn question", 100, []laneOp{
+			wait("x", 2, 1), wait("x", 3, 2),
+			arrive("x", "e1", deliveredTo(2)),
+			cancel("x", 3, true), withdrawn("x", 1),
+			giveBack("x", "e1", buffered),
+			withdrawn("x", 1), unconsumed("e1"),
+			arrive("x", "late", withdrawnWait),
+			waitGets("x", 4, 3, "e1"), withdrawn("x", 0),
+		}},
+		{"giveBack/never dropped for the limit; arrivals are", 2, []laneOp{
+			wait("x", 2, 1), arrive("x", "e1", deliveredTo(2)),
+			arrive("y", "y1", buffered), arrive("y", "y2", buffered),
+			giveBack("x", "e1", buffered),
+			count(3), unconsumed("e1", "y1", "y2"),
+			arrive("y", "y3", limit),
+			waitGets("y", 3, 1, "y1"), waitGets("y", 4, 2, "y2"),
+			arrive("y", "y4", buffered), count(2),
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -455,18 +524,39 @@ func TestPositionalReplayFollowsRecordedOutcomes(t *testing.T) {
 	}
 }
 
-// laneModel is an independent, deliberately naive statement of rules 1–4:
-// one global list of buffered events in arrival order.
+// laneModel is an independent, deliberately naive statement of rules 1–4
+// and of the give-back: one global list of buffered events in arrival
+// order.
 type laneModel struct {
 	limit     int
 	waits     map[string][]int
 	buffered  []*replay.Buffered
 	withdrawn map[string]int
 	ordinal   map[string]int
+	order     map[string]int // event id → its place in the arrival order
 }
 
 func newLaneModel(limit int) *laneModel {
-	return &laneModel{limit: limit, waits: map[string][]int{}, withdrawn: map[string]int{}, ordinal: map[string]int{}}
+	return &laneModel{limit: limit, waits: map[string][]int{}, withdrawn: map[string]int{}, ordinal: map[string]int{},
+		order: map[string]int{}}
+}
+
+// giveBack puts back an event a wait took: to the oldest wait of its name,
+// or into the buffered list at its place in the arrival order, whatever the
+// limit and the withdrawn questions.
+func (m *laneModel) giveBack(b *replay.Buffered) replay.Outcome {
+	name := b.Event.Name
+	if len(m.waits[name]) > 0 {
+		seq := m.waits[name][0]
+		m.waits[name] = m.waits[name][1:]
+		return deliveredTo(seq)
+	}
+	i := 0
+	for i < len(m.buffered) && m.order[m.buffered[i].Event.EventID] < m.order[b.Event.EventID] {
+		i++
+	}
+	m.buffered = slices.Insert(m.buffered, i, b)
+	return buffered
 }
 
 func (m *laneModel) wait(name string, seq int) (int, *replay.Buffered) {
@@ -492,8 +582,16 @@ func (m *laneModel) cancel(name string, seq int) bool {
 	return true
 }
 
+// carry buffers an event carried by continue-as-new (rule 5: only its age
+// limits it).
+func (m *laneModel) carry(b *replay.Buffered) {
+	m.order[b.Event.EventID] = len(m.order) + 1
+	m.buffered = append(m.buffered, b)
+}
+
 func (m *laneModel) arrive(b *replay.Buffered) replay.Outcome {
 	name := b.Event.Name
+	m.order[b.Event.EventID] = len(m.order) + 1
 	switch {
 	case len(m.waits[name]) > 0:
 		seq := m.waits[name][0]
@@ -513,6 +611,9 @@ func (m *laneModel) arrive(b *replay.Buffered) replay.Outcome {
 // operations: the lane under test deciding with Arrive, a naive model of the
 // rules, and a second lane replaying the first one's recorded outcomes with
 // Apply under another limit. All three must agree after every operation.
+// Waits that took an event may give it back (GiveBack, as a Select loser
+// does): the live and the replaying lane both decide the give-back (it is
+// the code's decision, not an input).
 func TestPositionalRandomSequences(t *testing.T) {
 	t.Parallel()
 	names := []string{"a", "b", "c"}
@@ -524,6 +625,19 @@ func TestPositionalRandomSequences(t *testing.T) {
 			name string
 			seq  int
 		}
+		// held: per lane, the event each wait took, by wait seq.
+		held := [3]map[int]*replay.Buffered{{}, {}, {}}
+		var heldSeqs []int
+		take := func(seq int, bs ...*replay.Buffered) {
+			if bs[0] == nil {
+				return
+			}
+			for i, b := range bs {
+				held[i][seq] = b
+			}
+			heldSeqs = append(heldSeqs, seq)
+		}
+		givenBack := 0
 		nextSeq, nextID := 2, 1
 		var trace []string
 		fail := func(format string, args ...any) {
@@ -532,7 +646,7 @@ func TestPositionalRandomSequences(t *testing.T) {
 		}
 		for range 60 {
 			name := names[rng.IntN(len(names))]
-			switch r := rng.IntN(10); {
+			switch r := rng.IntN(12); {
 			case r < 3: // wait
 				seq := nextSeq
 				nextSeq++
@@ -544,6 +658,7 @@ func TestPositionalRandomSequences(t *testing.T) {
 					(g1 != nil && (g1.Event.EventID != g2.Event.EventID || g1.Event.EventID != g3.Event.EventID)) {
 					fail("wait: live %d %v, model %d %v, replayed %d %v", n1, g1, n2, g2, n3, g3)
 				}
+				take(seq, g1, g2, g3)
 				issued = append(issued, struct {
 					name string
 					seq  int
@@ -555,17 +670,39 @@ func TestPositionalRandomSequences(t *testing.T) {
 				if c1 != c2 || c1 != c3 {
 					fail("cancel: live %v, model %v, replayed %v", c1, c2, c3)
 				}
+			case r < 7 && len(heldSeqs) > 0: // a wait that took an event gives it back
+				i := rng.IntN(len(heldSeqs))
+				seq := heldSeqs[i]
+				heldSeqs = slices.Delete(heldSeqs, i, i+1)
+				bs := [3]*replay.Buffered{held[0][seq], held[1][seq], held[2][seq]}
+				for j := range held {
+					delete(held[j], seq)
+				}
+				trace = append(trace, fmt.Sprintf("give back %s from %d", bs[0].Event.EventID, seq))
+				o1, o2, o3 := live.GiveBack(bs[0]), model.giveBack(bs[1]), replayed.GiveBack(bs[2])
+				if !sameOutcome(o1, o2) || !sameOutcome(o1, o3) {
+					fail("give back: live %+v, model %+v, replayed %+v", o1, o2, o3)
+				}
+				if o1.Delivered {
+					take(o1.WaitSeq, bs[0], bs[1], bs[2])
+				} else {
+					givenBack++
+				}
 			default: // arrive
 				id := fmt.Sprintf("e%d", nextID)
 				nextID++
 				trace = append(trace, fmt.Sprintf("arrive %s/%s", name, id))
-				o1 := live.Arrive(laneEvent(name, id))
-				o2 := model.arrive(laneEvent(name, id))
+				b1, b2, b3 := laneEvent(name, id), laneEvent(name, id), laneEvent(name, id)
+				o1 := live.Arrive(b1)
+				o2 := model.arrive(b2)
 				if !sameOutcome(o1, o2) {
 					fail("arrive: live %+v, model %+v", o1, o2)
 				}
-				if !replayed.Apply(laneEvent(name, id), o1) {
+				if !replayed.Apply(b3, o1) {
 					fail("apply of the live outcome %+v returned false", o1)
+				}
+				if o1.Delivered {
+					take(o1.WaitSeq, b1, b2, b3)
 				}
 			}
 			want := []string{}
@@ -578,8 +715,8 @@ func TestPositionalRandomSequences(t *testing.T) {
 			if got := unconsumedIDs(replayed); !slices.Equal(got, want) || replayed.Count() != len(want) {
 				fail("replayed unconsumed %v (count %d), model %v", got, replayed.Count(), want)
 			}
-			if live.Count() > limit {
-				fail("count %d over the limit", live.Count())
+			if live.Count() > limit+givenBack {
+				fail("count %d over the limit and the events given back", live.Count())
 			}
 			for _, n := range names {
 				if live.Active(n) != len(model.waits[n]) || replayed.Active(n) != len(model.waits[n]) {

@@ -43,22 +43,27 @@ func correlatedWaits(p *storage.TurnCommitParams) []storage.CorrelatedWait {
 	return waits
 }
 
-// queueCorrelatedLocks queues the advisory locks of the waits' keys and of
-// the keys of the withdrawn waits that may have been delivered to, in
-// ascending order so that two commits never wait for each other's locks.
+// queueCorrelatedLocks queues the advisory locks of the waits' keys, of
+// the keys of the withdrawn waits that may have been delivered to and of
+// the keys of the returned events, in ascending order so that two commits
+// never wait for each other's locks.
 // Every transaction that takes these locks takes them before any row lock
 // (TurnCommit before its fence; CorrelatedPut before it locks the waiting
 // instances), which keeps the lock order acyclic.
-func (s *Store) queueCorrelatedLocks(b *batch, tenant string, waits []storage.CorrelatedWait, gone []withdrawnWait) {
-	if len(waits) == 0 && len(gone) == 0 {
+func (s *Store) queueCorrelatedLocks(b *batch, tenant string, waits []storage.CorrelatedWait, gone []withdrawnWait,
+	returned []storage.ReturnedCorrelated) {
+	if len(waits) == 0 && len(gone) == 0 && len(returned) == 0 {
 		return
 	}
-	keys := make([]int64, 0, len(waits)+len(gone))
+	keys := make([]int64, 0, len(waits)+len(gone)+len(returned))
 	for _, w := range waits {
 		keys = append(keys, s.correlatedLockKey(tenant, w.Def, w.Key))
 	}
 	for _, g := range gone {
 		keys = append(keys, s.correlatedLockKey(tenant, g.def, g.key))
+	}
+	for _, r := range returned {
+		keys = append(keys, s.correlatedLockKey(tenant, r.Def, r.Key))
 	}
 	slices.Sort(keys)
 	keys = slices.Compact(keys)
@@ -188,6 +193,55 @@ func queueReroute(b *batch, p *storage.TurnCommitParams, gone []withdrawnWait, e
 	for _, g := range gone {
 		b.exec(fmt.Sprintf("hand on withdrawn wait seq %d", g.seq), rerouteSQL,
 			p.Tenant, p.InstanceID, p.Execution, g.seq, g.def, g.key, now, ending, backend.NewCorrelatedEventID())
+	}
+}
+
+// handOnReturnedSQL hands on an event of the commit's ReturnedCorrelated (a
+// wait gave it back; the commit's fates dropped the instance's copy) if
+// its definition says delete_after_first_correlation, as rerouteSQL does a
+// withdrawn wait's delivery: $1 tenant, $2 instance, $3 definition, $4 key,
+// $5 now, $6 ending (the instance's own markers do not count), $7 a new
+// event id, $8 the payload. It runs after the commit registered its waits,
+// under the key's advisory lock. A fan-out event is still stored: nothing
+// happens.
+const handOnReturnedSQL = `WITH def AS MATERIALIZED (
+	SELECT COALESCE((d.correlation::jsonb->>'ttl')::bigint, 0) AS ttl
+	FROM event_definitions d
+	WHERE d.tenant = $1 AND d.name = $3
+	  AND COALESCE((d.correlation::jsonb->>'delete_after_first_correlation')::boolean, false)
+), target AS MATERIALIZED (
+	SELECT w.rid, w.instance_id, w.execution, w.task_seq
+	FROM correlated_waits w
+	JOIN instances i ON i.tenant = w.tenant AND i.id = w.instance_id
+	WHERE EXISTS (SELECT 1 FROM def) AND w.tenant = $1 AND w.def = $3 AND w.key = $4
+	  AND i.execution = w.execution AND i.status IN ` + nonTerminal + `
+	  AND NOT ($6 AND w.instance_id = $2)
+	ORDER BY w.created_at, w.rid
+	LIMIT 1
+), ledger AS (
+	INSERT INTO events (tenant, event_id, instance_id, lane, name, key, fate, received_at, updated_at)
+	SELECT $1, $7, t.instance_id, 'correlated', $3, $4, 'pending', $5, $5 FROM target t
+), msg AS (
+	INSERT INTO inbox (tenant, instance_id, kind, execution, task_seq, lane, event_id, name, key, payload, visible_at, created_at)
+	SELECT $1, t.instance_id, 'event', t.execution, t.task_seq, 'correlated', $7, $3, $4, $8::text, $5, $5
+	FROM target t
+), marker_gone AS (
+	DELETE FROM correlated_waits w USING target t WHERE w.tenant = $1 AND w.rid = t.rid
+), ready AS (
+	UPDATE instances i SET ready_at = LEAST(COALESCE(i.ready_at, $5), $5)
+	FROM target t
+	WHERE i.tenant = $1 AND i.id = t.instance_id
+)
+INSERT INTO correlated_events (tenant, def, key, payload, created_at, updated_at, expires_at)
+SELECT $1, $3, $4, $8::text, $5, $5, CASE WHEN def.ttl > 0 THEN $5 + def.ttl ELSE 0 END
+FROM def WHERE NOT EXISTS (SELECT 1 FROM target)
+ON CONFLICT (tenant, def, key) DO NOTHING`
+
+// queueHandOnReturned queues handOnReturnedSQL for each returned event.
+func queueHandOnReturned(b *batch, p *storage.TurnCommitParams, ending bool, now int64) {
+	for _, r := range p.ReturnedCorrelated {
+		b.exec(fmt.Sprintf("hand on returned event %s", r.EventID), handOnReturnedSQL,
+			p.Tenant, p.InstanceID, r.Def, r.Key, now, ending, backend.NewCorrelatedEventID(), backend.RawArg(r.Payload))
 	}
 }
 

@@ -367,7 +367,9 @@ func (s *Store) releaseClaims(tenant string, turns []*storage.Turn) {
 // CorrelatedWaits (a wait that was also withdrawn is skipped; a live
 // correlated event is delivered at once, otherwise a marker is stored); a
 // turn that ends the execution hands on such deliveries made to any wait
-// of the execution; sets status (empty means running), output
+// of the execution; hands on the delete-after-first events of
+// ReturnedCorrelated the same way (after the waits, so that a wait of this
+// very turn can receive one); sets status (empty means running), output
 // and failure. A terminal status then drops the instance's pending and
 // buffered events (instance_terminal) with EventDropped breadcrumbs appended
 // after NewEvents, and deletes its inbox, activity tasks and correlation
@@ -438,11 +440,12 @@ type commitCall struct {
 func (c *commitCall) ending() bool { return c.status.Terminal() || c.p.ContinueAsNew != nil }
 
 // batchable reports whether the commit takes no advisory lock: it
-// registers no correlated wait, withdraws none, and cannot have to hand on
-// a delivery (its claim saw no marker and no correlated event, or it ends
-// nothing). Those commits may share a transaction (see commitBatch).
+// registers no correlated wait, withdraws none, returns no correlated
+// event, and cannot have to hand on a delivery (its claim saw no marker and
+// no correlated event, or it ends nothing). Those commits may share a
+// transaction (see commitBatch).
 func (c *commitCall) batchable() bool {
-	if len(c.p.CancelCorrelatedWaits) > 0 {
+	if len(c.p.CancelCorrelatedWaits) > 0 || len(c.p.ReturnedCorrelated) > 0 {
 		return false
 	}
 	if c.ending() {
@@ -576,7 +579,7 @@ func (s *Store) queueCommit(b *batch, p *storage.TurnCommitParams, status storag
 	if simpleCommit(p, waits, gone) {
 		return res, s.queueSimpleCommit(b, res, p, status, seen, now)
 	}
-	s.queueCorrelatedLocks(b, tenant, waits, gone)
+	s.queueCorrelatedLocks(b, tenant, waits, gone, p.ReturnedCorrelated)
 	b.exec("", `SELECT herald_fence($1, $2, $3, $4)`, tenant, id, p.LockToken, execution)
 
 	if len(p.NewEvents) > 0 {
@@ -671,6 +674,7 @@ func (s *Store) queueCommit(b *batch, p *storage.TurnCommitParams, status storag
 		// The turn ends the execution: every wait is withdrawn.
 		queueReroute(b, p, gone, true, nowN)
 	}
+	queueHandOnReturned(b, p, ending, nowN)
 
 	if status.Terminal() {
 		// Tasks scheduled by this very commit are deleted with the others.
@@ -727,10 +731,11 @@ func (s *Store) queueCommit(b *batch, p *storage.TurnCommitParams, status storag
 // simpleCommit reports whether herald_commit can do p's commit: it appends
 // history, consumes messages, updates fates and sets the status, and
 // nothing else (no activity, timer, cancellation, continue-as-new or
-// correlated-lane work).
+// correlated-lane work, returned correlated events included).
 func simpleCommit(p *storage.TurnCommitParams, waits []storage.CorrelatedWait, gone []withdrawnWait) bool {
 	return len(p.Activities) == 0 && len(p.Timers) == 0 && len(p.CancelTimers) == 0 && len(p.CancelActivities) == 0 &&
-		p.ContinueAsNew == nil && len(waits) == 0 && len(p.CancelCorrelatedWaits) == 0 && len(gone) == 0
+		p.ContinueAsNew == nil && len(waits) == 0 && len(p.CancelCorrelatedWaits) == 0 && len(gone) == 0 &&
+		len(p.ReturnedCorrelated) == 0
 }
 
 // commitFuncSQL calls herald_commit (migration 0005).

@@ -264,38 +264,80 @@ func rerouteWithdrawn(w *wtx, tenant, id string, execution int, seqs []int, endi
 			string(history.FateDropped), string(history.DropWithdrawnWait), execution, now, tenant, id, m.eventID); err != nil {
 			return fmt.Errorf("withdrawn delivery %q: %w", m.eventID, err)
 		}
-		var (
-			rid           int64
-			instanceID    string
-			exec, taskSeq int
-		)
-		err := w.queryRow(`SELECT w.rid, w.instance_id, w.execution, w.task_seq FROM correlated_waits w
-			JOIN instances i ON i.tenant = w.tenant AND i.id = w.instance_id
-			WHERE w.tenant = ? AND w.def = ? AND w.key = ?
-			  AND i.execution = w.execution AND i.status IN `+nonTerminal+`
-			  AND NOT (? AND w.instance_id = ?)
-			ORDER BY w.created_at, w.rid LIMIT 1`, tenant, m.def, m.key, ending, id).Scan(&rid, &instanceID, &exec, &taskSeq)
-		switch {
-		case err == nil:
-			if err := produce(w, tenant, instanceID, exec, taskSeq, m.def, m.key, m.payload, now, false); err != nil {
-				return fmt.Errorf("hand on withdrawn delivery %q to %q: %w", m.eventID, instanceID, err)
-			}
-			if _, err := w.exec(`DELETE FROM correlated_waits WHERE rid = ?`, rid); err != nil {
-				return fmt.Errorf("delete correlation marker: %w", err)
-			}
-		case errors.Is(err, sql.ErrNoRows):
-			var expiresAt int64
-			if m.ttl > 0 {
-				expiresAt = now + m.ttl
-			}
-			if _, err := w.exec(`INSERT INTO correlated_events (tenant, def, key, payload, created_at, updated_at, expires_at)
-				VALUES (?, ?, ?, ?, ?5, ?5, ?6) ON CONFLICT (tenant, def, key) DO NOTHING`,
-				tenant, m.def, m.key, backend.RawArg(m.payload), now, expiresAt); err != nil {
-				return fmt.Errorf("store withdrawn delivery %q again: %w", m.eventID, err)
-			}
-		default:
-			return fmt.Errorf("withdrawn delivery %q: find correlation markers: %w", m.eventID, err)
+		if err := handOn(w, tenant, id, m.def, m.key, m.payload, m.ttl, ending, now); err != nil {
+			return fmt.Errorf("withdrawn delivery %q: %w", m.eventID, err)
 		}
+	}
+	return nil
+}
+
+// handOnReturned hands on the delete-after-first events of the commit's
+// ReturnedCorrelated (events a wait gave back; the commit's fates dropped
+// the instance's copies), as rerouteWithdrawn does a withdrawn wait's
+// delivery. It runs after the commit registered its waits, so a wait of
+// this very turn can receive the event, unless the commit ends the
+// execution. A fan-out event is still stored: nothing to do.
+func handOnReturned(w *wtx, p *storage.TurnCommitParams, ending bool, now int64) error {
+	for _, r := range p.ReturnedCorrelated {
+		var cc sql.NullString
+		err := w.queryRow(`SELECT correlation FROM event_definitions WHERE tenant = ? AND name = ?`,
+			p.Tenant, r.Def).Scan(&cc)
+		if errors.Is(err, sql.ErrNoRows) || err == nil && !cc.Valid {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("returned event %q: load definition: %w", r.EventID, err)
+		}
+		var cfg storage.CorrelationConfig
+		if err := json.Unmarshal([]byte(cc.String), &cfg); err != nil {
+			return fmt.Errorf("definition %q: correlation: %w", r.Def, err)
+		}
+		if !cfg.DeleteAfterFirstCorrelation {
+			continue
+		}
+		if err := handOn(w, p.Tenant, p.InstanceID, r.Def, r.Key, r.Payload, int64(cfg.TTL), ending, now); err != nil {
+			return fmt.Errorf("returned event %q: %w", r.EventID, err)
+		}
+	}
+	return nil
+}
+
+// handOn delivers a delete-after-first event that instance id does not
+// keep, under a new event id, to the oldest live marker on (def, key) (not
+// one of id's if ending), deleting the marker; with none it stores the
+// event again (expiring after ttl) unless a newer put stored one.
+func handOn(w *wtx, tenant, id, def, key string, payload json.RawMessage, ttl int64, ending bool, now int64) error {
+	var (
+		rid           int64
+		instanceID    string
+		exec, taskSeq int
+	)
+	err := w.queryRow(`SELECT w.rid, w.instance_id, w.execution, w.task_seq FROM correlated_waits w
+		JOIN instances i ON i.tenant = w.tenant AND i.id = w.instance_id
+		WHERE w.tenant = ? AND w.def = ? AND w.key = ?
+		  AND i.execution = w.execution AND i.status IN `+nonTerminal+`
+		  AND NOT (? AND w.instance_id = ?)
+		ORDER BY w.created_at, w.rid LIMIT 1`, tenant, def, key, ending, id).Scan(&rid, &instanceID, &exec, &taskSeq)
+	switch {
+	case err == nil:
+		if err := produce(w, tenant, instanceID, exec, taskSeq, def, key, payload, now, false); err != nil {
+			return fmt.Errorf("hand on to %q: %w", instanceID, err)
+		}
+		if _, err := w.exec(`DELETE FROM correlated_waits WHERE rid = ?`, rid); err != nil {
+			return fmt.Errorf("delete correlation marker: %w", err)
+		}
+	case errors.Is(err, sql.ErrNoRows):
+		var expiresAt int64
+		if ttl > 0 {
+			expiresAt = now + ttl
+		}
+		if _, err := w.exec(`INSERT INTO correlated_events (tenant, def, key, payload, created_at, updated_at, expires_at)
+			VALUES (?, ?, ?, ?, ?5, ?5, ?6) ON CONFLICT (tenant, def, key) DO NOTHING`,
+			tenant, def, key, backend.RawArg(payload), now, expiresAt); err != nil {
+			return fmt.Errorf("store again: %w", err)
+		}
+	default:
+		return fmt.Errorf("find correlation markers: %w", err)
 	}
 	return nil
 }

@@ -244,7 +244,9 @@ func (s *Store) releaseClaimed(ctx context.Context, tenant string, turns []*stor
 // CorrelatedWaits (a wait that was also withdrawn is skipped; a live
 // correlated event is delivered at once, otherwise a marker is stored); a
 // turn that ends the execution hands on such deliveries made to any wait
-// of the execution; sets status (empty means running), output
+// of the execution; hands on the delete-after-first events of
+// ReturnedCorrelated the same way (after the waits, so that a wait of this
+// very turn can receive one); sets status (empty means running), output
 // and failure. A terminal status then drops the instance's pending and
 // buffered events (instance_terminal) with EventDropped breadcrumbs appended
 // after NewEvents, and deletes its inbox, activity tasks and correlation
@@ -395,6 +397,9 @@ func commitTurn(w *wtx, p *storage.TurnCommitParams, docs *turnDocs, status stor
 		}
 	} else if err := rerouteWithdrawn(w, tenant, id, execution, nil, true, nowN); err != nil {
 		// The turn ends the execution: every wait is withdrawn.
+		return err
+	}
+	if err := handOnReturned(w, p, status.Terminal() || p.ContinueAsNew != nil, nowN); err != nil {
 		return err
 	}
 

@@ -1018,3 +1018,108 @@ func testCorrelatedWithdrawnDelivery(b *bundle) {
 	b.wantDelivered("i", at(22*time.Second))
 	b.wantCorrGone(def, "k6")
 }
+
+// testCorrelatedReturned: a turn gives back a correlated event its
+// instance received (a wait lost a Select after receiving it;
+// TurnCommitParams.ReturnedCorrelated). A delete-after-first event is
+// handed on: to the oldest waiter (a wait of the returning turn included,
+// but not of an instance the turn ends), or stored again unless a newer
+// one is stored. A fan-out event, still stored, is left alone.
+func testCorrelatedReturned(b *bundle) {
+	t := b.t
+	b.putDef(storage.EventDefinition{Name: def, Correlation: &storage.CorrelationConfig{DeleteAfterFirstCorrelation: true}}, at(0))
+
+	// receive makes id receive the put's delivery and returns its copy.
+	receive := func(id, key, payload string, now time.Time) storage.Message {
+		t.Helper()
+		b.corrPut(def, key, payload, true, now)
+		msgs := b.wantDelivered(id, now.Add(time.Millisecond), "2:"+key+":"+payload)
+		return msgs[0]
+	}
+	// giveBack commits a turn of id that returns the copy m.
+	giveBack := func(id string, m storage.Message, now time.Time, change func(*storage.TurnCommitParams)) {
+		t.Helper()
+		p := b.commitParams(b.poke(id, now), now)
+		p.ReturnedCorrelated = []storage.ReturnedCorrelated{{EventID: m.EventID, Def: def, Key: m.Key, Payload: m.Payload}}
+		p.Fates = []storage.FateUpdate{{EventID: m.EventID, Fate: history.FateDropped, Reason: history.DropWithdrawnWait,
+			Execution: 1, OriginExecution: 1}}
+		if change != nil {
+			change(p)
+		}
+		b.commit(p)
+		e := b.event(m.EventID)
+		wantEqual(t, "returned copy Fate", e.Fate, history.FateDropped)
+	}
+
+	// Another waiter receives it, under a new event id.
+	b.startWaiting("a", at(1*time.Second), cw(2, "k", true))
+	b.startWaiting("b", at(2*time.Second), cw(2, "k", true))
+	m := receive("a", "k", `1`, at(3*time.Second))
+	giveBack("a", m, at(4*time.Second), nil)
+	msgs := b.wantDelivered("b", at(5*time.Second), "2:k:1")
+	if msgs[0].EventID == m.EventID {
+		t.Fatalf("handed-on event reuses event id %s", m.EventID)
+	}
+	b.wantDelivered("a", at(5*time.Second))
+	b.wantCorrGone(def, "k")
+
+	// No waiter: stored again for the next wait.
+	b.startWaiting("c", at(6*time.Second), cw(2, "k2", true))
+	m = receive("c", "k2", `2`, at(7*time.Second))
+	giveBack("c", m, at(8*time.Second), nil)
+	c := b.mustCorrGet(def, "k2")
+	wantJSON(t, "stored again payload", c.Payload, `2`)
+	wantProduced(t, "stored again", c)
+	b.startWaiting("d", at(9*time.Second), cw(2, "k2", true))
+	b.wantDelivered("d", at(9*time.Second), "2:k2:2")
+	b.wantCorrGone(def, "k2")
+
+	// A newer put stored meanwhile is kept.
+	b.startWaiting("e", at(10*time.Second), cw(2, "k3", true))
+	m = receive("e", "k3", `3`, at(11*time.Second))
+	b.corrPut(def, "k3", `4`, true, at(12*time.Second))
+	giveBack("e", m, at(13*time.Second), nil)
+	wantJSON(t, "newer put kept", b.mustCorrGet(def, "k3").Payload, `4`)
+
+	// A wait the returning turn makes receives it.
+	b.startWaiting("f", at(14*time.Second), cw(2, "k4", true))
+	m = receive("f", "k4", `5`, at(15*time.Second))
+	giveBack("f", m, at(16*time.Second), func(p *storage.TurnCommitParams) {
+		p.CorrelatedWaits = []storage.CorrelatedWait{cw(3, "k4", true)}
+	})
+	b.wantDelivered("f", at(17*time.Second), "3:k4:5")
+	b.wantCorrGone(def, "k4")
+
+	// A turn that ends its instance does not hand it to itself.
+	b.startWaiting("g", at(18*time.Second), cw(2, "k5", true), cw(3, "k5", true))
+	m = receive("g", "k5", `6`, at(19*time.Second))
+	giveBack("g", m, at(20*time.Second), func(p *storage.TurnCommitParams) { p.Status = storage.StatusCompleted })
+	wantJSON(t, "stored again after completion", b.mustCorrGet(def, "k5").Payload, `6`)
+
+	// Fan-out: the correlated event is still stored; nothing is handed on.
+	const fan = "doc-seen"
+	b.putDef(storage.EventDefinition{Name: fan, Correlation: &storage.CorrelationConfig{}}, at(21*time.Second))
+	b.create("h", at(22*time.Second))
+	p := b.commitParams(b.turnOf("h", at(22*time.Second)), at(22*time.Second))
+	p.CorrelatedWaits = []storage.CorrelatedWait{{TaskSeq: 2, Def: fan, Key: "k"}}
+	b.commit(p)
+	b.corrPut(fan, "k", `7`, false, at(23*time.Second))
+	turn := b.turnOf("h", at(24*time.Second))
+	var copyOf *storage.Message
+	for i := range turn.Messages {
+		if turn.Messages[i].Lane == history.LaneCorrelated {
+			copyOf = &turn.Messages[i]
+		}
+	}
+	if copyOf == nil {
+		t.Fatalf("fan-out put delivered nothing to h: %+v", turn.Messages)
+	}
+	b.commit(b.commitParams(turn, at(24*time.Second)))
+	p = b.commitParams(b.poke("h", at(25*time.Second)), at(25*time.Second))
+	p.ReturnedCorrelated = []storage.ReturnedCorrelated{{EventID: copyOf.EventID, Def: fan, Key: "k", Payload: copyOf.Payload}}
+	b.commit(p)
+	c = b.mustCorrGet(fan, "k")
+	wantJSON(t, "fan-out event kept", c.Payload, `7`)
+	wantProduced(t, "fan-out event", c, "h:2")
+	b.claimNone(at(26 * time.Second))
+}

@@ -72,6 +72,7 @@ func Run(t *testing.T, newStore func(t *testing.T) storage.Store) {
 		{"CorrelatedTenants", testCorrelatedTenants},
 		{"CorrelatedConcurrentDeleteAfterFirst", testCorrelatedConcurrentDeleteAfterFirst},
 		{"CorrelatedWithdrawnDelivery", testCorrelatedWithdrawnDelivery},
+		{"CorrelatedReturned", testCorrelatedReturned},
 		{"LeaderElection", testLeaderElection},
 		{"TextBoundaries", testTextBoundaries},
 		{"InstanceTerminateFailure", testInstanceTerminateFailure},
