@@ -105,8 +105,10 @@ func soakLane(name string) history.Lane {
 }
 
 // soakLoops are the cycles of loop kinds an instance runs, by
-// HERALD_SOAK_LOOPS. Every cycle has a plain receive of each name, so a
-// buffered event waits at most one cycle.
+// HERALD_SOAK_LOOPS. Every cycle has a plain receive of each name, so every
+// execution (longer than a cycle) takes the oldest buffered event of each
+// name: with soakWindow events at most, none is carried
+// MaxCarryForwardExecutions times.
 var soakLoops = map[string][]string{
 	"all": {"wait-a", "sel-a-q", "deq-q", "activity", "sel-a-b", "wait-b", "sel-q-timer", "sleep",
 		"sel-q-a", "sel-b-timer", "sel-b-a"},
@@ -137,6 +139,9 @@ func soakWork(n int) string { return fmt.Sprintf("work-%d", n) }
 // soakDelay is a short real duration: this soak runs on the wall clock.
 func soakDelay(n int) time.Duration { return time.Duration(2+n%4*4) * time.Millisecond }
 
+// soakFlow is the soak's workflow (see the top of this file): iterations of
+// the cycle soakLoops[in.Loops], a continue-as-new after soakPerExecution of
+// them, until a "stop" message.
 func soakFlow(ctx *herald.Context, in soakInput) (soakResult, error) {
 	kinds, ok := soakLoops[in.Loops]
 	if !ok {
