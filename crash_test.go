@@ -283,17 +283,28 @@ func TestCrashWorkerProcess(t *testing.T) {
 	if os.Getenv("HERALD_CRASH_WORKER") != "1" {
 		return
 	}
+	serveWorkerProcess(t, crashRuntimeConfig, func(rt *herald.Runtime) {
+		registerCrash(rt, os.Getenv("HERALD_CRASH_ATTEMPTS"))
+	})
+}
+
+// serveWorkerProcess is the body of a worker subprocess (TestCrashWorkerProcess,
+// TestSoakWorkerProcess): it runs a Runtime configured by config, with what
+// register adds, on the database HERALD_CRASH_DB of backend
+// HERALD_CRASH_BACKEND, prints "worker ready", and runs until its stdin
+// closes (then it stops gracefully) or it is killed.
+func serveWorkerProcess(t *testing.T, config func(*slog.Logger) *herald.Config, register func(*herald.Runtime)) {
 	backend, loc := os.Getenv("HERALD_CRASH_BACKEND"), os.Getenv("HERALD_CRASH_DB")
 	st, err := openCrashStore(context.Background(), backend, loc)
 	if err != nil {
 		t.Fatalf("worker: open %s %s: %v", backend, loc, err)
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	rt, err := herald.NewRuntime(st, crashRuntimeConfig(logger))
+	rt, err := herald.NewRuntime(st, config(logger))
 	if err != nil {
 		t.Fatal(err)
 	}
-	registerCrash(rt, os.Getenv("HERALD_CRASH_ATTEMPTS"))
+	register(rt)
 	if err := rt.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
