@@ -81,8 +81,12 @@ func (s *Store) syncWAL() error {
 
 // afterRead is deferred by the read methods: a read that succeeded waits
 // until every transaction it could have seen is durable, so that a read never
-// returns a write whose caller has not been told it is committed. Without
-// the sync pipeline it returns at once.
+// returns a write whose caller has not been told it is committed. A
+// transaction is counted in s.committed before its COMMIT makes it visible
+// (see Store.commit), so the number loaded when the read ends covers
+// everything the read saw. Without the sync pipeline it returns at once:
+// with SQLite's own FULL a COMMIT fsyncs the WAL before it publishes the
+// transaction to readers, and NORMAL and OFF promise no durability.
 func (s *Store) afterRead(ctx context.Context, err *error) {
 	s.waitRead(ctx, err, s.committed.Load())
 }
@@ -98,7 +102,7 @@ func (s *Store) afterDefinitionRead(ctx context.Context, err *error) {
 // waitRead waits, after a read that succeeded, until the transactions up to
 // seq are durable; a failure replaces the read's result with an error.
 func (s *Store) waitRead(ctx context.Context, err *error, seq int64) {
-	if *err != nil {
+	if *err != nil || s.syncq == nil {
 		return
 	}
 	if e := s.durable.wait(ctx, seq); e != nil {

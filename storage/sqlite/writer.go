@@ -192,13 +192,13 @@ func (s *Store) runBatch(batch []*writeReq) {
 // runAlone runs one request in its own transaction and answers it.
 func (s *Store) runAlone(r *writeReq) {
 	r.notify = nil
-	err := s.runTx(func() error {
+	seq, err := s.runTx(func() (bool, error) {
 		w := &wtx{c: s.wc, ctx: context.Background()}
 		if err := call(r, w); err != nil {
-			return err
+			return false, err
 		}
 		r.notify, r.defs = w.notify, w.defs
-		return nil
+		return r.defs, nil
 	})
 	r.finished = true
 	if err != nil {
@@ -207,25 +207,59 @@ func (s *Store) runAlone(r *writeReq) {
 	}
 	s.commits.Add(1)
 	s.writes.Add(1)
-	s.acknowledge([]*writeReq{r})
+	s.acknowledge([]*writeReq{r}, seq)
 }
 
 // runTx runs fn in a transaction of its own and commits it; if anything
-// fails, the transaction is rolled back.
-func (s *Store) runTx(fn func() error) error {
+// fails, the transaction is rolled back. fn reports whether it wrote event
+// definitions. runTx returns the transaction's number (see commit).
+func (s *Store) runTx(fn func() (defs bool, err error)) (int64, error) {
 	c := s.wc
 	if err := c.run(c.begin); err != nil {
-		return s.txErr("begin", err)
+		return 0, s.txErr("begin", err)
 	}
-	if err := fn(); err != nil {
+	defs, err := fn()
+	if err != nil {
 		c.run(c.rollback)
-		return err
+		return 0, err
 	}
-	if err := c.run(c.commit); err != nil {
+	seq, err := s.commit(defs)
+	if err != nil {
 		c.run(c.rollback) // a failed COMMIT can leave the transaction open
-		return s.txErr("commit", err)
+		return 0, s.txErr("commit", err)
 	}
-	return nil
+	return seq, nil
+}
+
+// commit commits the writer's transaction and returns its number in
+// s.committed. The number is taken before the COMMIT, not after: the COMMIT
+// makes the transaction's rows visible to the read connections at once, and
+// a read that sees them must wait for the fsync of this transaction, so the
+// read barrier (afterRead, which waits for every number taken when the read
+// ends) must already count it. defs: the transaction wrote event
+// definitions (see afterDefinitionRead). If the COMMIT fails, nothing became
+// visible; the number is passed through the sync pipeline all the same, so
+// that the reads that counted it do not wait for it forever.
+func (s *Store) commit(defs bool) (int64, error) {
+	seq := s.committed.Add(1)
+	if defs {
+		s.defsSeq.Store(seq)
+	}
+	if err := s.wc.run(s.wc.commit); err != nil {
+		s.passed(seq)
+		return 0, err
+	}
+	return seq, nil
+}
+
+// passed moves the durable mark past seq, a transaction that wrote nothing,
+// in order with the transactions before it.
+func (s *Store) passed(seq int64) {
+	if s.syncq == nil {
+		s.durable.advance(seq, nil)
+		return
+	}
+	s.syncq <- syncItem{seq: seq}
 }
 
 // runGroup runs the requests in one transaction, each in a savepoint. A
@@ -268,42 +302,40 @@ func (s *Store) runGroup(reqs []*writeReq) bool {
 		r.notify, r.defs = w.notify, w.defs
 		ok++
 	}
-	if err := c.run(c.commit); err != nil {
+	if ok == 0 {
+		// Every request failed and has been answered: nothing to commit.
+		c.run(c.rollback)
+		return true
+	}
+	defs := false
+	for _, r := range reqs {
+		defs = defs || (!r.finished && r.defs)
+	}
+	seq, err := s.commit(defs)
+	if err != nil {
 		return abort()
 	}
-	var acks []*writeReq
-	if ok > 0 {
-		s.commits.Add(1)
-		s.writes.Add(int64(ok))
-		acks = make([]*writeReq, 0, ok)
-	}
+	s.commits.Add(1)
+	s.writes.Add(int64(ok))
+	acks := make([]*writeReq, 0, ok)
 	for _, r := range reqs {
 		if !r.finished {
 			r.finished = true
 			acks = append(acks, r)
 		}
 	}
-	if len(acks) > 0 {
-		s.acknowledge(acks)
-	}
+	s.acknowledge(acks, seq)
 	return true
 }
 
 // acknowledge signals the committed requests' tenants and answers the
-// requests once their transaction is durable. Without the sync pipeline
+// requests once their transaction (number seq) is durable. Without the sync pipeline
 // (synchronous FULL inside SQLite, NORMAL or OFF) that is now: the commit has
 // done whatever syncing the mode promises. With it, the requests go to the
 // syncer, which answers them after its next fsync of the WAL; the writer goes
 // on with the next batch meanwhile.
-func (s *Store) acknowledge(reqs []*writeReq) {
-	seq := s.committed.Add(1)
+func (s *Store) acknowledge(reqs []*writeReq, seq int64) {
 	s.kickCheckpoint()
-	for _, r := range reqs {
-		if r.defs {
-			s.defsSeq.Store(seq)
-			break
-		}
-	}
 	if s.syncq == nil {
 		s.durable.advance(seq, nil)
 		for _, r := range reqs {
