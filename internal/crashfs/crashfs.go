@@ -134,11 +134,43 @@ func (f *FS) Unmount() error {
 // last fsync of the directory recorded, with the content each had at its
 // last fsync.
 func (f *FS) Durable() map[string][]byte {
+	return f.Torn(func() bool { return false })
+}
+
+// Torn is Durable for a disk that wrote some of what was not synced before
+// the power went: keep decides, for each page written since its file's last
+// sync, each file's size change and each name created or removed since the
+// directory's last sync, whether the disk kept it. keep always false is
+// Durable.
+func (f *FS) Torn(keep func() bool) map[string][]byte {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := make(map[string][]byte, len(f.durable))
+	names := map[string]*file{}
 	for name, nf := range f.durable {
-		out[name] = slices.Clone(nf.synced)
+		if cur, ok := f.files[name]; ok && cur == nf || !keep() {
+			names[name] = nf
+		}
+	}
+	for name, nf := range f.files {
+		if f.durable[name] != nf && keep() {
+			names[name] = nf
+		}
+	}
+	out := make(map[string][]byte, len(names))
+	for name, nf := range names {
+		size := int64(len(nf.synced))
+		if size != int64(len(nf.data)) && keep() {
+			size = int64(len(nf.data))
+		}
+		b := make([]byte, size)
+		copy(b, nf.synced)
+		for p := range nf.dirty {
+			if lo := p * pageSize; lo < size && lo < int64(len(nf.data)) && keep() {
+				hi := min(lo+pageSize, size)
+				copy(b[lo:hi], nf.data[lo:min(hi, int64(len(nf.data)))])
+			}
+		}
+		out[name] = b
 	}
 	return out
 }

@@ -144,3 +144,29 @@ func TestCapacity(t *testing.T) {
 		t.Fatalf("fsync with failing syncs: %v, want EIO", err)
 	}
 }
+
+// Torn keeps what keep picks of what was not synced: everything, or
+// nothing (which is Durable).
+func TestTorn(t *testing.T) {
+	f := New(map[string][]byte{"gone": []byte("x")})
+	dir := mount(t, f)
+	write(t, filepath.Join(dir, "a"), bytes.Repeat([]byte{1}, 3*pageSize), 0, true)
+	syncDir(t, dir)
+	write(t, filepath.Join(dir, "a"), bytes.Repeat([]byte{2}, 2*pageSize), pageSize, false)
+	write(t, filepath.Join(dir, "new"), []byte("n"), 0, false)
+	if err := os.Remove(filepath.Join(dir, "gone")); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Unmount(); err != nil {
+		t.Fatal(err)
+	}
+	all := f.Torn(func() bool { return true })
+	want := append(bytes.Repeat([]byte{1}, pageSize), bytes.Repeat([]byte{2}, 2*pageSize)...)
+	if !bytes.Equal(all["a"], want) || string(all["new"]) != "n" || all["gone"] != nil {
+		t.Errorf("Torn keeping everything: a %d bytes, new %q, gone %q", len(all["a"]), all["new"], all["gone"])
+	}
+	none := f.Torn(func() bool { return false })
+	if !bytes.Equal(none["a"], bytes.Repeat([]byte{1}, 3*pageSize)) || none["new"] != nil || string(none["gone"]) != "x" {
+		t.Errorf("Torn keeping nothing: a %d bytes, new %q, gone %q", len(none["a"]), none["new"], none["gone"])
+	}
+}
