@@ -64,7 +64,7 @@ func TestDurableKeepsOnlySynced(t *testing.T) {
 	dir := mount(t, f)
 
 	write(t, filepath.Join(dir, "a"), []byte("hello"), 0, true)
-	syncDir(t, dir)                                              // "a" is named durably
+	syncDir(t, dir)                                               // "a" is named durably
 	write(t, filepath.Join(dir, "a"), []byte(" world"), 5, false) // not synced: lost with its size
 	write(t, filepath.Join(dir, "b"), []byte("synced, unnamed"), 0, true)
 	if err := os.Truncate(filepath.Join(dir, "old"), 3); err != nil { // not synced: lost
