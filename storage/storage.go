@@ -31,6 +31,11 @@ var (
 	// or name. Nothing was written.
 	ErrEventIDConflict = errors.New("herald: event id already used for another event")
 	ErrClosed          = errors.New("herald: store closed")
+	// ErrStorageFull: the database has no room left (a full disk or file
+	// system quota, a database or tablespace size limit). The write that
+	// got it was not made; writes succeed again once room is made, without
+	// reopening the store.
+	ErrStorageFull = errors.New("herald: storage full")
 )
 
 // Status is an instance's status.

@@ -199,8 +199,11 @@ func (f *FS) used() int64 {
 	return n
 }
 
-// FailSyncs makes every fsync fail with errno (which 0 ends); what such an
-// fsync was to make durable is not.
+// FailSyncs makes every fsync fail with errno (which 0 ends). What a failed
+// fsync was to write is handled as Linux does after a writeback error: it
+// stays readable but is marked clean, so a later fsync that succeeds does
+// not write it either: it is lost at the next power loss unless written
+// again.
 func (f *FS) FailSyncs(errno syscall.Errno) {
 	f.mu.Lock()
 	f.syncErr = errno
@@ -254,10 +257,16 @@ func (nf *file) markDirty(off, n int64) {
 // sync makes nf's content and size durable.
 func (nf *file) sync() {
 	size := int64(len(nf.data))
-	if int64(len(nf.synced)) != size {
-		ns := make([]byte, size)
+	switch old := int64(len(nf.synced)); {
+	case size > int64(cap(nf.synced)):
+		ns := make([]byte, size, max(size, 2*int64(cap(nf.synced))))
 		copy(ns, nf.synced)
 		nf.synced = ns
+	case size > old:
+		nf.synced = nf.synced[:size]
+		clear(nf.synced[old:])
+	default:
+		nf.synced = nf.synced[:size]
 	}
 	for p := range nf.dirty {
 		lo := p * pageSize
@@ -472,6 +481,9 @@ func (n *fileNode) Fsync(context.Context, fs.FileHandle, uint32) syscall.Errno {
 	n.fs.mu.Lock()
 	defer n.fs.mu.Unlock()
 	if n.fs.syncErr != 0 {
+		// As Linux does after a writeback error: the pages stay readable
+		// but are marked clean, so no later fsync writes them.
+		clear(n.f.dirty)
 		return n.fs.syncErr
 	}
 	n.f.sync()

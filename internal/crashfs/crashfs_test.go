@@ -170,3 +170,41 @@ func TestTorn(t *testing.T) {
 		t.Errorf("Torn keeping nothing: a %d bytes, new %q, gone %q", len(none["a"]), none["new"], none["gone"])
 	}
 }
+
+// After a failed fsync, what it was to write is not written by a later
+// fsync either, unless it is written again (as Linux behaves).
+func TestFailedSyncLosesPages(t *testing.T) {
+	f := New(nil)
+	dir := mount(t, f)
+	p := filepath.Join(dir, "x")
+	write(t, p, []byte("aaaa"), 0, true)
+	syncDir(t, dir)
+	f.FailSyncs(syscall.ENOSPC)
+	fh, err := os.OpenFile(p, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fh.Close()
+	if _, err := fh.WriteAt([]byte("bb"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := fh.Sync(); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("fsync: %v, want ENOSPC", err)
+	}
+	f.FailSyncs(0)
+	if err := fh.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.Durable()["x"]; string(got) != "aaaa" {
+		t.Fatalf("after a failed and a good fsync: %q on disk, want the pages the failed one dropped missing (aaaa)", got)
+	}
+	if _, err := fh.WriteAt([]byte("bb"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := fh.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.Durable()["x"]; string(got) != "bbaa" {
+		t.Fatalf("written again and synced: %q on disk, want bbaa", got)
+	}
+}

@@ -230,6 +230,10 @@ type Store struct {
 	defsSeq   atomic.Int64          // the last of them that wrote event definitions
 	durable   *durableMark          // how far they are on disk
 	broken    atomic.Pointer[error] // a failed fsync: every later write fails with it
+	stalled   atomic.Pointer[error] // an fsync failed for lack of room (see recoverWAL)
+	ckptMu    sync.Mutex            // held by a checkpoint, and by recoverWAL
+	lastTry   time.Time             // writer-owned: the last recoverWAL it asked for
+	ckptOff   atomic.Bool           // tests: no background checkpoints
 
 	commits atomic.Int64
 	writes  atomic.Int64

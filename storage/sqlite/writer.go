@@ -3,7 +3,13 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"syscall"
+	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/heraldwf/herald/storage"
 )
@@ -112,7 +118,54 @@ func (s *Store) submit(ctx context.Context, r *writeReq) error {
 	// Handed over: the writer answers within the batch it is running, and
 	// the answer says whether fn's writes committed, so wait for it even if
 	// ctx ends meanwhile.
-	return <-r.done
+	return fullErr(<-r.done)
+}
+
+// writeUntilRoom is write for the calls that hand back work the runtime
+// holds: TurnAbandon, ActivityComplete and ActivityRetry. The runtime does
+// not retry them, so one lost to a full disk would leave the instance or
+// the task leased until the lease runs out, long after room is made again.
+// On storage.ErrStorageFull it writes again, every roomRetry at most, until
+// the write is made (or fails otherwise), ctx ends or the store closes.
+func (s *Store) writeUntilRoom(ctx context.Context, fn func(*wtx) error) error {
+	wait := time.Millisecond
+	for {
+		err := s.write(ctx, fn)
+		if !errors.Is(err, storage.ErrStorageFull) {
+			return err
+		}
+		wait = min(2*wait, roomRetry)
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-s.closing:
+			t.Stop()
+			return err
+		}
+	}
+}
+
+// roomRetry is how often writeUntilRoom tries again on a full disk.
+const roomRetry = 100 * time.Millisecond
+
+// fullErr marks the error of a write that failed for want of room (a full
+// disk or quota: SQLITE_FULL, ENOSPC, EDQUOT) with storage.ErrStorageFull.
+func fullErr(err error) error {
+	if err == nil || errors.Is(err, storage.ErrStorageFull) || !isFull(err) {
+		return err
+	}
+	return fmt.Errorf("%w (%w)", err, storage.ErrStorageFull)
+}
+
+func isFull(err error) bool {
+	var se *sqlite.Error
+	if errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_FULL {
+		return true
+	}
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
 }
 
 // writeEarly is write for a call that may be answered before its
@@ -168,6 +221,14 @@ func (s *Store) runBatch(batch []*writeReq) {
 			continue
 		}
 		live = append(live, r)
+	}
+	if len(live) > 0 && s.stalled.Load() != nil {
+		if err := s.endStall(); err != nil {
+			for _, r := range live {
+				r.done <- err
+			}
+			return
+		}
 	}
 	switch len(live) {
 	case 0:
@@ -363,10 +424,12 @@ func (s *Store) acknowledge(reqs []*writeReq, seq int64) {
 }
 
 // syncItem is a committed transaction's requests, waiting for the fsync
-// that makes them durable.
+// that makes them durable, or the writer's request to recover from a stall
+// (recover not nil; see recoverWAL).
 type syncItem struct {
-	reqs []*writeReq
-	seq  int64 // the transaction's number in s.committed
+	reqs    []*writeReq
+	seq     int64 // the transaction's number in s.committed
+	recover chan error
 }
 
 // syncLoop is the syncer goroutine of the sync pipeline (synchronous FULL,
@@ -388,13 +451,18 @@ type syncItem struct {
 // never return a write that is not yet durable.
 //
 // If an fsync fails, what the OS still holds is unknown (Linux may drop the
-// dirty pages): the requests waiting on it fail and the store refuses every
-// later write, like PostgreSQL, which stops on a failed fsync.
+// dirty pages, and a later fsync then succeeds without them): the requests
+// waiting on it fail. If it failed for lack of room (ENOSPC, EDQUOT), the
+// store stalls (see recoverWAL): writes fail with storage.ErrStorageFull
+// until room is made and the WAL has been checked and written again. Any
+// other failure breaks the store: it refuses every later write, like
+// PostgreSQL, which stops on a failed fsync.
 func (s *Store) syncLoop() {
 	defer close(s.syncDone)
 	var (
 		pend []syncItem
 		open = true
+		last int64 // the last transaction number received
 	)
 	for open {
 		it, ok := <-s.syncq
@@ -415,21 +483,115 @@ func (s *Store) syncLoop() {
 				break more
 			}
 		}
-		upTo := pend[len(pend)-1].seq
-		err := s.syncFn()
-		if err != nil {
-			err = fmt.Errorf("fsync of the WAL failed, the store refuses further writes "+
-				"(the write was committed but may not be durable): %w", err)
-			s.broken.CompareAndSwap(nil, &err)
+		// A recovery request is the last item: the writer waits for its
+		// answer before it commits anything else.
+		var recover chan error
+		if n := len(pend); pend[n-1].recover != nil {
+			recover, pend = pend[n-1].recover, pend[:n-1]
 		}
-		s.durable.advance(upTo, err)
-		for _, it := range pend {
-			for _, r := range it.reqs {
-				r.done <- err
+		if len(pend) > 0 {
+			last = pend[len(pend)-1].seq
+			err := s.syncPending(last)
+			for _, it := range pend {
+				for _, r := range it.reqs {
+					r.done <- err
+				}
 			}
+			clear(pend)
 		}
-		clear(pend)
+		if recover != nil {
+			recover <- s.recoverWAL(last)
+		}
 	}
+}
+
+// syncPending fsyncs the WAL for the transactions up to upTo and moves the
+// durable mark, or records why it could not.
+func (s *Store) syncPending(upTo int64) error {
+	if st := s.stalled.Load(); st != nil {
+		return *st // not known durable until recoverWAL has run
+	}
+	err := s.syncFn()
+	switch {
+	case err == nil:
+	case isFull(err):
+		err = fmt.Errorf("fsync of the WAL failed for lack of room: the write was committed but is not "+
+			"known to be durable, and the store refuses writes until there is room again: %w (%w)", err, storage.ErrStorageFull)
+		s.stalled.CompareAndSwap(nil, &err)
+		s.durable.stalled(err)
+		return err
+	default:
+		err = fmt.Errorf("fsync of the WAL failed, the store refuses further writes "+
+			"(the write was committed but may not be durable): %w", err)
+		s.broken.CompareAndSwap(nil, &err)
+	}
+	s.durable.advance(upTo, err)
+	return err
+}
+
+// recoverWAL ends a stall (an fsync of the WAL that failed for lack of
+// room), called by the syncer for the writer, which waits meanwhile, with
+// upTo the last transaction committed. After a failed fsync nothing tells
+// what the OS kept of the WAL's pages that it did not write: Linux marks
+// them clean and may drop them, and a retried fsync then succeeds without
+// them. So recoverWAL does not retry the fsync alone: with the checkpointer
+// stopped, it reads back the committed part of the WAL and checks its
+// checksum chain (readVerifiedWAL), writes those same bytes again (which
+// makes every page of it dirty) and fsyncs. If that succeeds, the WAL on
+// disk is byte for byte what SQLite committed, checked, and every
+// transaction up to upTo is durable. If the fsync fails again for lack of
+// room, the store stays stalled; if the check fails (the OS lost pages), or
+// anything else fails, the store breaks.
+func (s *Store) recoverWAL(upTo int64) error {
+	st := s.stalled.Load()
+	if st == nil {
+		return nil
+	}
+	s.ckptMu.Lock()
+	defer s.ckptMu.Unlock()
+	fail := func(err error) error {
+		err = fmt.Errorf("recovering from an fsync of the WAL that failed for lack of room: %w; "+
+			"the store refuses further writes", err)
+		s.broken.CompareAndSwap(nil, &err)
+		s.durable.advance(upTo, err)
+		return err
+	}
+	data, err := readVerifiedWAL(s.wal, s.path+"-shm")
+	if err != nil {
+		return fail(fmt.Errorf("the WAL no longer holds what was committed: %w", err))
+	}
+	if _, err := s.wal.WriteAt(data, 0); err != nil {
+		if isFull(err) {
+			return *st
+		}
+		return fail(err)
+	}
+	if err := s.syncFn(); err != nil {
+		if isFull(err) {
+			return *st
+		}
+		return fail(err)
+	}
+	s.stalled.Store(nil)
+	s.durable.recovered(upTo)
+	return nil
+}
+
+// endStall is run by the writer before a batch while the store is stalled:
+// it asks the syncer to recover (at most every roomRetry/2) and returns nil
+// if it did, else the error to fail the batch with.
+func (s *Store) endStall() error {
+	st := s.stalled.Load()
+	if st == nil {
+		return nil
+	}
+	if time.Since(s.lastTry) < roomRetry/2 {
+		return *st
+	}
+	s.lastTry = time.Now()
+	ch := make(chan error, 1)
+	s.syncq <- syncItem{recover: ch}
+	return <-ch
 }
 
 // call runs r.fn, turning a panic into an error so that a bug in one
