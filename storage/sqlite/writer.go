@@ -12,6 +12,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/heraldwf/herald/storage"
+	"github.com/heraldwf/herald/storage/internal/backend"
 )
 
 // writeReq is one write call queued to the writer goroutine. fn runs inside
@@ -122,34 +123,14 @@ func (s *Store) submit(ctx context.Context, r *writeReq) error {
 }
 
 // writeUntilRoom is write for the calls that hand back work the runtime
-// holds: TurnAbandon, ActivityComplete and ActivityRetry. The runtime does
-// not retry them, so one lost to a full disk would leave the instance or
-// the task leased until the lease runs out, long after room is made again.
-// On storage.ErrStorageFull it writes again, every roomRetry at most, until
-// the write is made (or fails otherwise), ctx ends or the store closes.
+// holds (TurnAbandon, ActivityComplete, ActivityRetry): on a full disk it
+// waits for room (see backend.UntilRoom).
 func (s *Store) writeUntilRoom(ctx context.Context, fn func(*wtx) error) error {
-	wait := time.Millisecond
-	for {
-		err := s.write(ctx, fn)
-		if !errors.Is(err, storage.ErrStorageFull) {
-			return err
-		}
-		wait = min(2*wait, roomRetry)
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return err
-		case <-s.closing:
-			t.Stop()
-			return err
-		}
-	}
+	return backend.UntilRoom(ctx, s.closing, func() error { return s.write(ctx, fn) })
 }
 
-// roomRetry is how often writeUntilRoom tries again on a full disk.
-const roomRetry = 100 * time.Millisecond
+// roomRetry bounds how often a stalled store tries to recover (endStall).
+const roomRetry = backend.RoomRetry
 
 // fullErr marks the error of a write that failed for want of room (a full
 // disk or quota: SQLITE_FULL, ENOSPC, EDQUOT) with storage.ErrStorageFull.
