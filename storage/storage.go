@@ -602,7 +602,10 @@ type LeaderElectParams struct {
 }
 
 // Store is the storage seam. All methods are safe for concurrent use. Every
-// method is scoped to params.Tenant.
+// method is scoped to params.Tenant. A write refused for want of room
+// returns an error matching ErrStorageFull, except TurnAbandon,
+// ActivityComplete and ActivityRetry, which hand back work the caller holds:
+// they wait for room (until ctx ends or the store closes).
 type Store interface {
 	// InstanceCreate returns ErrInstanceExists if the id is taken.
 	InstanceCreate(ctx context.Context, p *InstanceCreateParams) (*Instance, error)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -109,5 +110,43 @@ func TestFsyncOutOfRoomStallsAndRecovers(t *testing.T) {
 	var check string
 	if err := db.QueryRow("PRAGMA integrity_check").Scan(&check); err != nil || check != "ok" {
 		t.Errorf("integrity_check: %q, %v", check, err)
+	}
+}
+
+// After an fsync that failed for lack of room, a WAL whose committed bytes
+// changed (pages the OS dropped and read back from the disk) is not written
+// again as if it were right: the store breaks, with the reason.
+func TestFsyncOutOfRoomChangedWALBreaksStore(t *testing.T) {
+	s := openTest(t)
+	s.ckptOff.Store(true)
+	ctx := context.Background()
+	if err := create(ctx, s, "a"); err != nil {
+		t.Fatal(err)
+	}
+	real := s.syncFn
+	s.syncFn = func() error { return syscall.ENOSPC }
+	if err := create(ctx, s, "b"); !errors.Is(err, storage.ErrStorageFull) {
+		t.Fatalf("write whose fsync failed for lack of room: %v, want ErrStorageFull", err)
+	}
+	// A page of the last committed frame reads back different.
+	st, err := s.wal.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 1)
+	if _, err := s.wal.ReadAt(b, st.Size()-100); err != nil {
+		t.Fatal(err)
+	}
+	b[0]++
+	if _, err := s.wal.WriteAt(b, st.Size()-100); err != nil {
+		t.Fatal(err)
+	}
+	s.syncFn = real
+	err = create(ctx, s, "c")
+	if err == nil || errors.Is(err, storage.ErrStorageFull) || !strings.Contains(err.Error(), "bad checksum") {
+		t.Fatalf("write after room was made, over a changed WAL: %v, want the store broken by a bad checksum", err)
+	}
+	if err := create(ctx, s, "d"); err == nil {
+		t.Fatal("a broken store took a write")
 	}
 }
