@@ -26,6 +26,9 @@ var (
 	// ErrLeaseLost: a worker's claim on an instance or activity was taken
 	// over; its stale result was not written.
 	ErrLeaseLost = storage.ErrLeaseLost
+	// ErrStorageFull: the store has no room left (full disk or quota); the
+	// write was not made. Once room is made, the running store goes on.
+	ErrStorageFull = storage.ErrStorageFull
 	// ErrEventInvalid: an event was refused synchronously (empty name, payload
 	// not JSON, over the size cap); nothing was stored. The error is an
 	// *EventInvalidError with the reasons.

@@ -44,6 +44,11 @@ var (
 	// a claim hands that instance's turn out with Turn.Err set, and the
 	// runtime fails the instance instead of the claim.
 	ErrCorrupt = errors.New("herald: stored data cannot be decoded")
+	// ErrStorageFull: the database has no room left (a full disk or file
+	// system quota, a database or tablespace size limit). The write that
+	// got it was not made; writes succeed again once room is made, without
+	// reopening the store.
+	ErrStorageFull = errors.New("herald: storage full")
 )
 
 // Status is an instance's status.
@@ -643,7 +648,10 @@ type LeaderElectParams struct {
 }
 
 // Store is the storage seam. All methods are safe for concurrent use. Every
-// method is scoped to params.Tenant.
+// method is scoped to params.Tenant. A write refused for want of room
+// returns an error matching ErrStorageFull, except TurnAbandon,
+// ActivityComplete and ActivityRetry, which hand back work the caller holds:
+// they wait for room (until ctx ends or the store closes).
 type Store interface {
 	// InstanceCreate returns ErrInstanceExists if the id is taken.
 	InstanceCreate(ctx context.Context, p *InstanceCreateParams) (*Instance, error)

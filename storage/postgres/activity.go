@@ -182,7 +182,7 @@ func (s *Store) ActivityComplete(ctx context.Context, p *storage.ActivityComplet
 		return fmt.Errorf("postgres: complete activity %s: %w", taskName(p.InstanceID, p.Execution, p.TaskSeq), err)
 	}
 	var found, delivered bool
-	err = s.do(ctx, func(ctx context.Context) error {
+	err = s.doUntilRoom(ctx, func(ctx context.Context) error {
 		var b batch
 		// The instance row first, as every writer locks it.
 		b.exec("lock instance", `SELECT 1 FROM instances WHERE tenant = $1 AND id = $2 FOR NO KEY UPDATE`, p.Tenant, p.InstanceID)
@@ -216,7 +216,7 @@ func (s *Store) ActivityRetry(ctx context.Context, p *storage.ActivityRetryParam
 		return errors.New("postgres: retry activity: nil params")
 	}
 	var retried, deleted int64
-	err := s.do(ctx, func(ctx context.Context) error {
+	err := s.doUntilRoom(ctx, func(ctx context.Context) error {
 		var b batch
 		b.execTag("reschedule task", func(ct pgconn.CommandTag) error {
 			retried = ct.RowsAffected()

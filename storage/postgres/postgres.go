@@ -443,6 +443,12 @@ const (
 	codeWrongExecution = "HL002"
 )
 
+// codeDiskFull is disk_full: the server could not extend a file (the
+// transaction was rolled back). do marks it with storage.ErrStorageFull.
+// Out of memory (53200) and the program limits (class 54) are not about
+// room to store and stay as they are.
+const codeDiskFull = "53100"
+
 func pgCode(err error) string {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
@@ -497,6 +503,9 @@ func (s *Store) do(ctx context.Context, fn func(ctx context.Context) error) erro
 			return fmt.Errorf("%w (%v)", storage.ErrClosed, err)
 		}
 		code := pgCode(err)
+		if code == codeDiskFull {
+			return fmt.Errorf("%w (%w)", err, storage.ErrStorageFull)
+		}
 		retry := code == "40001" || code == "40P01" || (pgconn.SafeToRetry(err) && ctx.Err() == nil)
 		if !retry || attempt >= s.cfg.maxRetries {
 			if connectionLost(err) && !errors.Is(err, storage.ErrUnavailable) {
@@ -513,6 +522,13 @@ func (s *Store) do(ctx context.Context, fn func(ctx context.Context) error) erro
 		case <-t.C:
 		}
 	}
+}
+
+// doUntilRoom is do for the calls that hand back work the runtime holds
+// (TurnAbandon, ActivityComplete, ActivityRetry): on a full disk it waits
+// for room (see backend.UntilRoom).
+func (s *Store) doUntilRoom(ctx context.Context, fn func(ctx context.Context) error) error {
+	return backend.UntilRoom(ctx, s.closing, func() error { return s.do(ctx, fn) })
 }
 
 // ---- batches ----

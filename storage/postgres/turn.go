@@ -806,7 +806,7 @@ func (s *Store) TurnAbandon(ctx context.Context, p *storage.TurnAbandonParams) e
 		return fmt.Errorf("postgres: abandon turn of %q: empty lock token: %w", p.InstanceID, storage.ErrLeaseLost)
 	}
 	s.claims.take(p.LockToken)
-	err := s.do(ctx, func(ctx context.Context) error {
+	err := s.doUntilRoom(ctx, func(ctx context.Context) error {
 		ct, err := s.pool.Exec(ctx, `UPDATE instances SET lock_token = NULL, lease_until = 0, not_before = $4
 			WHERE tenant = $1 AND id = $2 AND lock_token = $3`, p.Tenant, p.InstanceID, p.LockToken, backend.Nanos(p.RetryAt))
 		if err != nil {

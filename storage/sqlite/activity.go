@@ -145,7 +145,7 @@ func (s *Store) ActivityComplete(ctx context.Context, p *storage.ActivityComplet
 		return errors.New("sqlite: complete activity: nil params")
 	}
 	now := backend.NowOr(p.Now)
-	err := s.write(ctx, func(w *wtx) error {
+	err := s.writeUntilRoom(ctx, func(w *wtx) error {
 		cancel, name, err := taskLease(w, p.Tenant, p.InstanceID, p.Execution, p.TaskSeq, p.LockToken)
 		if err != nil {
 			return err
@@ -207,7 +207,7 @@ func (s *Store) ActivityRetry(ctx context.Context, p *storage.ActivityRetryParam
 	if p == nil {
 		return errors.New("sqlite: retry activity: nil params")
 	}
-	err := s.write(ctx, func(w *wtx) error {
+	err := s.writeUntilRoom(ctx, func(w *wtx) error {
 		cancel, _, err := taskLease(w, p.Tenant, p.InstanceID, p.Execution, p.TaskSeq, p.LockToken)
 		if err != nil {
 			return err

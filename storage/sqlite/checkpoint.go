@@ -3,7 +3,11 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // checkpointEvery is the least time between two background checkpoints.
@@ -23,10 +27,26 @@ const checkpointEvery = 250 * time.Millisecond
 // more when the store closes.
 func (s *Store) checkpointLoop(db *sql.DB) {
 	defer close(s.ckptDone)
+	var hold int64
 	run := func() {
+		s.ckptMu.Lock()
+		defer s.ckptMu.Unlock()
+		// While the sync pipeline may not have seen an fsync failure that
+		// this connection's last checkpoint saw (each file descriptor gets
+		// a writeback error once), the WAL may hold pages the OS dropped:
+		// no checkpoint copies them into the database until the syncer has
+		// synced (or, on a stall, checked and rewritten) what was committed
+		// then. See recoverWAL.
+		if s.stalled.Load() != nil || s.durable.seq.Load() < hold || s.ckptOff.Load() {
+			return
+		}
 		// An error (SQLITE_BUSY from another process's checkpoint, say)
 		// only means this one is skipped: the next kick tries again.
-		_, _ = db.ExecContext(context.Background(), "PRAGMA wal_checkpoint(PASSIVE)")
+		_, err := db.ExecContext(context.Background(), "PRAGMA wal_checkpoint(PASSIVE)")
+		var se *sqlite.Error
+		if s.syncq != nil && errors.As(err, &se) && (se.Code()&0xff == sqlite3.SQLITE_IOERR || se.Code()&0xff == sqlite3.SQLITE_FULL) {
+			hold = s.committed.Load()
+		}
 	}
 	for {
 		select {

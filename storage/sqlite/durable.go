@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -13,9 +14,10 @@ import (
 type durableMark struct {
 	seq atomic.Int64
 
-	mu   sync.Mutex
-	err  error         // a failed fsync: nothing after it is known to be durable
-	wake chan struct{} // closed and replaced whenever seq advances
+	mu    sync.Mutex
+	err   error         // a failed fsync: nothing after it is known to be durable
+	stall error         // an fsync failed for lack of room; cleared once the WAL is rewritten and synced
+	wake  chan struct{} // closed and replaced whenever seq advances
 }
 
 func newDurableMark() *durableMark {
@@ -37,6 +39,24 @@ func (d *durableMark) advance(seq int64, err error) {
 	d.mu.Unlock()
 }
 
+// stalled records that an fsync failed for lack of room: until recovered,
+// a wait for what it was to make durable fails with err at once.
+func (d *durableMark) stalled(err error) {
+	d.mu.Lock()
+	d.stall = err
+	close(d.wake)
+	d.wake = make(chan struct{})
+	d.mu.Unlock()
+}
+
+// recovered ends a stall: the transactions up to seq are durable.
+func (d *durableMark) recovered(seq int64) {
+	d.mu.Lock()
+	d.stall = nil
+	d.mu.Unlock()
+	d.advance(seq, nil)
+}
+
 // wait returns once the transactions up to seq are durable.
 func (d *durableMark) wait(ctx context.Context, seq int64) error {
 	for {
@@ -44,8 +64,7 @@ func (d *durableMark) wait(ctx context.Context, seq int64) error {
 			return nil
 		}
 		d.mu.Lock()
-		if d.err != nil {
-			err := d.err
+		if err := cmp.Or(d.err, d.stall); err != nil {
 			d.mu.Unlock()
 			return err
 		}
@@ -63,11 +82,12 @@ func (d *durableMark) wait(ctx context.Context, seq int64) error {
 	}
 }
 
-// openWAL opens the WAL file for the syncer's fsyncs. The writer connection
+// openWAL opens the WAL file for the syncer's fsyncs (and its rewrite after
+// an fsync that failed for lack of room, see recoverWAL). The writer connection
 // is open and has read the schema, so the file exists and stays (SQLite
 // deletes it only when the last connection closes).
 func openWAL(path string) (*os.File, error) {
-	f, err := os.Open(path + "-wal")
+	f, err := os.OpenFile(path+"-wal", os.O_RDWR, 0)
 	if err != nil {
 		return nil, fmt.Errorf("open the WAL file for syncing: %w", err)
 	}
@@ -81,8 +101,12 @@ func (s *Store) syncWAL() error {
 
 // afterRead is deferred by the read methods: a read that succeeded waits
 // until every transaction it could have seen is durable, so that a read never
-// returns a write whose caller has not been told it is committed. Without
-// the sync pipeline it returns at once.
+// returns a write whose caller has not been told it is committed. A
+// transaction is counted in s.committed before its COMMIT makes it visible
+// (see Store.commit), so the number loaded when the read ends covers
+// everything the read saw. Without the sync pipeline it returns at once:
+// with SQLite's own FULL a COMMIT fsyncs the WAL before it publishes the
+// transaction to readers, and NORMAL and OFF promise no durability.
 func (s *Store) afterRead(ctx context.Context, err *error) {
 	s.waitRead(ctx, err, s.committed.Load())
 }
@@ -98,7 +122,7 @@ func (s *Store) afterDefinitionRead(ctx context.Context, err *error) {
 // waitRead waits, after a read that succeeded, until the transactions up to
 // seq are durable; a failure replaces the read's result with an error.
 func (s *Store) waitRead(ctx context.Context, err *error, seq int64) {
-	if *err != nil {
+	if *err != nil || s.syncq == nil {
 		return
 	}
 	if e := s.durable.wait(ctx, seq); e != nil {

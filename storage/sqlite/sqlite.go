@@ -24,6 +24,21 @@
 // checkpointed by a goroutine of its own (checkpointLoop), not by the
 // writer's commits.
 //
+// # Full disk
+//
+// A write that fails for want of room (SQLITE_FULL, ENOSPC, EDQUOT) returns
+// an error matching storage.ErrStorageFull and wrote nothing; the next write
+// tries again, so the store goes on by itself once room is made.
+// TurnAbandon, ActivityComplete and ActivityRetry wait for room instead of
+// failing (see backend.UntilRoom). With the sync pipeline, an fsync of the
+// WAL that fails for lack of room stalls the store rather than breaking it:
+// the writes it was to make durable fail with ErrStorageFull (they were
+// committed and may reappear), and so do later writes, and the reads that
+// could see them, until a write finds room: then the WAL is read back,
+// checked and written again before anything else (see recoverWAL). With
+// WithSyncInCommit such an fsync fails its COMMIT (SQLite rolls the
+// transaction back) with a plain I/O error, as SQLite does not tell why.
+//
 // # Reads
 //
 // Reads (InstanceGet, InstanceList, HistoryList, EventGet, EventList,
@@ -230,6 +245,10 @@ type Store struct {
 	defsSeq   atomic.Int64          // the last of them that wrote event definitions
 	durable   *durableMark          // how far they are on disk
 	broken    atomic.Pointer[error] // a failed fsync: every later write fails with it
+	stalled   atomic.Pointer[error] // an fsync failed for lack of room (see recoverWAL)
+	ckptMu    sync.Mutex            // held by a checkpoint, and by recoverWAL
+	lastTry   time.Time             // writer-owned: the last recoverWAL it asked for
+	ckptOff   atomic.Bool           // tests: no background checkpoints
 
 	commits atomic.Int64
 	writes  atomic.Int64

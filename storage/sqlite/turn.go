@@ -477,7 +477,7 @@ func (s *Store) TurnAbandon(ctx context.Context, p *storage.TurnAbandonParams) e
 	if p.LockToken == "" {
 		return fmt.Errorf("sqlite: abandon turn of %q: empty lock token: %w", p.InstanceID, storage.ErrLeaseLost)
 	}
-	err := s.write(ctx, func(w *wtx) error {
+	err := s.writeUntilRoom(ctx, func(w *wtx) error {
 		res, err := w.exec(`UPDATE instances SET lock_token = NULL, lease_until = 0, not_before = ?
 			WHERE tenant = ? AND id = ? AND lock_token = ?`, backend.Nanos(p.RetryAt), p.Tenant, p.InstanceID, p.LockToken)
 		if err != nil {

@@ -3,9 +3,16 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"syscall"
+	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/heraldwf/herald/storage"
+	"github.com/heraldwf/herald/storage/internal/backend"
 )
 
 // writeReq is one write call queued to the writer goroutine. fn runs inside
@@ -112,7 +119,34 @@ func (s *Store) submit(ctx context.Context, r *writeReq) error {
 	// Handed over: the writer answers within the batch it is running, and
 	// the answer says whether fn's writes committed, so wait for it even if
 	// ctx ends meanwhile.
-	return <-r.done
+	return fullErr(<-r.done)
+}
+
+// writeUntilRoom is write for the calls that hand back work the runtime
+// holds (TurnAbandon, ActivityComplete, ActivityRetry): on a full disk it
+// waits for room (see backend.UntilRoom).
+func (s *Store) writeUntilRoom(ctx context.Context, fn func(*wtx) error) error {
+	return backend.UntilRoom(ctx, s.closing, func() error { return s.write(ctx, fn) })
+}
+
+// roomRetry bounds how often a stalled store tries to recover (endStall).
+const roomRetry = backend.RoomRetry
+
+// fullErr marks the error of a write that failed for want of room (a full
+// disk or quota: SQLITE_FULL, ENOSPC, EDQUOT) with storage.ErrStorageFull.
+func fullErr(err error) error {
+	if err == nil || errors.Is(err, storage.ErrStorageFull) || !isFull(err) {
+		return err
+	}
+	return fmt.Errorf("%w (%w)", err, storage.ErrStorageFull)
+}
+
+func isFull(err error) bool {
+	var se *sqlite.Error
+	if errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_FULL {
+		return true
+	}
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
 }
 
 // writeEarly is write for a call that may be answered before its
@@ -169,6 +203,14 @@ func (s *Store) runBatch(batch []*writeReq) {
 		}
 		live = append(live, r)
 	}
+	if len(live) > 0 && s.stalled.Load() != nil {
+		if err := s.endStall(); err != nil {
+			for _, r := range live {
+				r.done <- err
+			}
+			return
+		}
+	}
 	switch len(live) {
 	case 0:
 		return
@@ -192,13 +234,13 @@ func (s *Store) runBatch(batch []*writeReq) {
 // runAlone runs one request in its own transaction and answers it.
 func (s *Store) runAlone(r *writeReq) {
 	r.notify = nil
-	err := s.runTx(func() error {
+	seq, err := s.runTx(func() (bool, error) {
 		w := &wtx{c: s.wc, ctx: context.Background()}
 		if err := call(r, w); err != nil {
-			return err
+			return false, err
 		}
 		r.notify, r.defs = w.notify, w.defs
-		return nil
+		return r.defs, nil
 	})
 	r.finished = true
 	if err != nil {
@@ -207,25 +249,59 @@ func (s *Store) runAlone(r *writeReq) {
 	}
 	s.commits.Add(1)
 	s.writes.Add(1)
-	s.acknowledge([]*writeReq{r})
+	s.acknowledge([]*writeReq{r}, seq)
 }
 
 // runTx runs fn in a transaction of its own and commits it; if anything
-// fails, the transaction is rolled back.
-func (s *Store) runTx(fn func() error) error {
+// fails, the transaction is rolled back. fn reports whether it wrote event
+// definitions. runTx returns the transaction's number (see commit).
+func (s *Store) runTx(fn func() (defs bool, err error)) (int64, error) {
 	c := s.wc
 	if err := c.run(c.begin); err != nil {
-		return s.txErr("begin", err)
+		return 0, s.txErr("begin", err)
 	}
-	if err := fn(); err != nil {
+	defs, err := fn()
+	if err != nil {
 		c.run(c.rollback)
-		return err
+		return 0, err
 	}
-	if err := c.run(c.commit); err != nil {
+	seq, err := s.commit(defs)
+	if err != nil {
 		c.run(c.rollback) // a failed COMMIT can leave the transaction open
-		return s.txErr("commit", err)
+		return 0, s.txErr("commit", err)
 	}
-	return nil
+	return seq, nil
+}
+
+// commit commits the writer's transaction and returns its number in
+// s.committed. The number is taken before the COMMIT, not after: the COMMIT
+// makes the transaction's rows visible to the read connections at once, and
+// a read that sees them must wait for the fsync of this transaction, so the
+// read barrier (afterRead, which waits for every number taken when the read
+// ends) must already count it. defs: the transaction wrote event
+// definitions (see afterDefinitionRead). If the COMMIT fails, nothing became
+// visible; the number is passed through the sync pipeline all the same, so
+// that the reads that counted it do not wait for it forever.
+func (s *Store) commit(defs bool) (int64, error) {
+	seq := s.committed.Add(1)
+	if defs {
+		s.defsSeq.Store(seq)
+	}
+	if err := s.wc.run(s.wc.commit); err != nil {
+		s.passed(seq)
+		return 0, err
+	}
+	return seq, nil
+}
+
+// passed moves the durable mark past seq, a transaction that wrote nothing,
+// in order with the transactions before it.
+func (s *Store) passed(seq int64) {
+	if s.syncq == nil {
+		s.durable.advance(seq, nil)
+		return
+	}
+	s.syncq <- syncItem{seq: seq}
 }
 
 // runGroup runs the requests in one transaction, each in a savepoint. A
@@ -268,42 +344,40 @@ func (s *Store) runGroup(reqs []*writeReq) bool {
 		r.notify, r.defs = w.notify, w.defs
 		ok++
 	}
-	if err := c.run(c.commit); err != nil {
+	if ok == 0 {
+		// Every request failed and has been answered: nothing to commit.
+		c.run(c.rollback)
+		return true
+	}
+	defs := false
+	for _, r := range reqs {
+		defs = defs || (!r.finished && r.defs)
+	}
+	seq, err := s.commit(defs)
+	if err != nil {
 		return abort()
 	}
-	var acks []*writeReq
-	if ok > 0 {
-		s.commits.Add(1)
-		s.writes.Add(int64(ok))
-		acks = make([]*writeReq, 0, ok)
-	}
+	s.commits.Add(1)
+	s.writes.Add(int64(ok))
+	acks := make([]*writeReq, 0, ok)
 	for _, r := range reqs {
 		if !r.finished {
 			r.finished = true
 			acks = append(acks, r)
 		}
 	}
-	if len(acks) > 0 {
-		s.acknowledge(acks)
-	}
+	s.acknowledge(acks, seq)
 	return true
 }
 
 // acknowledge signals the committed requests' tenants and answers the
-// requests once their transaction is durable. Without the sync pipeline
+// requests once their transaction (number seq) is durable. Without the sync pipeline
 // (synchronous FULL inside SQLite, NORMAL or OFF) that is now: the commit has
 // done whatever syncing the mode promises. With it, the requests go to the
 // syncer, which answers them after its next fsync of the WAL; the writer goes
 // on with the next batch meanwhile.
-func (s *Store) acknowledge(reqs []*writeReq) {
-	seq := s.committed.Add(1)
+func (s *Store) acknowledge(reqs []*writeReq, seq int64) {
 	s.kickCheckpoint()
-	for _, r := range reqs {
-		if r.defs {
-			s.defsSeq.Store(seq)
-			break
-		}
-	}
 	if s.syncq == nil {
 		s.durable.advance(seq, nil)
 		for _, r := range reqs {
@@ -331,10 +405,12 @@ func (s *Store) acknowledge(reqs []*writeReq) {
 }
 
 // syncItem is a committed transaction's requests, waiting for the fsync
-// that makes them durable.
+// that makes them durable, or the writer's request to recover from a stall
+// (recover not nil; see recoverWAL).
 type syncItem struct {
-	reqs []*writeReq
-	seq  int64 // the transaction's number in s.committed
+	reqs    []*writeReq
+	seq     int64 // the transaction's number in s.committed
+	recover chan error
 }
 
 // syncLoop is the syncer goroutine of the sync pipeline (synchronous FULL,
@@ -356,13 +432,18 @@ type syncItem struct {
 // never return a write that is not yet durable.
 //
 // If an fsync fails, what the OS still holds is unknown (Linux may drop the
-// dirty pages): the requests waiting on it fail and the store refuses every
-// later write, like PostgreSQL, which stops on a failed fsync.
+// dirty pages, and a later fsync then succeeds without them): the requests
+// waiting on it fail. If it failed for lack of room (ENOSPC, EDQUOT), the
+// store stalls (see recoverWAL): writes fail with storage.ErrStorageFull
+// until room is made and the WAL has been checked and written again. Any
+// other failure breaks the store: it refuses every later write, like
+// PostgreSQL, which stops on a failed fsync.
 func (s *Store) syncLoop() {
 	defer close(s.syncDone)
 	var (
 		pend []syncItem
 		open = true
+		last int64 // the last transaction number received
 	)
 	for open {
 		it, ok := <-s.syncq
@@ -383,21 +464,115 @@ func (s *Store) syncLoop() {
 				break more
 			}
 		}
-		upTo := pend[len(pend)-1].seq
-		err := s.syncFn()
-		if err != nil {
-			err = fmt.Errorf("fsync of the WAL failed, the store refuses further writes "+
-				"(the write was committed but may not be durable): %w", err)
-			s.broken.CompareAndSwap(nil, &err)
+		// A recovery request is the last item: the writer waits for its
+		// answer before it commits anything else.
+		var recover chan error
+		if n := len(pend); pend[n-1].recover != nil {
+			recover, pend = pend[n-1].recover, pend[:n-1]
 		}
-		s.durable.advance(upTo, err)
-		for _, it := range pend {
-			for _, r := range it.reqs {
-				r.done <- err
+		if len(pend) > 0 {
+			last = pend[len(pend)-1].seq
+			err := s.syncPending(last)
+			for _, it := range pend {
+				for _, r := range it.reqs {
+					r.done <- err
+				}
 			}
+			clear(pend)
 		}
-		clear(pend)
+		if recover != nil {
+			recover <- s.recoverWAL(last)
+		}
 	}
+}
+
+// syncPending fsyncs the WAL for the transactions up to upTo and moves the
+// durable mark, or records why it could not.
+func (s *Store) syncPending(upTo int64) error {
+	if st := s.stalled.Load(); st != nil {
+		return *st // not known durable until recoverWAL has run
+	}
+	err := s.syncFn()
+	switch {
+	case err == nil:
+	case isFull(err):
+		err = fmt.Errorf("fsync of the WAL failed for lack of room: the write was committed but is not "+
+			"known to be durable, and the store refuses writes until there is room again: %w (%w)", err, storage.ErrStorageFull)
+		s.stalled.CompareAndSwap(nil, &err)
+		s.durable.stalled(err)
+		return err
+	default:
+		err = fmt.Errorf("fsync of the WAL failed, the store refuses further writes "+
+			"(the write was committed but may not be durable): %w", err)
+		s.broken.CompareAndSwap(nil, &err)
+	}
+	s.durable.advance(upTo, err)
+	return err
+}
+
+// recoverWAL ends a stall (an fsync of the WAL that failed for lack of
+// room), called by the syncer for the writer, which waits meanwhile, with
+// upTo the last transaction committed. After a failed fsync nothing tells
+// what the OS kept of the WAL's pages that it did not write: Linux marks
+// them clean and may drop them, and a retried fsync then succeeds without
+// them. So recoverWAL does not retry the fsync alone: with the checkpointer
+// stopped, it reads back the committed part of the WAL and checks its
+// checksum chain (readVerifiedWAL), writes those same bytes again (which
+// makes every page of it dirty) and fsyncs. If that succeeds, the WAL on
+// disk is byte for byte what SQLite committed, checked, and every
+// transaction up to upTo is durable. If the fsync fails again for lack of
+// room, the store stays stalled; if the check fails (the OS lost pages), or
+// anything else fails, the store breaks.
+func (s *Store) recoverWAL(upTo int64) error {
+	st := s.stalled.Load()
+	if st == nil {
+		return nil
+	}
+	s.ckptMu.Lock()
+	defer s.ckptMu.Unlock()
+	fail := func(err error) error {
+		err = fmt.Errorf("recovering from an fsync of the WAL that failed for lack of room: %w; "+
+			"the store refuses further writes", err)
+		s.broken.CompareAndSwap(nil, &err)
+		s.durable.advance(upTo, err)
+		return err
+	}
+	data, err := readVerifiedWAL(s.wal, s.path+"-shm")
+	if err != nil {
+		return fail(fmt.Errorf("the WAL no longer holds what was committed: %w", err))
+	}
+	if _, err := s.wal.WriteAt(data, 0); err != nil {
+		if isFull(err) {
+			return *st
+		}
+		return fail(err)
+	}
+	if err := s.syncFn(); err != nil {
+		if isFull(err) {
+			return *st
+		}
+		return fail(err)
+	}
+	s.stalled.Store(nil)
+	s.durable.recovered(upTo)
+	return nil
+}
+
+// endStall is run by the writer before a batch while the store is stalled:
+// it asks the syncer to recover (at most every roomRetry/2) and returns nil
+// if it did, else the error to fail the batch with.
+func (s *Store) endStall() error {
+	st := s.stalled.Load()
+	if st == nil {
+		return nil
+	}
+	if time.Since(s.lastTry) < roomRetry/2 {
+		return *st
+	}
+	s.lastTry = time.Now()
+	ch := make(chan error, 1)
+	s.syncq <- syncItem{recover: ch}
+	return <-ch
 }
 
 // call runs r.fn, turning a panic into an error so that a bug in one
