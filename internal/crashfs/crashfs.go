@@ -45,7 +45,7 @@ const pageSize = 4096
 // process work on it, unmount it, and read what survives with Durable.
 type FS struct {
 	mu       sync.Mutex
-	dir      string // where it is mounted
+	dir      string           // where it is mounted
 	files    map[string]*file // the directory as it is now
 	durable  map[string]*file // the directory as a power loss would leave it
 	nextIno  uint64
