@@ -45,6 +45,7 @@ const pageSize = 4096
 // process work on it, unmount it, and read what survives with Durable.
 type FS struct {
 	mu       sync.Mutex
+	dir      string           // where it is mounted
 	files    map[string]*file // the directory as it is now
 	durable  map[string]*file // the directory as a power loss would leave it
 	nextIno  uint64
@@ -105,7 +106,7 @@ func (f *FS) Mount(dir string) error {
 	if err != nil {
 		return fmt.Errorf("crashfs: mount %s: %w", dir, err)
 	}
-	f.server = srv
+	f.server, f.dir = srv, dir
 	return nil
 }
 
@@ -113,7 +114,7 @@ func (f *FS) Mount(dir string) error {
 // closed its files (or died).
 func (f *FS) Unmount() error {
 	f.mu.Lock()
-	srv := f.server
+	srv, dir := f.server, f.dir
 	f.server = nil
 	f.mu.Unlock()
 	if srv == nil {
@@ -126,6 +127,11 @@ func (f *FS) Unmount() error {
 			return nil
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+	// Still busy: detach it, so that nothing stays mounted; the server
+	// serves what is still open until it is closed.
+	if derr := syscall.Unmount(dir, syscall.MNT_DETACH); derr == nil {
+		return fmt.Errorf("crashfs: unmount: %w (detached instead)", err)
 	}
 	return fmt.Errorf("crashfs: unmount: %w", err)
 }

@@ -5,14 +5,12 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/heraldwf/herald/internal/crashfs"
 	"github.com/heraldwf/herald/storage"
 )
 
@@ -26,25 +24,14 @@ import (
 // power loss would then lose the writes acknowledged after it: the test
 // checks that none is lost.
 func TestFsyncOutOfRoomStallsAndRecovers(t *testing.T) {
-	fsys := crashfs.New(nil)
-	dir := t.TempDir()
-	err := crashfs.Available()
-	if err == nil {
-		err = fsys.Mount(dir)
-	}
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("FUSE IS NOT AVAILABLE: this test needs /dev/fuse and the right to mount (root): %v", err)
-		}
-		t.Skipf("FUSE IS NOT AVAILABLE, test skipped (it fails in CI): %v", err)
-	}
-	t.Cleanup(func() { fsys.Unmount() })
+	fsys := remoteCrashFS(t)
+	dir := fsys.Dir
 	ctx := context.Background()
 	s, err := Open(ctx, filepath.Join(dir, "h.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	t.Cleanup(func() { s.Close() }) // before the file system is unmounted
 	s.ckptOff.Store(true)
 
 	var acked []string
@@ -55,7 +42,9 @@ func TestFsyncOutOfRoomStallsAndRecovers(t *testing.T) {
 		}
 		acked = append(acked, id)
 	}
-	fsys.FailSyncs(syscall.ENOSPC)
+	if err := fsys.FailSyncs(syscall.ENOSPC); err != nil {
+		t.Fatal(err)
+	}
 	for i := range 3 {
 		if err := create(ctx, s, fmt.Sprintf("b%d", i)); !errors.Is(err, storage.ErrStorageFull) {
 			t.Fatalf("write while fsyncs fail for lack of room: %v, want ErrStorageFull", err)
@@ -64,7 +53,9 @@ func TestFsyncOutOfRoomStallsAndRecovers(t *testing.T) {
 	if _, err := s.InstanceGet(ctx, &storage.InstanceGetParams{Tenant: "t", ID: "a0"}); !errors.Is(err, storage.ErrStorageFull) {
 		t.Fatalf("read while an unsynced write is visible: %v, want ErrStorageFull", err)
 	}
-	fsys.FailSyncs(0)
+	if err := fsys.FailSyncs(0); err != nil {
+		t.Fatal(err)
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		err := create(ctx, s, "c0")
@@ -91,10 +82,8 @@ func TestFsyncOutOfRoomStallsAndRecovers(t *testing.T) {
 
 	// A power loss now.
 	lost := t.TempDir()
-	for name, b := range fsys.Durable() {
-		if err := os.WriteFile(filepath.Join(lost, name), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
+	if err := fsys.Durable(lost); err != nil {
+		t.Fatal(err)
 	}
 	db, err := sql.Open("sqlite", filepath.Join(lost, "h.db"))
 	if err != nil {
