@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -99,7 +97,9 @@ func (c *Client) StartWorkflow(ctx context.Context, workflow string, input any, 
 	if id == "" {
 		id = uuid.NewString()
 	}
-	in, reasons := c.startReasons(nil, workflow, id, input)
+	reasons := textReasons(nil, "workflow name", workflow, MaxNameBytes)
+	reasons = textReasons(reasons, "instance id", id, MaxIDBytes)
+	in, reasons := encodeJSON(reasons, "input", input, c.cfg.MaxPayloadDepth)
 	if len(reasons) > 0 {
 		return "", &InvalidArgumentError{Op: "StartWorkflow", Reasons: reasons}
 	}
@@ -110,18 +110,6 @@ func (c *Client) StartWorkflow(ctx context.Context, workflow string, input any, 
 		return "", fmt.Errorf("start %s: %w", id, err)
 	}
 	return id, nil
-}
-
-// startReasons checks what starting an instance takes: the workflow name,
-// the instance id and the input, which it encodes.
-func (c *Client) startReasons(reasons []string, workflow, id string, input any) (json.RawMessage, []string) {
-	reasons = textReasons(reasons, "workflow name", workflow, MaxNameBytes)
-	reasons = textReasons(reasons, "instance id", id, MaxIDBytes)
-	in, err := marshal(input)
-	if err != nil {
-		return nil, append(reasons, "input cannot be encoded as JSON: "+err.Error())
-	}
-	return in, jsonReasons(reasons, "input", in, c.cfg.MaxPayloadDepth)
 }
 
 // EventReceipt acknowledges an accepted event.
@@ -221,29 +209,15 @@ func (c *Client) validateEvent(instanceID, name string, payload any, o *raiseOpt
 	if o != nil && o.eventID != "" {
 		reasons = textReasons(reasons, "event id", o.eventID, MaxIDBytes)
 	}
-	raw, reasons = c.payloadReasons0(reasons, payload)
+	raw, reasons = encodeJSON(reasons, "payload", payload, c.cfg.MaxPayloadDepth)
 	if o != nil && o.start {
-		var rs []string
-		startInput, rs = c.startReasons(nil, o.startWorkflow, "x", o.startInput)
-		for _, r := range rs {
-			reasons = append(reasons, "StartIfAbsent: "+r)
-		}
+		reasons = textReasons(reasons, "StartIfAbsent workflow name", o.startWorkflow, MaxNameBytes)
+		startInput, reasons = encodeJSON(reasons, "StartIfAbsent input", o.startInput, c.cfg.MaxPayloadDepth)
 	}
 	if len(reasons) > 0 {
 		return nil, nil, &EventInvalidError{Name: name, Reasons: reasons}
 	}
 	return raw, startInput, nil
-}
-
-// payloadReasons0 encodes a payload and appends why it cannot be stored:
-// not encodable, not valid JSON or UTF-8, nested too deeply. (Its size cap
-// depends on the event definition: see payloadReasons.)
-func (c *Client) payloadReasons0(reasons []string, payload any) (json.RawMessage, []string) {
-	raw, err := marshal(payload)
-	if err != nil {
-		return nil, append(reasons, "payload is not JSON-encodable: "+err.Error())
-	}
-	return raw, jsonReasons(reasons, "payload", raw, c.cfg.MaxPayloadDepth)
 }
 
 // notFound is what a read of an identifier that can never exist (it breaks
@@ -313,7 +287,7 @@ func (c *Client) Terminate(ctx context.Context, instanceID, reason string) error
 	if !textOK(instanceID, MaxIDBytes) {
 		return notFound("terminate", instanceID)
 	}
-	if !utf8.ValidString(reason) || strings.IndexByte(reason, 0) >= 0 {
+	if !cleanText(reason) {
 		return &InvalidArgumentError{Op: "Terminate", Reasons: []string{"reason is not valid UTF-8 or contains a NUL byte"}}
 	}
 	dropped, err := c.store.InstanceTerminate(ctx, &storage.InstanceTerminateParams{Tenant: c.cfg.Tenant, ID: instanceID,
@@ -360,7 +334,7 @@ func (c *Client) Events(ctx context.Context, instanceID string, filter ...EventF
 		p.Lane, p.Name, p.Fate, p.Limit = f.Lane, f.Name, f.Fate, f.Limit
 	}
 	if !textOK(instanceID, MaxIDBytes) || (p.Name != "" && !textOK(p.Name, MaxNameBytes)) ||
-		!utf8.ValidString(string(p.Lane)+string(p.Fate)) || strings.IndexByte(string(p.Lane)+string(p.Fate), 0) >= 0 {
+		!cleanText(string(p.Lane)) || !cleanText(string(p.Fate)) {
 		return nil, nil
 	}
 	recs, err := idempotent(ctx, func() ([]*EventRecord, error) { return c.store.EventList(ctx, p) })

@@ -12,6 +12,7 @@ import (
 
 	"github.com/heraldwf/herald"
 	"github.com/heraldwf/herald/internal/testdb"
+	"github.com/heraldwf/herald/storage"
 	"github.com/heraldwf/herald/storage/postgres"
 )
 
@@ -96,17 +97,26 @@ func TestKilledConnectionsAreRetried(t *testing.T) {
 	}
 	t.Logf("killed %d connections", killed)
 
-	// A store that stays unreachable says ErrUnavailable.
-	bad, err := postgres.Open(ctx, u.String(), postgres.WithSchema(schema), postgres.WithMaxConns(1))
+	// Below the client's retries, the store maps a lost connection onto
+	// ErrUnavailable: a call made right after its connection was killed
+	// fails so (the pool cannot know the connection is gone), never with a
+	// raw SQLSTATE.
+	direct, err := postgres.Open(ctx, u.String(), postgres.WithSchema(schema), postgres.WithMaxConns(1))
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := herald.NewClient(bad, nil)
-	for range 3 { // the pool holds one connection: kill it, over and over
-		kill()
-		if _, err := c.Status(ctx, "k-0"); err != nil && !errors.Is(err, herald.ErrUnavailable) {
-			t.Fatalf("Status: %v, want success or ErrUnavailable", err)
+	defer direct.Close()
+	unavailable := 0
+	for range 20 {
+		if _, err := direct.InstanceGet(ctx, &storage.InstanceGetParams{Tenant: herald.DefaultTenant, ID: "k-0"}); err != nil {
+			if !errors.Is(err, herald.ErrUnavailable) {
+				t.Fatalf("InstanceGet after its connection was killed: %v, want ErrUnavailable", err)
+			}
+			unavailable++
 		}
+		kill()
 	}
-	bad.Close()
+	if unavailable == 0 {
+		t.Fatal("no call saw its connection killed: the mapping onto ErrUnavailable was not tested")
+	}
 }

@@ -78,13 +78,11 @@ func (c *Context) CallActivity(name string, input any, opts ...ActivityOption) F
 	for _, opt := range opts {
 		opt(&o)
 	}
-	in, err := marshal(input)
-	if err != nil {
-		panic(fmt.Sprintf("herald: encode input of activity %s: %v", name, err))
-	}
-	if reasons := jsonReasons(nil, "input of activity "+name, in, c.rt.cfg.MaxPayloadDepth); len(reasons) > 0 {
-		// Recorded in history, it would be a row no later turn could read.
-		panic(fmt.Sprintf("herald: CallActivity: %s", strings.Join(reasons, "; ")))
+	in, reasons := encodeJSON(nil, "input of activity "+name, input, c.rt.cfg.MaxPayloadDepth)
+	if len(reasons) > 0 {
+		// Recorded in history, a too deep input would be a row no later
+		// turn could read.
+		panic("herald: CallActivity: " + strings.Join(reasons, "; "))
 	}
 	return Future{c.s.CallActivity(name, in, o.retry)}
 }
@@ -187,7 +185,7 @@ func (c *Context) ContinueAsNew(input any, opts ...ContinueAsNewOption) error {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	in, reasons := c.rt.client.startReasons(nil, c.s.WorkflowName(), c.s.InstanceID(), input)
+	in, reasons := encodeJSON(nil, "input", input, c.rt.cfg.MaxPayloadDepth)
 	if len(reasons) > 0 {
 		return &InvalidArgumentError{Op: "ContinueAsNew", Reasons: reasons}
 	}

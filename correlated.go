@@ -32,7 +32,7 @@ func (c *Client) PutCorrelatedEvent(ctx context.Context, def, key string, payloa
 	var reasons []string
 	reasons = textReasons(reasons, "event definition name", def, MaxNameBytes)
 	reasons = textReasons(reasons, "correlation key", key, MaxKeyBytes)
-	raw, reasons := c.payloadReasons0(reasons, payload)
+	raw, reasons := encodeJSON(reasons, "payload", payload, c.cfg.MaxPayloadDepth)
 	if len(reasons) > 0 {
 		return nil, &EventInvalidError{Name: def, Reasons: reasons}
 	}

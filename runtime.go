@@ -264,11 +264,8 @@ func RegisterWorkflow[I, O any](r *Runtime, name string, fn func(ctx *Context, i
 // encodeResult encodes a workflow's or an activity's result, refusing one
 // that could not be stored (see Config.MaxPayloadDepth).
 func encodeResult(what string, v any, maxDepth int) (json.RawMessage, error) {
-	raw, err := marshal(v)
-	if err != nil {
-		return nil, fmt.Errorf("herald: encode result of %s: %w", what, err)
-	}
-	if reasons := jsonReasons(nil, "result of "+what, raw, maxDepth); len(reasons) > 0 {
+	raw, reasons := encodeJSON(nil, "result of "+what, v, maxDepth)
+	if len(reasons) > 0 {
 		return nil, &InvalidArgumentError{Op: what, Reasons: reasons}
 	}
 	return raw, nil

@@ -3,6 +3,7 @@ package herald
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/heraldwf/herald/storage"
@@ -40,14 +41,31 @@ func textReasons(reasons []string, what, s string, max int) []string {
 // bytes; a read of one that could not finds nothing.
 func textOK(s string, max int) bool { return storage.TextProblem(s, max) == "" }
 
+// cleanText reports whether s is valid UTF-8 without NUL bytes: text every
+// backend stores unchanged (storage.TextProblem adds the length and
+// emptiness rules of identifiers).
+func cleanText(s string) bool { return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 }
+
+// encodeJSON encodes v as JSON (a json.RawMessage as it is) and appends to
+// reasons why the result cannot be stored as the named value (what:
+// "payload", "input", …); see jsonReasons.
+func encodeJSON(reasons []string, what string, v any, maxDepth int) (json.RawMessage, []string) {
+	raw, err := marshal(v)
+	if err != nil {
+		return nil, append(reasons, what+" cannot be encoded as JSON: "+err.Error())
+	}
+	return raw, jsonReasons(reasons, what, raw, maxDepth)
+}
+
 // jsonReasons appends to reasons why raw cannot be stored as the named
-// JSON value (what: "payload", "input"): not JSON, not UTF-8, or nested
-// deeper than maxDepth.
+// JSON value: not JSON, not UTF-8, or nested deeper than maxDepth (never
+// more than MaxPayloadDepthLimit).
 func jsonReasons(reasons []string, what string, raw []byte, maxDepth int) []string {
+	maxDepth = min(maxDepth, MaxPayloadDepthLimit)
 	switch {
 	case !utf8.Valid(raw):
 		return append(reasons, what+" is not valid UTF-8")
-	case jsonDeeper(raw, min(maxDepth, MaxPayloadDepthLimit)):
+	case jsonDeeper(raw, maxDepth):
 		return append(reasons, fmt.Sprintf("%s nests arrays and objects deeper than %d levels", what, maxDepth))
 	case !json.Valid(raw):
 		return append(reasons, what+" is not valid JSON")

@@ -233,13 +233,17 @@ func (r *Runtime) failUnreplayable(ctx context.Context, t *storage.Turn, kind st
 	if len(msg) > 4096 {
 		msg = msg[:4096] + "…"
 	}
-	r.stats.InstancesUnreplayable.Add(1)
-	r.logger.Error("herald: instance failed: it cannot be replayed", "instance", t.Instance.ID,
-		"workflow", t.Instance.Workflow, "kind", kind, "err", msg)
+	// The cut may split a rune, and a decoder's message may quote bad bytes:
+	// the failure is stored as text.
+	msg = strings.ToValidUTF8(msg, "�")
 	dropped, err := r.store.InstanceTerminate(ctx, &storage.InstanceTerminateParams{Tenant: r.cfg.Tenant,
 		ID: t.Instance.ID, Now: r.cfg.Now(), Failure: &history.Failure{Kind: kind, Message: msg}})
 	switch {
 	case err == nil:
+		// Logged and counted once: only the call that ended the instance.
+		r.stats.InstancesUnreplayable.Add(1)
+		r.logger.Error("herald: instance failed: it cannot be replayed", "instance", t.Instance.ID,
+			"workflow", t.Instance.Workflow, "kind", kind, "err", msg)
 		reportDrops(r.logger, &r.stats, t.Instance.ID, dropped)
 	case errors.Is(err, storage.ErrInstanceNotRunning):
 	default:
