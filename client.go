@@ -19,7 +19,6 @@ import (
 type Client struct {
 	store   storage.Store
 	cfg     *Config
-	schemas schemaCache
 	stats   *Stats // the runtime's, when the client came from Runtime.Client
 }
 

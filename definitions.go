@@ -8,7 +8,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -82,7 +81,8 @@ func (e *DefinitionInvalidError) Is(target error) bool { return target == ErrDef
 //   - in-place applicators ($ref, allOf, anyOf, oneOf ...) fanning out to
 //     more than 10,000 subschema evaluations for a single value.
 //
-// A schema is compiled once per process, whichever client puts it or sends
+// A schema is normally compiled once per process (again only after the
+// process-wide cache evicted it), whichever client puts it or sends
 // its events.
 func (c *Client) PutEventDefinition(ctx context.Context, def EventDefinition) (*EventDefinition, error) {
 	def.Tenant = c.cfg.Tenant
@@ -155,7 +155,8 @@ func (c *Client) DeleteEventDefinition(ctx context.Context, name string) error {
 }
 
 // compiledSchemas holds the compiled schemas of every client of the
-// process: at most 1024, about 64 MiB.
+// process: at most 1024, about 64 MiB. Every event with a schema looks its
+// schema up here.
 var compiledSchemas = schema.NewCache(1024, 64<<20)
 
 // compileSchema returns raw compiled, or why it cannot be used; see
@@ -165,49 +166,6 @@ func compileSchema(raw []byte, maxBytes int) (*jsonschema.Schema, error) {
 		return nil, fmt.Errorf("%d bytes, over the %d-byte cap (Config.MaxSchemaBytes)", len(raw), maxBytes)
 	}
 	return compiledSchemas.Get(raw)
-}
-
-// schemaCache is a client's index of compiled schemas by definition name
-// and version, in front of compiledSchemas: a hit costs a map lookup where
-// compiledSchemas hashes the schema, and the client's store and tenant are
-// fixed, so a name and version denote one schema (storage.EventDefinition's
-// Version). It keeps why a version cannot be used too, so that is not
-// worked out again at every event.
-type schemaCache struct {
-	mu sync.Mutex
-	m  map[string]cachedSchema
-}
-
-type cachedSchema struct {
-	version int64
-	schema  *jsonschema.Schema
-	err     error
-}
-
-// maxClientSchemas bounds a client's index; past it an entry is dropped.
-const maxClientSchemas = 256
-
-func (sc *schemaCache) get(def *EventDefinition, maxBytes int) (*jsonschema.Schema, error) {
-	sc.mu.Lock()
-	e, ok := sc.m[def.Name]
-	sc.mu.Unlock()
-	if ok && e.version == def.Version {
-		return e.schema, e.err
-	}
-	s, err := compileSchema(def.Schema, maxBytes)
-	sc.mu.Lock()
-	defer sc.mu.Unlock()
-	if sc.m == nil {
-		sc.m = map[string]cachedSchema{}
-	}
-	if _, ok := sc.m[def.Name]; !ok && len(sc.m) >= maxClientSchemas {
-		for k := range sc.m {
-			delete(sc.m, k)
-			break
-		}
-	}
-	sc.m[def.Name] = cachedSchema{version: def.Version, schema: s, err: err}
-	return s, err
 }
 
 // applyDefinition validates an event against its definition, if one exists,
@@ -257,7 +215,7 @@ func (c *Client) payloadReasons(def *EventDefinition, payload []byte) ([]string,
 	if len(def.Schema) == 0 {
 		return nil, nil
 	}
-	sch, err := c.schemas.get(def, c.cfg.MaxSchemaBytes)
+	sch, err := compileSchema(def.Schema, c.cfg.MaxSchemaBytes)
 	if err != nil {
 		return nil, &DefinitionInvalidError{Name: def.Name, Reasons: []string{
 			fmt.Sprintf("stored version %d cannot be used: schema: %v", def.Version, err)}}
