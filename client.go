@@ -17,9 +17,9 @@ import (
 // bound to one tenant. A Client does not run workflows: a Runtime on the
 // same store does.
 type Client struct {
-	store   storage.Store
-	cfg     *Config
-	stats   *Stats // the runtime's, when the client came from Runtime.Client
+	store storage.Store
+	cfg   *Config
+	stats *Stats // the runtime's, when the client came from Runtime.Client
 }
 
 // NewClient returns a client over store (cfg may be nil for the defaults).
