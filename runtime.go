@@ -201,13 +201,16 @@ func (s *Stats) DroppedByReason() map[string]int64 {
 	return out
 }
 
-func (s *Stats) countDrop(reason string) {
-	s.EventsDropped.Add(1)
+func (s *Stats) countDrop(reason string) { s.countDrops(reason, 1) }
+
+// countDrops counts n dropped events of one reason (a burst: one lock).
+func (s *Stats) countDrops(reason string, n int64) {
+	s.EventsDropped.Add(n)
 	s.dropsByReasonMu.Lock()
 	if s.dropsByReason == nil {
 		s.dropsByReason = map[string]int64{}
 	}
-	s.dropsByReason[reason]++
+	s.dropsByReason[reason] += n
 	s.dropsByReasonMu.Unlock()
 }
 

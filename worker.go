@@ -285,33 +285,28 @@ func (r *Runtime) correlatedWaits(ctx context.Context, instanceID string, ws []r
 // limit drops (history.Event.Count) is one WARN line with the count and the
 // last event id, so that a flood does not flood the log.
 func reportDrops(logger *slog.Logger, stats *Stats, instanceID string, drops []history.Event) {
-	for _, d := range drops {
-		n := max(d.Count, 1)
-		if stats != nil {
-			for range n {
-				stats.countDrop(string(d.Reason))
-			}
-		}
-		attrs := []any{"instance", instanceID, "event_id", d.EventID,
-			"name", d.Name, "lane", d.Lane, "reason", d.Reason, "origin_execution", d.OriginExecution}
-		if n > 1 {
-			attrs = append(attrs, "count", n, "last_event_id", d.LastEventID)
-		}
-		logger.Warn("herald: event dropped", attrs...)
-	}
+	reportDropsAt(logger, slog.LevelWarn, "herald: event dropped", stats, instanceID, drops)
 }
 
 // reportContinuedDrops counts the limit drops that continue a burst whose
 // breadcrumb (and WARN line) an earlier turn wrote, and logs them at DEBUG:
 // one WARN per burst, every drop counted, every fate in the ledger.
 func reportContinuedDrops(logger *slog.Logger, stats *Stats, instanceID string, drops []history.Event) {
+	reportDropsAt(logger, slog.LevelDebug, "herald: events dropped, continuing a burst", stats, instanceID, drops)
+}
+
+func reportDropsAt(logger *slog.Logger, level slog.Level, msg string, stats *Stats, instanceID string, drops []history.Event) {
 	for _, d := range drops {
 		n := max(d.Count, 1)
-		for range n {
-			stats.countDrop(string(d.Reason))
+		if stats != nil {
+			stats.countDrops(string(d.Reason), int64(n))
 		}
-		logger.Debug("herald: events dropped, continuing a burst", "instance", instanceID, "event_id", d.EventID,
-			"name", d.Name, "lane", d.Lane, "reason", d.Reason, "count", n, "last_event_id", d.LastEventID)
+		attrs := []any{"instance", instanceID, "event_id", d.EventID,
+			"name", d.Name, "lane", d.Lane, "reason", d.Reason, "origin_execution", d.OriginExecution}
+		if n > 1 {
+			attrs = append(attrs, "count", n, "last_event_id", d.LastEventID)
+		}
+		logger.Log(context.Background(), level, msg, attrs...)
 	}
 }
 

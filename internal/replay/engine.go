@@ -1221,8 +1221,10 @@ func (s *State) giveBack(lane history.Lane, name string, seq int, b *Buffered) b
 // has not resolved is withdrawn (a timer is dropped, an activity is asked
 // to cancel, a wait is withdrawn), then every receive that has resolved
 // with an event whose result the workflow has not got (with Get) gives the
-// event back, oldest first, so that a wait still listening receives the
-// oldest (giveBack). A loser that gave its event back then returns
+// event back, oldest first within each lane and name (arrival numbers are
+// kept per lane; the order across lanes does not matter, as no wait
+// listens on two), so that a wait still listening receives the oldest
+// (giveBack). A loser that gave its event back then returns
 // ErrCanceled from Get.
 func (s *State) Select(fs ...*Future) int {
 	if len(fs) == 0 {
