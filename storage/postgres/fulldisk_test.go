@@ -144,6 +144,13 @@ func TestFullDisk(t *testing.T) {
 			t.Errorf("acknowledged event %s/go on a full disk: %v", id, err)
 		}
 	}
+	// A refused raise wrote nothing: its event id is unknown.
+	for i := range n {
+		id := fmt.Sprintf("i%03d", i)
+		if _, err := c.EventFate(ctx, id+"/go"); !acked[i] && !errors.Is(err, storage.ErrNotFound) {
+			t.Errorf("refused event %s/go on a full disk: fate read %v, want ErrNotFound", id, err)
+		}
+	}
 
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
