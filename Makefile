@@ -6,8 +6,10 @@ GO ?= go
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
-build: ## build the herald command into ./bin
-	$(GO) build -o bin/herald ./cmd/herald
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+
+build: ## build the herald command into ./bin (herald version prints VERSION)
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/herald ./cmd/herald
 
 demo: ## run the example workflows end to end on SQLite
 	$(GO) run ./cmd/herald demo

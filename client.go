@@ -5,85 +5,59 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/heraldwf/herald/heraldtype"
 	"github.com/heraldwf/herald/history"
 	"github.com/heraldwf/herald/storage"
 )
 
 // Client starts workflows, sends them events and reads their state. It is
-// bound to one tenant. A Client does not run workflows: a Runtime on the
-// same store does.
+// bound to one tenant (Runtime.Client, NewClient) and never reads or writes
+// another's. A Client does not run workflows: a Runtime on the same store
+// does.
 type Client struct {
-	store storage.Store
-	cfg   *Config
-	stats *Stats // the runtime's, when the client came from Runtime.Client
+	store  storage.Store
+	tenant string
+	cfg    *ClientConfig
+	limits *limitCache // the runtime's, for a client of a runtime
+
+	ensured atomic.Bool // the tenant is registered
 }
 
-// NewClient returns a client over store (cfg may be nil for the defaults).
-func NewClient(store storage.Store, cfg *Config) *Client {
-	return &Client{store: store, cfg: cfg.WithDefaults()}
-}
-
-// Status is an instance's status.
-type Status = storage.Status
-
-// Instance statuses.
-const (
-	StatusPending    = storage.StatusPending
-	StatusRunning    = storage.StatusRunning
-	StatusCompleted  = storage.StatusCompleted
-	StatusFailed     = storage.StatusFailed
-	StatusTerminated = storage.StatusTerminated
-)
-
-// EventRecord is an event's entry in the fate ledger: where it stands.
-type EventRecord = storage.EventRecord
-
-// InstanceInfo describes an instance.
-type InstanceInfo struct {
-	ID        string
-	Workflow  string
-	Status    Status
-	Execution int
-	Input     json.RawMessage
-	Output    json.RawMessage
-	Failure   *history.Failure
-	CreatedAt time.Time
-	UpdatedAt time.Time
-}
-
-// Err returns the instance's failure as a typed error (a
-// *NondeterminismError, or a *WorkflowError), or nil.
-func (i *InstanceInfo) Err() error { return failureError(i.Failure) }
-
-// Result decodes the output of a completed instance into out. It returns the
-// instance's error if it failed or was terminated, and an error if it has
-// not finished.
-func (i *InstanceInfo) Result(out any) error {
-	switch i.Status {
-	case StatusCompleted:
-		if out == nil {
-			return nil
-		}
-		return json.Unmarshal(i.Output, out)
-	case StatusFailed, StatusTerminated:
-		return i.Err()
-	default:
-		return fmt.Errorf("herald: instance %s is %s", i.ID, i.Status)
+// NewClient returns a client of tenant over store; cfg may be nil for
+// every default. It registers the tenant before its first write. It
+// returns an *InvalidArgumentError (ErrInvalidArgument) for a nil store, a
+// tenant id that breaks the text rules (empty, over MaxIDBytes, not UTF-8,
+// a NUL byte) or a cfg that Validate refuses.
+func NewClient(store storage.Store, tenant string, cfg *ClientConfig) (*Client, error) {
+	ps := cfg.problems(nil)
+	if store == nil {
+		ps = append(ps, "store is nil")
 	}
+	ps = tenantReasons(ps, tenant)
+	if len(ps) > 0 {
+		return nil, &InvalidArgumentError{Op: "NewClient", Reasons: ps}
+	}
+	c := cfg.WithDefaults()
+	c.Observer = guardObserver(c.Observer, c.Logger)
+	return &Client{store: store, tenant: tenant, cfg: c, limits: newLimitCache(store, c.Logger)}, nil
 }
 
 func infoOf(in *storage.Instance) *InstanceInfo {
 	return &InstanceInfo{ID: in.ID, Workflow: in.Workflow, Status: in.Status, Execution: in.Execution,
-		Input: in.Input, Output: in.Output, Failure: in.Failure, CreatedAt: in.CreatedAt, UpdatedAt: in.UpdatedAt}
+		Input: in.Input, Output: in.Output, Failure: in.Failure, CreatedAt: in.CreatedAt, UpdatedAt: in.UpdatedAt,
+		Blocked: in.Blocked}
 }
 
 // StartWorkflow starts an instance of the named workflow with input (encoded
-// as JSON) and returns its id. It returns ErrInstanceExists if
-// WithInstanceID names an existing instance, and an *InvalidArgumentError
+// as JSON) and returns its id. If WithInstanceID names an existing
+// instance, the IDReusePolicy decides: ErrInstanceExists (the default), or
+// the existing instance of the same workflow (WithIDReusePolicy(
+// IDReuseUseExisting)). It returns an *InvalidArgumentError
 // (ErrInvalidArgument; nothing stored) for an empty or malformed workflow
 // name or instance id (see MaxNameBytes, MaxIDBytes) or an input that cannot
 // be encoded as JSON or nests deeper than Config.MaxPayloadDepth.
@@ -97,32 +71,46 @@ func (c *Client) StartWorkflow(ctx context.Context, workflow string, input any, 
 		id = uuid.NewString()
 	}
 	reasons := textReasons(nil, "workflow name", workflow, MaxNameBytes)
+	if o.reuse != IDReuseFail && o.reuse != IDReuseUseExisting {
+		reasons = append(reasons, fmt.Sprintf("id-reuse policy %d is not one of the IDReuse constants", o.reuse))
+	}
 	reasons = textReasons(reasons, "instance id", id, MaxIDBytes)
-	in, reasons := encodeJSON(reasons, "input", input, c.cfg.MaxPayloadDepth)
+	in, reasons := encodeJSON(reasons, "input", input, c.limitsFor(ctx).maxPayloadDepth)
 	if len(reasons) > 0 {
 		return "", &InvalidArgumentError{Op: "StartWorkflow", Reasons: reasons}
 	}
+	if err := c.ensureTenant(ctx); err != nil {
+		return "", fmt.Errorf("start %s: %w", id, err)
+	}
 	_, err := c.store.InstanceCreate(ctx, &storage.InstanceCreateParams{
-		Tenant: c.cfg.Tenant, ID: id, Workflow: workflow, Input: in, Now: c.cfg.Now(),
+		Tenant: c.tenant, ID: id, Workflow: workflow, Input: in, Now: c.cfg.Clock.Now(),
 	})
+	if errors.Is(err, heraldtype.ErrInstanceExists) && o.reuse == IDReuseUseExisting {
+		return c.startExisting(ctx, workflow, id, err)
+	}
 	if err != nil {
 		return "", fmt.Errorf("start %s: %w", id, err)
 	}
 	return id, nil
 }
 
-// EventReceipt acknowledges an accepted event.
-type EventReceipt struct {
-	EventID    string
-	ReceivedAt time.Time
-	// Duplicate: the event id was seen before; this is its first receipt
-	// and nothing changed.
-	Duplicate bool
-	// Started: StartIfAbsent started the instance.
-	Started bool
+// startExisting is IDReuseUseExisting's answer to a start whose id is taken:
+// the existing instance if it runs workflow, else exists (the create's
+// ErrInstanceExists).
+func (c *Client) startExisting(ctx context.Context, workflow, id string, exists error) (string, error) {
+	in, err := idempotent(ctx, func() (*storage.Instance, error) {
+		return c.store.InstanceGet(ctx, &storage.InstanceGetParams{Tenant: c.tenant, ID: id})
+	})
+	if err != nil {
+		return "", fmt.Errorf("start %s: read the existing instance: %w", id, err)
+	}
+	if in.Workflow != workflow {
+		return "", fmt.Errorf("start %s: it runs workflow %q, not %q: %w", id, in.Workflow, workflow, exists)
+	}
+	return id, nil
 }
 
-// RaiseEvent sends an event on the positional lane to instance (SPEC §3.1).
+// RaiseEvent sends an event on the positional lane to instance (docs/positional.md).
 // The payload is encoded as JSON (any JSON value, "" and null included). An
 // instance that does not exist yet keeps the event until it starts.
 //
@@ -137,7 +125,7 @@ func (c *Client) RaiseEvent(ctx context.Context, instanceID, name string, payloa
 }
 
 // Enqueue puts a message into the named queue of instance on the queue lane
-// (SPEC §3.2): a durable FIFO mailbox whose messages wait for the next
+// (docs/queue.md): a durable FIFO mailbox whose messages wait for the next
 // Dequeue, whatever happens to earlier receives. Options and errors are
 // RaiseEvent's.
 func (c *Client) Enqueue(ctx context.Context, instanceID, queue string, payload any, opts ...RaiseOption) (*EventReceipt, error) {
@@ -149,7 +137,8 @@ func (c *Client) send(ctx context.Context, lane history.Lane, instanceID, name s
 	for _, opt := range opts {
 		opt(&o)
 	}
-	raw, startInput, err := c.validateEvent(instanceID, name, payload, &o)
+	lim := c.limitsFor(ctx)
+	raw, startInput, err := c.validateEvent(instanceID, name, payload, &o, lim.maxPayloadDepth)
 	if err != nil {
 		return nil, err
 	}
@@ -159,41 +148,49 @@ func (c *Client) send(ctx context.Context, lane history.Lane, instanceID, name s
 		id = uuid.NewString()
 	}
 	return idempotent(ctx, func() (*EventReceipt, error) {
-		return c.sendOnce(ctx, lane, instanceID, name, id, raw, startInput, &o)
+		return c.sendOnce(ctx, lane, instanceID, name, id, raw, startInput, &o, lim)
 	})
 }
 
-func (c *Client) sendOnce(ctx context.Context, lane history.Lane, instanceID, name, id string, raw, startInput json.RawMessage, o *raiseOptions) (*EventReceipt, error) {
+func (c *Client) sendOnce(ctx context.Context, lane history.Lane, instanceID, name, id string, raw, startInput json.RawMessage,
+	o *raiseOptions, lim clientLimits) (*EventReceipt, error) {
 	if o.eventID != "" {
 		// A retry of an accepted event returns its first receipt even if the
 		// event's definition has changed since: dedup comes before
 		// validation. (The store checks again, atomically.)
-		rec, err := c.store.EventGet(ctx, &storage.EventGetParams{Tenant: c.cfg.Tenant, EventID: id})
+		rec, err := c.store.EventGet(ctx, &storage.EventGetParams{Tenant: c.tenant, EventID: id})
 		switch {
 		case err == nil && rec.InstanceID == instanceID && rec.Lane == lane && rec.Name == name:
+			c.cfg.Observer.EventAccepted(EventReport{Tenant: c.tenant, InstanceID: instanceID, EventID: id,
+				Lane: string(lane), Name: name, Duplicate: true})
 			return &EventReceipt{EventID: id, ReceivedAt: rec.ReceivedAt, Duplicate: true}, nil
 		case err == nil:
-			return nil, fmt.Errorf("send %s %q to %s: event id %s: %w", lane, name, instanceID, id, storage.ErrEventIDConflict)
-		case !errors.Is(err, storage.ErrNotFound):
+			return nil, fmt.Errorf("send %s %q to %s: event id %s: %w", lane, name, instanceID, id, heraldtype.ErrEventIDConflict)
+		case !errors.Is(err, heraldtype.ErrNotFound):
 			return nil, fmt.Errorf("send %s %q to %s: %w", lane, name, instanceID, err)
 		}
 	}
-	now := c.cfg.Now()
+	now := c.cfg.Clock.Now()
 	p := &storage.EventRaiseParams{
-		Tenant: c.cfg.Tenant, InstanceID: instanceID, EventID: id, Lane: lane,
+		Tenant: c.tenant, InstanceID: instanceID, EventID: id, Lane: lane,
 		Name: name, Payload: raw, Now: now,
 	}
-	if err := c.applyDefinition(ctx, p); err != nil {
+	if err := c.applyDefinition(ctx, p, lim); err != nil {
 		return nil, err
 	}
+	if err := c.ensureTenant(ctx); err != nil {
+		return nil, fmt.Errorf("send %s %q to %s: %w", lane, name, instanceID, err)
+	}
 	if o.start {
-		p.StartIfAbsent = &storage.InstanceCreateParams{Tenant: c.cfg.Tenant, ID: instanceID,
+		p.StartIfAbsent = &storage.InstanceCreateParams{Tenant: c.tenant, ID: instanceID,
 			Workflow: o.startWorkflow, Input: startInput, Now: now}
 	}
 	res, err := c.store.EventRaise(ctx, p)
 	if err != nil {
 		return nil, fmt.Errorf("send %s %q to %s: %w", lane, name, instanceID, err)
 	}
+	c.cfg.Observer.EventAccepted(EventReport{Tenant: c.tenant, InstanceID: instanceID, EventID: res.EventID,
+		Lane: string(lane), Name: name, Duplicate: res.Duplicate})
 	return &EventReceipt{EventID: res.EventID, ReceivedAt: res.ReceivedAt, Duplicate: res.Duplicate, Started: res.Started}, nil
 }
 
@@ -201,17 +198,17 @@ func (c *Client) sendOnce(ctx context.Context, lane history.Lane, instanceID, na
 // payload (and StartIfAbsent's workflow and input), and encodes the payload
 // and the start input. Every problem found is listed in one
 // *EventInvalidError.
-func (c *Client) validateEvent(instanceID, name string, payload any, o *raiseOptions) (raw, startInput json.RawMessage, err error) {
+func (c *Client) validateEvent(instanceID, name string, payload any, o *raiseOptions, maxDepth int) (raw, startInput json.RawMessage, err error) {
 	var reasons []string
 	reasons = textReasons(reasons, "instance id", instanceID, MaxIDBytes)
 	reasons = textReasons(reasons, "event name", name, MaxNameBytes)
 	if o != nil && o.eventID != "" {
 		reasons = textReasons(reasons, "event id", o.eventID, MaxIDBytes)
 	}
-	raw, reasons = encodeJSON(reasons, "payload", payload, c.cfg.MaxPayloadDepth)
+	raw, reasons = encodeJSON(reasons, "payload", payload, maxDepth)
 	if o != nil && o.start {
 		reasons = textReasons(reasons, "StartIfAbsent workflow name", o.startWorkflow, MaxNameBytes)
-		startInput, reasons = encodeJSON(reasons, "StartIfAbsent input", o.startInput, c.cfg.MaxPayloadDepth)
+		startInput, reasons = encodeJSON(reasons, "StartIfAbsent input", o.startInput, maxDepth)
 	}
 	if len(reasons) > 0 {
 		return nil, nil, &EventInvalidError{Name: name, Reasons: reasons}
@@ -223,7 +220,7 @@ func (c *Client) validateEvent(instanceID, name string, payload any, o *raiseOpt
 // the text rules of MaxIDBytes and kin) returns: the same as a well-formed
 // unknown one.
 func notFound(what, id string) error {
-	return fmt.Errorf("%s %.64q: %w", what, id, storage.ErrNotFound)
+	return fmt.Errorf("%s %.64q: %w", what, id, heraldtype.ErrNotFound)
 }
 
 // Status returns an instance's state, or ErrNotFound.
@@ -232,7 +229,7 @@ func (c *Client) Status(ctx context.Context, instanceID string) (*InstanceInfo, 
 		return nil, notFound("status of", instanceID)
 	}
 	in, err := idempotent(ctx, func() (*storage.Instance, error) {
-		return c.store.InstanceGet(ctx, &storage.InstanceGetParams{Tenant: c.cfg.Tenant, ID: instanceID})
+		return c.store.InstanceGet(ctx, &storage.InstanceGetParams{Tenant: c.tenant, ID: instanceID})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("status of %s: %w", instanceID, err)
@@ -271,7 +268,7 @@ func (c *Client) History(ctx context.Context, instanceID string, execution int) 
 		return nil, notFound("history of", instanceID)
 	}
 	evs, err := idempotent(ctx, func() ([]history.Event, error) {
-		return c.store.HistoryList(ctx, &storage.HistoryListParams{Tenant: c.cfg.Tenant, InstanceID: instanceID, Execution: execution})
+		return c.store.HistoryList(ctx, &storage.HistoryListParams{Tenant: c.tenant, InstanceID: instanceID, Execution: execution})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("history of %s: %w", instanceID, err)
@@ -289,12 +286,12 @@ func (c *Client) Terminate(ctx context.Context, instanceID, reason string) error
 	if !cleanText(reason) {
 		return &InvalidArgumentError{Op: "Terminate", Reasons: []string{"reason is not valid UTF-8 or contains a NUL byte"}}
 	}
-	dropped, err := c.store.InstanceTerminate(ctx, &storage.InstanceTerminateParams{Tenant: c.cfg.Tenant, ID: instanceID,
-		Reason: reason, Now: c.cfg.Now()})
+	dropped, err := c.store.InstanceTerminate(ctx, &storage.InstanceTerminateParams{Tenant: c.tenant, ID: instanceID,
+		Reason: reason, Now: c.cfg.Clock.Now()})
 	if err != nil {
 		return fmt.Errorf("terminate %s: %w", instanceID, err)
 	}
-	reportDrops(c.cfg.Logger, c.stats, instanceID, dropped)
+	reportDrops(c.cfg.Logger, c.cfg.Observer, c.tenant, instanceID, dropped)
 	return nil
 }
 
@@ -306,7 +303,7 @@ func (c *Client) EventFate(ctx context.Context, eventID string) (*EventRecord, e
 		return nil, notFound("fate of event", eventID)
 	}
 	rec, err := idempotent(ctx, func() (*EventRecord, error) {
-		return c.store.EventGet(ctx, &storage.EventGetParams{Tenant: c.cfg.Tenant, EventID: eventID})
+		return c.store.EventGet(ctx, &storage.EventGetParams{Tenant: c.tenant, EventID: eventID})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("fate of event %s: %w", eventID, err)
@@ -327,7 +324,7 @@ type EventFilter struct {
 // has an answer. An optional filter narrows the list. An instance id or name
 // that can never exist lists nothing, as an unknown one does.
 func (c *Client) Events(ctx context.Context, instanceID string, filter ...EventFilter) ([]*EventRecord, error) {
-	p := &storage.EventListParams{Tenant: c.cfg.Tenant, InstanceID: instanceID}
+	p := &storage.EventListParams{Tenant: c.tenant, InstanceID: instanceID}
 	if len(filter) > 0 {
 		f := filter[0]
 		p.Lane, p.Name, p.Fate, p.Limit = f.Lane, f.Name, f.Fate, f.Limit

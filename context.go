@@ -72,16 +72,27 @@ func (c *Context) Logger() *slog.Logger {
 
 // CallActivity schedules the named activity with input (encoded as JSON).
 // The activity runs at least once, retried by its policy; Get returns its
-// result or an *ActivityError.
+// result or an *ActivityError. An input that cannot be stored (see
+// Config.MaxPayloadDepth) or a WithRetry policy with a negative field, a
+// backoff coefficient below 1 or a MaxInterval shorter than its
+// InitialInterval panics: the workflow fails (kind "panic") with the
+// reasons.
 func (c *Context) CallActivity(name string, input any, opts ...ActivityOption) Future {
 	var o activityOptions
 	for _, opt := range opts {
 		opt(&o)
 	}
 	in, reasons := encodeJSON(nil, "input of activity "+name, input, c.rt.cfg.MaxPayloadDepth)
+	reasons = retryReasons(reasons, "WithRetry", o.retry)
+	if p := c.rt.retryPolicy(o.retry); len(reasons) == 0 && p.MaxInterval < p.InitialInterval {
+		reasons = append(reasons, fmt.Sprintf("WithRetry.MaxInterval %v is shorter than its InitialInterval %v (zero fields take Config.DefaultRetry's)",
+			p.MaxInterval, p.InitialInterval))
+	}
 	if len(reasons) > 0 {
 		// Recorded in history, a too deep input would be a row no later
-		// turn could read.
+		// turn could read; a retry policy that makes no sense is a bug to
+		// show, not to replace with defaults. Either way the same code
+		// fails the same way on every replay.
 		panic("herald: CallActivity: " + strings.Join(reasons, "; "))
 	}
 	return Future{c.s.CallActivity(name, in, o.retry)}
@@ -94,7 +105,7 @@ func (c *Context) Timer(d time.Duration) Future { return Future{c.s.NewTimer(d)}
 func (c *Context) Sleep(d time.Duration) error { return c.Timer(d).Get(nil) }
 
 // WaitEvent waits for the next event called name on the positional lane
-// (SPEC §3.1): an event raised before the wait is buffered and received at
+// (docs/positional.md): an event raised before the wait is buffered and received at
 // once; events and waits of one name pair up in order. WithTimeout makes the
 // wait fail with ErrEventTimeout.
 func (c *Context) WaitEvent(name string, opts ...WaitOption) Future {
@@ -106,7 +117,7 @@ func (c *Context) WaitEvent(name string, opts ...WaitOption) Future {
 }
 
 // Dequeue receives the oldest message of the named queue on the queue lane
-// (SPEC §3.2), waiting for one if the queue is empty. Messages are kept until
+// (docs/queue.md), waiting for one if the queue is empty. Messages are kept until
 // a receive takes them: a Dequeue that loses a Select or times out
 // (WithTimeout → ErrEventTimeout) consumes nothing, and unconsumed messages
 // are carried across ContinueAsNew.
@@ -119,7 +130,7 @@ func (c *Context) Dequeue(queue string, opts ...WaitOption) Future {
 }
 
 // WaitCorrelated waits for a correlated event of the event definition def
-// under a business key (SPEC §3.3): a correlated event put with
+// under a business key (docs/correlated.md): a correlated event put with
 // Client.PutCorrelatedEvent(def, key, payload) — before this wait or after
 // it — completes it. One put reaches every instance waiting on that key
 // (fan-out), unless the definition says DeleteAfterFirstCorrelation. With
@@ -151,8 +162,8 @@ func (c *Context) TryDequeue(queue string, out any) (bool, error) {
 // Select blocks until one of the futures resolves and returns its index
 // (the lowest among those resolved). Every other future that has not
 // resolved is cancelled: a timer is dropped, an activity is asked to
-// cancel, a wait is withdrawn (its late answer will be dropped, SPEC §3.1
-// rule 3). A receive (WaitEvent, Dequeue, WaitCorrelated) that lost but had
+// cancel, a wait is withdrawn (its late answer will be dropped,
+// docs/positional.md, rule 3). A receive (WaitEvent, Dequeue, WaitCorrelated) that lost but had
 // already received an event whose result the workflow has not read with Get
 // gives the event back, at its place in the order, so the next receive
 // gets it; its Get then returns ErrCanceled. An event is consumed only by a

@@ -6,18 +6,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/heraldwf/herald/heraldtype"
+	"github.com/heraldwf/herald/history"
 	"github.com/heraldwf/herald/storage"
 )
-
-// CorrelatedEvent is a piece of data put under (event definition, key),
-// addressed to no instance: every instance waiting on that key with
-// ctx.WaitCorrelated receives it (SPEC §3.3). Produced lists the events it
-// produced, one per wait it reached; each is an ordinary event with a fate
-// (Client.EventFate) whose Name and Key link back here.
-type CorrelatedEvent = storage.CorrelatedEvent
-
-// ProducedEvent links a correlated event to an event it produced.
-type ProducedEvent = storage.ProducedEvent
 
 // PutCorrelatedEvent stores payload under (def, key), or updates the payload
 // if the key exists, and in the same transaction delivers it to every
@@ -32,26 +24,30 @@ func (c *Client) PutCorrelatedEvent(ctx context.Context, def, key string, payloa
 	var reasons []string
 	reasons = textReasons(reasons, "event definition name", def, MaxNameBytes)
 	reasons = textReasons(reasons, "correlation key", key, MaxKeyBytes)
-	raw, reasons := encodeJSON(reasons, "payload", payload, c.cfg.MaxPayloadDepth)
+	lim := c.limitsFor(ctx)
+	raw, reasons := encodeJSON(reasons, "payload", payload, lim.maxPayloadDepth)
 	if len(reasons) > 0 {
 		return nil, &EventInvalidError{Name: def, Reasons: reasons}
 	}
-	d, err := c.store.EventDefinitionGet(ctx, &storage.EventDefinitionGetParams{Tenant: c.cfg.Tenant, Name: def})
+	d, err := c.store.EventDefinitionGet(ctx, &storage.EventDefinitionGetParams{Tenant: c.tenant, Name: def})
 	switch {
-	case errors.Is(err, storage.ErrNotFound):
+	case errors.Is(err, heraldtype.ErrNotFound):
 		return nil, &EventInvalidError{Name: def, Reasons: []string{"no event definition " + def + ": correlated events need one with a correlation config"}}
 	case err != nil:
 		return nil, fmt.Errorf("event definition %s: %w", def, err)
 	case d.Correlation == nil:
 		return nil, &EventInvalidError{Name: def, Reasons: []string{"event definition " + def + " has no correlation config"}}
 	}
-	if reasons, err := c.payloadReasons(d, raw); err != nil {
+	if reasons, err := c.payloadReasons(d, raw, lim.maxPayloadBytes); err != nil {
 		return nil, err
 	} else if len(reasons) > 0 {
 		return nil, &EventInvalidError{Name: def, Reasons: reasons}
 	}
-	now := c.cfg.Now()
-	p := &storage.CorrelatedPutParams{Tenant: c.cfg.Tenant, Def: def, Key: key, Payload: raw,
+	if err := c.ensureTenant(ctx); err != nil {
+		return nil, fmt.Errorf("put correlated event %s/%s: %w", def, key, err)
+	}
+	now := c.cfg.Clock.Now()
+	p := &storage.CorrelatedPutParams{Tenant: c.tenant, Def: def, Key: key, Payload: raw,
 		DeleteAfterFirst: d.Correlation.DeleteAfterFirstCorrelation, Now: now}
 	if d.Correlation.TTL > 0 {
 		p.ExpiresAt = now.Add(d.Correlation.TTL)
@@ -60,6 +56,7 @@ func (c *Client) PutCorrelatedEvent(ctx context.Context, def, key string, payloa
 	if err != nil {
 		return nil, fmt.Errorf("put correlated event %s/%s: %w", def, key, err)
 	}
+	c.cfg.Observer.EventAccepted(EventReport{Tenant: c.tenant, Lane: string(history.LaneCorrelated), Name: def, Key: key})
 	return ce, nil
 }
 
@@ -70,7 +67,7 @@ func (c *Client) GetCorrelatedEvent(ctx context.Context, def, key string) (*Corr
 		return nil, notFound("correlated event", def+"/"+key)
 	}
 	ce, err := idempotent(ctx, func() (*CorrelatedEvent, error) {
-		return c.store.CorrelatedGet(ctx, &storage.CorrelatedGetParams{Tenant: c.cfg.Tenant, Def: def, Key: key})
+		return c.store.CorrelatedGet(ctx, &storage.CorrelatedGetParams{Tenant: c.tenant, Def: def, Key: key})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("correlated event %s/%s: %w", def, key, err)
@@ -84,7 +81,7 @@ func (c *Client) DeleteCorrelatedEvent(ctx context.Context, def, key string) err
 	if !textOK(def, MaxNameBytes) || !textOK(key, MaxKeyBytes) {
 		return notFound("delete correlated event", def+"/"+key)
 	}
-	if err := c.store.CorrelatedDelete(ctx, &storage.CorrelatedGetParams{Tenant: c.cfg.Tenant, Def: def, Key: key}); err != nil {
+	if err := c.store.CorrelatedDelete(ctx, &storage.CorrelatedGetParams{Tenant: c.tenant, Def: def, Key: key}); err != nil {
 		return fmt.Errorf("delete correlated event %s/%s: %w", def, key, err)
 	}
 	return nil
@@ -118,7 +115,7 @@ func (c *Client) SearchCorrelatedEvents(ctx context.Context, def string, q Corre
 		next string
 	}
 	pg, err := idempotent(ctx, func() (page, error) {
-		evs, next, err := c.store.CorrelatedSearch(ctx, &storage.CorrelatedSearchParams{Tenant: c.cfg.Tenant, Def: def,
+		evs, next, err := c.store.CorrelatedSearch(ctx, &storage.CorrelatedSearchParams{Tenant: c.tenant, Def: def,
 			Earliest: q.Earliest, Latest: q.Latest, HasProduced: q.HasCorrelatedEvents, Limit: q.Limit, Bookmark: q.Bookmark})
 		return page{evs, next}, err
 	})

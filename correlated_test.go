@@ -1,6 +1,6 @@
 package herald_test
 
-// End-to-end tests of the correlated lane (SPEC §3.3, seed 003):
+// End-to-end tests of the correlated lane (docs/correlated.md):
 // ctx.WaitCorrelated(def, key) ⟷ Client.PutCorrelatedEvent(def, key,
 // payload). Each test checks the workflow's result, its history (the
 // EventSubscribed / EventRaised pair on lane "correlated" with the key and the
@@ -93,73 +93,6 @@ func coRegister(rt *herald.Runtime) {
 
 func coSetup(t *testing.T, cfg *herald.Config) *bundle {
 	return setup(t, cfg, coRegister)
-}
-
-// coDefine stores a definition with a correlation config.
-func coDefine(b *bundle, c *coDefSpec) {
-	b.t.Helper()
-	if _, err := b.client.PutEventDefinition(b.ctx, herald.EventDefinition{Name: c.name, Schema: c.schema,
-		Correlation: c.corr}); err != nil {
-		b.t.Fatalf("define %s: %v", c.name, err)
-	}
-}
-
-type coDefSpec struct {
-	name   string
-	schema json.RawMessage
-	corr   *herald.CorrelationConfig
-}
-
-func coDef(name string, corr *herald.CorrelationConfig) *coDefSpec {
-	if corr == nil {
-		corr = &herald.CorrelationConfig{}
-	}
-	return &coDefSpec{name: name, corr: corr}
-}
-
-func coStart(b *bundle, workflow, id string, in coIn) {
-	b.t.Helper()
-	if _, err := b.client.StartWorkflow(b.ctx, workflow, in, herald.WithInstanceID(id)); err != nil {
-		b.t.Fatalf("start %s: %v", id, err)
-	}
-}
-
-func coPut(b *bundle, def, key string, payload any) *herald.CorrelatedEvent {
-	b.t.Helper()
-	ce, err := b.client.PutCorrelatedEvent(b.ctx, def, key, payload)
-	if err != nil {
-		b.t.Fatalf("put %s/%s: %v", def, key, err)
-	}
-	if ce.Def != def || ce.Key != key {
-		b.t.Fatalf("put %s/%s returned %s/%s", def, key, ce.Def, ce.Key)
-	}
-	return ce
-}
-
-func coGet(b *bundle, def, key string) *herald.CorrelatedEvent {
-	b.t.Helper()
-	ce, err := b.client.GetCorrelatedEvent(b.ctx, def, key)
-	if err != nil {
-		b.t.Fatalf("get %s/%s: %v", def, key, err)
-	}
-	return ce
-}
-
-func coGone(b *bundle, def, key string) {
-	b.t.Helper()
-	if ce, err := b.client.GetCorrelatedEvent(b.ctx, def, key); !errors.Is(err, herald.ErrNotFound) {
-		b.t.Fatalf("get %s/%s = %+v, %v; want ErrNotFound", def, key, ce, err)
-	}
-}
-
-func coResult(b *bundle, id string) string {
-	b.t.Helper()
-	info := b.waitDone(id)
-	var s string
-	if err := info.Result(&s); err != nil {
-		b.t.Fatalf("%s: status %s: %v", id, info.Status, err)
-	}
-	return s
 }
 
 // coSubscribed returns the seq of the instance's correlated wait on (def,
@@ -288,26 +221,19 @@ func coNoCorrelated(b *bundle, id string) {
 	}
 }
 
-func coFinish(b *bundle, id string) {
-	b.t.Helper()
-	if _, err := b.client.RaiseEvent(b.ctx, id, "finish", nil); err != nil {
-		b.t.Fatalf("raise finish to %s: %v", id, err)
-	}
-}
-
 // 1. Put then wait: the wait completes at once, in the instance's first
 // turns, and the correlated event is kept for the next waiter (fan-out).
 func TestCorrelated_PutThenWait(t *testing.T) {
 	t.Parallel()
 	b := coSetup(t, nil)
-	coDefine(b, coDef("doc.signed", nil))
-	ce := coPut(b, "doc.signed", "doc-1", "signed by ann")
+	b.defineCorrelated("doc.signed", nil)
+	ce := b.put("doc.signed", "doc-1", "signed by ann")
 	if len(ce.Produced) != 0 || string(ce.Payload) != `"signed by ann"` || ce.CreatedAt.IsZero() {
 		t.Fatalf("put with no waiter returned %+v", ce)
 	}
 
-	coStart(b, coWaitWF, "i1", coIn{Def: "doc.signed", Key: "doc-1"})
-	if got := coResult(b, "i1"); got != "got:signed by ann" {
+	b.start(coWaitWF, "i1", coIn{Def: "doc.signed", Key: "doc-1"})
+	if got := resultOf[string](b, "i1"); got != "got:signed by ann" {
 		t.Fatalf("i1 result %q", got)
 	}
 	evs := b.history("i1", 0)
@@ -326,24 +252,24 @@ func TestCorrelated_PutThenWait(t *testing.T) {
 
 	// Fan-out: the correlated event stays, so a second instance receives it
 	// too, as its own event.
-	coStart(b, coSleepyWF, "i2", coIn{Def: "doc.signed", Key: "doc-1"})
-	if got := coResult(b, "i2"); got != "got:signed by ann" {
+	b.start(coSleepyWF, "i2", coIn{Def: "doc.signed", Key: "doc-1"})
+	if got := resultOf[string](b, "i2"); got != "got:signed by ann" {
 		t.Fatalf("i2 result %q", got)
 	}
 	ev2, seq2 := coCheckDelivered(b, "i2", "doc.signed", "doc-1", "signed by ann")
 	if ev2 == ev1 {
 		t.Fatalf("both instances got event id %s; each delivery is its own event", ev1)
 	}
-	coCheckProduced(b, coGet(b, "doc.signed", "doc-1"), map[string]coProduced{
+	coCheckProduced(b, b.correlated("doc.signed", "doc-1"), map[string]coProduced{
 		"i1": {ev1, seq1}, "i2": {ev2, seq2}})
 
 	// Another key of the same definition, and the same key of another
 	// definition, are other correlated events: these waits time out.
-	coDefine(b, coDef("doc.rejected", nil))
-	coStart(b, coWaitWF, "i3", coIn{Def: "doc.signed", Key: "doc-2", Timeout: 50 * time.Millisecond})
-	coStart(b, coWaitWF, "i4", coIn{Def: "doc.rejected", Key: "doc-1", Timeout: 50 * time.Millisecond})
+	b.defineCorrelated("doc.rejected", nil)
+	b.start(coWaitWF, "i3", coIn{Def: "doc.signed", Key: "doc-2", Timeout: 50 * time.Millisecond})
+	b.start(coWaitWF, "i4", coIn{Def: "doc.rejected", Key: "doc-1", Timeout: 50 * time.Millisecond})
 	for _, id := range []string{"i3", "i4"} {
-		if got := coResult(b, id); got != "timeout" {
+		if got := resultOf[string](b, id); got != "timeout" {
 			t.Fatalf("%s result %q, want timeout", id, got)
 		}
 		coNoCorrelated(b, id)
@@ -355,23 +281,23 @@ func TestCorrelated_PutThenWait(t *testing.T) {
 func TestCorrelated_WaitThenPut(t *testing.T) {
 	t.Parallel()
 	b := coSetup(t, nil)
-	coDefine(b, coDef("order.paid", nil))
-	coStart(b, coPatientWF, "w1", coIn{Def: "order.paid", Key: "order-42"})
+	b.defineCorrelated("order.paid", nil)
+	b.start(coPatientWF, "w1", coIn{Def: "order.paid", Key: "order-42"})
 	coWaitSubscribed(b, "w1")
 	if _, err := b.client.GetCorrelatedEvent(b.ctx, "order.paid", "order-42"); !errors.Is(err, herald.ErrNotFound) {
 		t.Fatalf("a wait must not create a correlated event: %v", err)
 	}
 
-	ce := coPut(b, "order.paid", "order-42", "42 EUR")
+	ce := b.put("order.paid", "order-42", "42 EUR")
 	if len(ce.Produced) != 1 || ce.Produced[0].InstanceID != "w1" {
 		t.Fatalf("put reached %+v, want w1", ce.Produced)
 	}
-	if got := coResult(b, "w1"); got != "got:42 EUR" {
+	if got := resultOf[string](b, "w1"); got != "got:42 EUR" {
 		t.Fatalf("w1 result %q", got)
 	}
 	ev, seq := coCheckDelivered(b, "w1", "order.paid", "order-42", "42 EUR")
 	coCheckProduced(b, ce, map[string]coProduced{"w1": {ev, seq}})
-	coCheckProduced(b, coGet(b, "order.paid", "order-42"), map[string]coProduced{"w1": {ev, seq}})
+	coCheckProduced(b, b.correlated("order.paid", "order-42"), map[string]coProduced{"w1": {ev, seq}})
 	// The wait's one-hour timer was cancelled on delivery.
 	evs := b.history("w1", 0)
 	if countKind(evs, history.TimerCancelled, "") != 1 || countKind(evs, history.TimerFired, "") != 0 {
@@ -384,33 +310,33 @@ func TestCorrelated_WaitThenPut(t *testing.T) {
 func TestCorrelated_FanOut100(t *testing.T) {
 	t.Parallel()
 	b := coSetup(t, &herald.Config{TurnWorkers: 8})
-	coDefine(b, coDef("doc.signed", nil))
-	coDefine(b, coDef("doc.other", nil))
+	b.defineCorrelated("doc.signed", nil)
+	b.defineCorrelated("doc.other", nil)
 	wfs := []string{coWaitWF, coSleepyWF, coPatientWF}
 	var ids []string
 	for i := range 100 {
 		id := fmt.Sprintf("fan-%03d", i)
 		ids = append(ids, id)
-		coStart(b, wfs[i%3], id, coIn{Def: "doc.signed", Key: "contract-7"})
+		b.start(wfs[i%3], id, coIn{Def: "doc.signed", Key: "contract-7"})
 	}
 	// A bystander on another definition with the same key.
-	coStart(b, coWaitWF, "bystander", coIn{Def: "doc.other", Key: "contract-7", Hold: true, Timeout: time.Hour})
+	b.start(coWaitWF, "bystander", coIn{Def: "doc.other", Key: "contract-7", Hold: true, Timeout: time.Hour})
 	coWaitSubscribed(b, append(ids, "bystander")...)
 
-	ce := coPut(b, "doc.signed", "contract-7", "all signed")
+	ce := b.put("doc.signed", "contract-7", "all signed")
 	if len(ce.Produced) != 100 {
 		t.Fatalf("one put reached %d instances, want 100", len(ce.Produced))
 	}
 	want := map[string]coProduced{}
 	for _, id := range ids {
-		if got := coResult(b, id); got != "got:all signed" {
+		if got := resultOf[string](b, id); got != "got:all signed" {
 			t.Fatalf("%s result %q", id, got)
 		}
 		ev, seq := coCheckDelivered(b, id, "doc.signed", "contract-7", "all signed")
 		want[id] = coProduced{ev, seq}
 	}
 	coCheckProduced(b, ce, want)
-	coCheckProduced(b, coGet(b, "doc.signed", "contract-7"), want)
+	coCheckProduced(b, b.correlated("doc.signed", "contract-7"), want)
 	// Waits had different seqs per workflow type: 2, 4 (after the sleep's
 	// timer), 2 (then its timeout timer).
 	if want["fan-000"].seq != 2 || want["fan-001"].seq != 4 || want["fan-002"].seq != 2 {
@@ -456,7 +382,7 @@ func TestCorrelated_DeleteAfterFirstPostgresNodes(t *testing.T) {
 func coDeleteAfterFirst(t *testing.T, nodes []*bundle) {
 	const n = 50
 	b := nodes[0]
-	coDefine(b, coDef("otp.entered", &herald.CorrelationConfig{DeleteAfterFirstCorrelation: true}))
+	b.defineCorrelated("otp.entered", &herald.CorrelationConfig{DeleteAfterFirstCorrelation: true})
 
 	// startAll starts n waiters on key, each through the client of node
 	// i%3, concurrently; mid-way, if put is set, it runs too.
@@ -499,7 +425,7 @@ func coDeleteAfterFirst(t *testing.T, nodes []*bundle) {
 		return out
 	}
 	finish := func(ids []string, winner string) {
-		if got := coResult(b, winner); got != "got:123456" {
+		if got := resultOf[string](b, winner); got != "got:123456" {
 			t.Fatalf("%s result %q", winner, got)
 		}
 		coCheckDelivered(b, winner, "otp.entered", nodeKey(winner), "123456")
@@ -525,11 +451,11 @@ func coDeleteAfterFirst(t *testing.T, nodes []*bundle) {
 	// receives it and the correlated event is deleted at once.
 	ids := startAll("first", "after", nil)
 	coWaitSubscribed(b, ids...)
-	ce := coPut(nodes[2], "otp.entered", "after", "123456")
+	ce := nodes[2].put("otp.entered", "after", "123456")
 	if len(ce.Produced) != 1 {
 		t.Fatalf("delete-after-first put reached %d waiters, want 1: %+v", len(ce.Produced), ce.Produced)
 	}
-	coGone(b, "otp.entered", "after")
+	b.wantNoCorrelated("otp.entered", "after")
 	if got := receivers(ids); len(got) != 1 || got[0] != ce.Produced[0].InstanceID {
 		t.Fatalf("receivers %v, produced %+v", got, ce.Produced)
 	}
@@ -553,7 +479,7 @@ func coDeleteAfterFirst(t *testing.T, nodes []*bundle) {
 	}
 	coWaitSubscribed(b, ids...)
 	// Every wait is committed, and the put too: it was consumed by one.
-	coGone(b, "otp.entered", "race")
+	b.wantNoCorrelated("otp.entered", "race")
 	got := receivers(ids)
 	if len(got) != 1 {
 		t.Fatalf("racing put: receivers %v, want exactly one", got)
@@ -581,8 +507,8 @@ func TestCorrelated_UpdateBeforeWait(t *testing.T) {
 	b := coSetup(t, nil)
 	// The puts go through a client with a clock that moves only when told,
 	// so creation and update times are exact.
-	c := herald.NewClient(b.store, &herald.Config{Now: func() time.Time { return time.Unix(0, clock.Load()).UTC() }})
-	coDefine(b, coDef("doc.signed", nil))
+	c := mustClient(b.store, herald.DefaultTenant, &herald.ClientConfig{Clock: funcClock(func() time.Time { return time.Unix(0, clock.Load()).UTC() })})
+	b.defineCorrelated("doc.signed", nil)
 	first, err := c.PutCorrelatedEvent(b.ctx, "doc.signed", "doc-9", "draft")
 	if err != nil {
 		t.Fatal(err)
@@ -598,7 +524,7 @@ func TestCorrelated_UpdateBeforeWait(t *testing.T) {
 		string(second.Payload) != `"final"` || len(second.Produced) != 0 {
 		t.Fatalf("update: first %+v second %+v; want created %v, updated %v, payload final", first, second, t0, t1)
 	}
-	got := coGet(b, "doc.signed", "doc-9")
+	got := b.correlated("doc.signed", "doc-9")
 	if string(got.Payload) != `"final"` || !got.CreatedAt.Equal(t0) || !got.UpdatedAt.Equal(t1) {
 		t.Fatalf("get after update: %+v", got)
 	}
@@ -606,27 +532,27 @@ func TestCorrelated_UpdateBeforeWait(t *testing.T) {
 		t.Fatalf("an update must not add a correlated event: %d, %v", len(evs), err)
 	}
 
-	coStart(b, coWaitWF, "u1", coIn{Def: "doc.signed", Key: "doc-9"})
-	if r := coResult(b, "u1"); r != "got:final" {
+	b.start(coWaitWF, "u1", coIn{Def: "doc.signed", Key: "doc-9"})
+	if r := resultOf[string](b, "u1"); r != "got:final" {
 		t.Fatalf("u1 result %q, want the second payload", r)
 	}
 	ev, seq := coCheckDelivered(b, "u1", "doc.signed", "doc-9", "final")
-	coCheckProduced(b, coGet(b, "doc.signed", "doc-9"), map[string]coProduced{"u1": {ev, seq}})
+	coCheckProduced(b, b.correlated("doc.signed", "doc-9"), map[string]coProduced{"u1": {ev, seq}})
 
 	// Delete: gone, a second delete is ErrNotFound, a later wait does not
 	// receive it, and the delivered event keeps its fate.
 	if err := b.client.DeleteCorrelatedEvent(b.ctx, "doc.signed", "doc-9"); err != nil {
 		t.Fatal(err)
 	}
-	coGone(b, "doc.signed", "doc-9")
+	b.wantNoCorrelated("doc.signed", "doc-9")
 	if err := b.client.DeleteCorrelatedEvent(b.ctx, "doc.signed", "doc-9"); !errors.Is(err, herald.ErrNotFound) {
 		t.Fatalf("second delete: %v, want ErrNotFound", err)
 	}
 	if rec := b.fate(ev); rec.Fate != history.FateDelivered || rec.Key != "doc-9" {
 		t.Fatalf("fate after delete: %+v", rec)
 	}
-	coStart(b, coWaitWF, "u2", coIn{Def: "doc.signed", Key: "doc-9", Timeout: 50 * time.Millisecond})
-	if r := coResult(b, "u2"); r != "timeout" {
+	b.start(coWaitWF, "u2", coIn{Def: "doc.signed", Key: "doc-9", Timeout: 50 * time.Millisecond})
+	if r := resultOf[string](b, "u2"); r != "timeout" {
 		t.Fatalf("u2 result %q, want timeout", r)
 	}
 	coNoCorrelated(b, "u2")
@@ -637,24 +563,24 @@ func TestCorrelated_UpdateBeforeWait(t *testing.T) {
 func TestCorrelated_TimeoutRemovesMarker(t *testing.T) {
 	t.Parallel()
 	b := coSetup(t, nil)
-	coDefine(b, coDef("doc.signed", nil))
-	coStart(b, coWaitWF, "t1", coIn{Def: "doc.signed", Key: "late", Timeout: 50 * time.Millisecond, Hold: true})
+	b.defineCorrelated("doc.signed", nil)
+	b.start(coWaitWF, "t1", coIn{Def: "doc.signed", Key: "late", Timeout: 50 * time.Millisecond, Hold: true})
 	b.waitHistory("t1", history.EventSubscribedCancelled, "doc.signed", 1)
 	b.waitHistory("t1", history.EventSubscribed, "finish", 1) // the workflow saw ErrEventTimeout and went on
 	evs := b.history("t1", 0)
 	seq := coSubscribed(b, "t1", evs, "doc.signed", "late")
 	coCheckCancelled(b, "t1", evs, seq)
 
-	ce := coPut(b, "doc.signed", "late", "too late")
+	ce := b.put("doc.signed", "late", "too late")
 	if len(ce.Produced) != 0 {
 		t.Fatalf("a put after the timeout reached %+v", ce.Produced)
 	}
-	coFinish(b, "t1")
-	if r := coResult(b, "t1"); r != "timeout" {
+	b.raise("t1", "finish", nil, "")
+	if r := resultOf[string](b, "t1"); r != "timeout" {
 		t.Fatalf("t1 result %q, want timeout (ErrEventTimeout in the workflow)", r)
 	}
 	coNoCorrelated(b, "t1")
-	if got := coGet(b, "doc.signed", "late"); len(got.Produced) != 0 {
+	if got := b.correlated("doc.signed", "late"); len(got.Produced) != 0 {
 		t.Fatalf("produced %+v", got.Produced)
 	}
 	no, yes := false, true
@@ -689,13 +615,13 @@ func coCheckCancelled(b *bundle, id string, evs []history.Event, seq int) {
 func TestCorrelated_TTLExpiry(t *testing.T) {
 	t.Parallel()
 	b := coSetup(t, &herald.Config{ExpiryInterval: 20 * time.Millisecond})
-	coDefine(b, coDef("code.sent", &herald.CorrelationConfig{TTL: 200 * time.Millisecond}))
-	coDefine(b, coDef("code.kept", nil))
-	ce := coPut(b, "code.sent", "user-1", "8842")
+	b.defineCorrelated("code.sent", &herald.CorrelationConfig{TTL: 200 * time.Millisecond})
+	b.defineCorrelated("code.kept", nil)
+	ce := b.put("code.sent", "user-1", "8842")
 	if ce.ExpiresAt.IsZero() || ce.ExpiresAt.Sub(ce.CreatedAt) != 200*time.Millisecond {
 		t.Fatalf("expires at %v, created %v; want created + ttl", ce.ExpiresAt, ce.CreatedAt)
 	}
-	kept := coPut(b, "code.kept", "user-1", "forever")
+	kept := b.put("code.kept", "user-1", "forever")
 	if !kept.ExpiresAt.IsZero() {
 		t.Fatalf("no ttl, but expires at %v", kept.ExpiresAt)
 	}
@@ -706,10 +632,10 @@ func TestCorrelated_TTLExpiry(t *testing.T) {
 	if d := time.Since(ce.CreatedAt); d < 200*time.Millisecond {
 		t.Fatalf("expired after %v, before its ttl", d)
 	}
-	coGet(b, "code.kept", "user-1") // no ttl: still there
+	b.correlated("code.kept", "user-1") // no ttl: still there
 
-	coStart(b, coWaitWF, "x1", coIn{Def: "code.sent", Key: "user-1", Timeout: 50 * time.Millisecond})
-	if r := coResult(b, "x1"); r != "timeout" {
+	b.start(coWaitWF, "x1", coIn{Def: "code.sent", Key: "user-1", Timeout: 50 * time.Millisecond})
+	if r := resultOf[string](b, "x1"); r != "timeout" {
 		t.Fatalf("x1 result %q: a wait received an expired correlated event", r)
 	}
 	coNoCorrelated(b, "x1")
@@ -722,15 +648,15 @@ func TestCorrelated_Search(t *testing.T) {
 	base := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	var clock atomic.Int64
 	clock.Store(base.UnixNano())
-	c := herald.NewClient(b.store, &herald.Config{Now: func() time.Time { return time.Unix(0, clock.Load()).UTC() }})
-	coDefine(b, coDef("s.filter", nil))
-	coDefine(b, coDef("s.page", nil))
-	coDefine(b, coDef("s.other", nil))
+	c := mustClient(b.store, herald.DefaultTenant, &herald.ClientConfig{Clock: funcClock(func() time.Time { return time.Unix(0, clock.Load()).UTC() })})
+	b.defineCorrelated("s.filter", nil)
+	b.defineCorrelated("s.page", nil)
+	b.defineCorrelated("s.other", nil)
 
 	// Ten events k01..k10 created at base+1s..base+10s; k03 and k07 reached
 	// a waiting instance.
 	for _, k := range []string{"k03", "k07"} {
-		coStart(b, coWaitWF, "w-"+k, coIn{Def: "s.filter", Key: k})
+		b.start(coWaitWF, "w-"+k, coIn{Def: "s.filter", Key: k})
 	}
 	coWaitSubscribed(b, "w-k03", "w-k07")
 	at := func(i int) time.Time { return base.Add(time.Duration(i) * time.Second) }
@@ -744,7 +670,7 @@ func TestCorrelated_Search(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, k := range []string{"k03", "k07"} {
-		if r := coResult(b, "w-"+k); r != "got:v"+k[2:] {
+		if r := resultOf[string](b, "w-"+k); r != "got:v"+k[2:] {
 			t.Fatalf("w-%s result %q", k, r)
 		}
 	}
@@ -818,9 +744,9 @@ func TestCorrelated_Search(t *testing.T) {
 	// non-ASCII letters, and hold the bookmark's ':' separator); paging in
 	// creation order sees each exactly once.
 	var reads atomic.Int64
-	pc := herald.NewClient(b.store, &herald.Config{Now: func() time.Time {
+	pc := mustClient(b.store, herald.DefaultTenant, &herald.ClientConfig{Clock: funcClock(func() time.Time {
 		return base.Add(time.Duration(reads.Add(1)/3) * time.Millisecond).UTC()
-	}})
+	})})
 	prefixes := []string{"a", "B", "ä", "a:b", "a-b", "Z"}
 	const total = 1000
 	created := make([]*herald.CorrelatedEvent, total)
@@ -899,7 +825,7 @@ func TestCorrelated_Search(t *testing.T) {
 	if err != nil || len(first) != 10 {
 		t.Fatalf("first page: %d, %v", len(first), err)
 	}
-	early := herald.NewClient(b.store, &herald.Config{Now: func() time.Time { return base.Add(-time.Hour) }})
+	early := mustClient(b.store, herald.DefaultTenant, &herald.ClientConfig{Clock: funcClock(func() time.Time { return base.Add(-time.Hour) })})
 	if _, err := early.PutCorrelatedEvent(b.ctx, "s.page", "early", "late"); err != nil {
 		t.Fatal(err)
 	}
@@ -917,18 +843,18 @@ func TestCorrelated_Search(t *testing.T) {
 func TestCorrelated_TenantIsolation(t *testing.T) {
 	t.Parallel()
 	st := testStore(t)
-	a := setupOn(t, st, &herald.Config{Tenant: "a"}, coRegister)
-	b := setupOn(t, st, &herald.Config{Tenant: "b"}, coRegister)
-	coDefine(a, coDef("doc.signed", nil))
-	coDefine(b, coDef("doc.signed", nil))
+	a := setupOn(t, st, &herald.Config{Tenants: []string{"a"}}, coRegister)
+	b := setupOn(t, st, &herald.Config{Tenants: []string{"b"}}, coRegister)
+	a.defineCorrelated("doc.signed", nil)
+	b.defineCorrelated("doc.signed", nil)
 
-	coStart(b, coWaitWF, "same-id", coIn{Def: "doc.signed", Key: "doc-1"})
+	b.start(coWaitWF, "same-id", coIn{Def: "doc.signed", Key: "doc-1"})
 	coWaitSubscribed(b, "same-id")
-	ce := coPut(a, "doc.signed", "doc-1", "for a")
-	if len(ce.Produced) != 0 || ce.Tenant != "a" {
-		t.Fatalf("a's put reached %+v (tenant %q)", ce.Produced, ce.Tenant)
+	ce := a.put("doc.signed", "doc-1", "for a")
+	if len(ce.Produced) != 0 {
+		t.Fatalf("a's put reached %+v", ce.Produced)
 	}
-	coGone(b, "doc.signed", "doc-1")
+	b.wantNoCorrelated("doc.signed", "doc-1")
 	if evs, _, err := b.client.SearchCorrelatedEvents(b.ctx, "doc.signed", herald.CorrelatedSearch{}); err != nil || len(evs) != 0 {
 		t.Fatalf("b's search sees %d events, %v", len(evs), err)
 	}
@@ -938,8 +864,8 @@ func TestCorrelated_TenantIsolation(t *testing.T) {
 	coNoCorrelated(b, "same-id")
 
 	// a's own instance with the same id receives a's event.
-	coStart(a, coWaitWF, "same-id", coIn{Def: "doc.signed", Key: "doc-1"})
-	if r := coResult(a, "same-id"); r != "got:for a" {
+	a.start(coWaitWF, "same-id", coIn{Def: "doc.signed", Key: "doc-1"})
+	if r := resultOf[string](a, "same-id"); r != "got:for a" {
 		t.Fatalf("a's instance: %q", r)
 	}
 	aev, aseq := coCheckDelivered(a, "same-id", "doc.signed", "doc-1", "for a")
@@ -948,14 +874,14 @@ func TestCorrelated_TenantIsolation(t *testing.T) {
 	}
 	// b's instance is still waiting, untouched; b's own put reaches it.
 	coNoCorrelated(b, "same-id")
-	bce := coPut(b, "doc.signed", "doc-1", "for b")
-	if r := coResult(b, "same-id"); r != "got:for b" {
+	bce := b.put("doc.signed", "doc-1", "for b")
+	if r := resultOf[string](b, "same-id"); r != "got:for b" {
 		t.Fatalf("b's instance: %q", r)
 	}
 	bev, bseq := coCheckDelivered(b, "same-id", "doc.signed", "doc-1", "for b")
 	coCheckProduced(b, bce, map[string]coProduced{"same-id": {bev, bseq}})
-	coCheckProduced(a, coGet(a, "doc.signed", "doc-1"), map[string]coProduced{"same-id": {aev, aseq}})
-	if got := coGet(a, "doc.signed", "doc-1"); string(got.Payload) != `"for a"` {
+	coCheckProduced(a, a.correlated("doc.signed", "doc-1"), map[string]coProduced{"same-id": {aev, aseq}})
+	if got := a.correlated("doc.signed", "doc-1"); string(got.Payload) != `"for a"` {
 		t.Fatalf("b's put changed a's event: %s", got.Payload)
 	}
 	if evs, _, err := a.client.SearchCorrelatedEvents(a.ctx, "doc.signed", herald.CorrelatedSearch{}); err != nil ||
@@ -1008,7 +934,7 @@ func TestCorrelated_Validation(t *testing.T) {
 		}
 	}
 	// A valid payload for the typed definition is accepted.
-	ce := coPut(b, "typed", "k", map[string]any{"doc": "d-1"})
+	ce := b.put("typed", "k", map[string]any{"doc": "d-1"})
 	if string(ce.Payload) != `{"doc":"d-1"}` {
 		t.Fatalf("payload %s", ce.Payload)
 	}
@@ -1020,8 +946,8 @@ func TestCorrelated_Validation(t *testing.T) {
 func TestCorrelated_SelectTimerWins(t *testing.T) {
 	t.Parallel()
 	b := coSetup(t, nil)
-	coDefine(b, coDef("doc.signed", nil))
-	coStart(b, coWaitWF, "sel", coIn{Def: "doc.signed", Key: "doc-s", Race: 30 * time.Millisecond, Hold: true})
+	b.defineCorrelated("doc.signed", nil)
+	b.start(coWaitWF, "sel", coIn{Def: "doc.signed", Key: "doc-s", Race: 30 * time.Millisecond, Hold: true})
 	b.waitHistory("sel", history.EventSubscribed, "finish", 1) // the timer won, the workflow went on
 	evs := b.history("sel", 0)
 	seq := coSubscribed(b, "sel", evs, "doc.signed", "doc-s")
@@ -1030,12 +956,12 @@ func TestCorrelated_SelectTimerWins(t *testing.T) {
 		t.Fatalf("the timer should have fired; history:%s", dumpHistory(evs))
 	}
 
-	ce := coPut(b, "doc.signed", "doc-s", "after the race")
+	ce := b.put("doc.signed", "doc-s", "after the race")
 	if len(ce.Produced) != 0 {
 		t.Fatalf("a put after the lost select reached %+v", ce.Produced)
 	}
-	coFinish(b, "sel")
-	if r := coResult(b, "sel"); r != "timer" {
+	b.raise("sel", "finish", nil, "")
+	if r := resultOf[string](b, "sel"); r != "timer" {
 		t.Fatalf("sel result %q", r)
 	}
 	coNoCorrelated(b, "sel")
@@ -1047,8 +973,8 @@ func TestCorrelated_SelectTimerWins(t *testing.T) {
 
 	// The event exists now: a wait racing a long timer wins at once and the
 	// timer is cancelled.
-	coStart(b, coWaitWF, "sel2", coIn{Def: "doc.signed", Key: "doc-s", Race: time.Hour})
-	if r := coResult(b, "sel2"); r != "got:after the race" {
+	b.start(coWaitWF, "sel2", coIn{Def: "doc.signed", Key: "doc-s", Race: time.Hour})
+	if r := resultOf[string](b, "sel2"); r != "got:after the race" {
 		t.Fatalf("sel2 result %q", r)
 	}
 	ev, seq2 := coCheckDelivered(b, "sel2", "doc.signed", "doc-s", "after the race")
@@ -1056,7 +982,7 @@ func TestCorrelated_SelectTimerWins(t *testing.T) {
 	if countKind(evs, history.TimerCancelled, "") != 1 || countKind(evs, history.EventSubscribedCancelled, "") != 0 {
 		t.Fatalf("sel2: the timer should be cancelled, the wait not; history:%s", dumpHistory(evs))
 	}
-	coCheckProduced(b, coGet(b, "doc.signed", "doc-s"), map[string]coProduced{"sel2": {ev, seq2}})
+	coCheckProduced(b, b.correlated("doc.signed", "doc-s"), map[string]coProduced{"sel2": {ev, seq2}})
 }
 
 // co.multi: the same key twice in a row (the correlated event stays, so the
@@ -1117,16 +1043,14 @@ func coAbandon(ctx *herald.Context, in coIn) (string, error) {
 func TestCorrelated_RepeatedAndParallelWaits(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil, func(rt *herald.Runtime) { herald.RegisterWorkflow(rt, "co.multi", coMulti) })
-	coDefine(b, coDef("doc.signed", nil))
-	coPut(b, "doc.signed", "m", "v1")
-	if _, err := b.client.StartWorkflow(b.ctx, "co.multi", coIn{Def: "doc.signed", Key: "m"}, herald.WithInstanceID("multi")); err != nil {
-		t.Fatal(err)
-	}
+	b.defineCorrelated("doc.signed", nil)
+	b.put("doc.signed", "m", "v1")
+	b.start("co.multi", "multi", coIn{Def: "doc.signed", Key: "m"})
 	b.waitFor("both waits on m-pair", func() bool {
 		evs, err := b.client.History(b.ctx, "multi", 0)
 		return err == nil && countKind(evs, history.EventSubscribed, "doc.signed") == 4
 	})
-	ce := coPut(b, "doc.signed", "m-pair", nil) // a null payload is a payload
+	ce := b.put("doc.signed", "m-pair", nil) // a null payload is a payload
 	if len(ce.Produced) != 2 || ce.Produced[0].InstanceID != "multi" || ce.Produced[1].InstanceID != "multi" ||
 		ce.Produced[0].TaskSeq == ce.Produced[1].TaskSeq || string(ce.Payload) != "null" {
 		t.Fatalf("one put should reach both waits of the instance: %+v payload %s", ce.Produced, ce.Payload)
@@ -1157,7 +1081,7 @@ func TestCorrelated_RepeatedAndParallelWaits(t *testing.T) {
 		t.Fatalf("every wait should receive exactly one event: unanswered %v, answered %v; history:%s", subs, got, dumpHistory(evs))
 	}
 	for key, seqs := range got {
-		ce := coGet(b, "doc.signed", key)
+		ce := b.correlated("doc.signed", key)
 		var pseqs []int
 		for _, p := range ce.Produced {
 			pseqs = append(pseqs, p.TaskSeq)
@@ -1180,16 +1104,14 @@ func TestCorrelated_MarkersEndWithTheInstance(t *testing.T) {
 		herald.RegisterWorkflow(rt, "co.can", coCan)
 		herald.RegisterWorkflow(rt, "co.abandon", coAbandon)
 	})
-	coDefine(b, coDef("doc.signed", nil))
-	coDefine(b, coDef("otp", &herald.CorrelationConfig{DeleteAfterFirstCorrelation: true}))
+	b.defineCorrelated("doc.signed", nil)
+	b.defineCorrelated("otp", &herald.CorrelationConfig{DeleteAfterFirstCorrelation: true})
 
 	// Continue-as-new: execution 1's marker is gone; the put reaches only
 	// execution 2's wait.
-	coStart(b, "co.can", "can", coIn{Def: "doc.signed", Key: "c"})
+	b.start("co.can", "can", coIn{Def: "doc.signed", Key: "c"})
 	coWaitSubscribed(b, "can")
-	if _, err := b.client.RaiseEvent(b.ctx, "can", "go", nil); err != nil {
-		t.Fatal(err)
-	}
+	b.raise("can", "go", nil, "")
 	b.waitFor("execution 2's wait", func() bool {
 		info, err := b.client.Status(b.ctx, "can")
 		if err != nil || info.Execution != 2 {
@@ -1198,11 +1120,11 @@ func TestCorrelated_MarkersEndWithTheInstance(t *testing.T) {
 		evs, err := b.client.History(b.ctx, "can", 2)
 		return err == nil && countKind(evs, history.EventSubscribed, "doc.signed") == 1
 	})
-	ce := coPut(b, "doc.signed", "c", "p")
+	ce := b.put("doc.signed", "c", "p")
 	if len(ce.Produced) != 1 || ce.Produced[0].Execution != 2 {
 		t.Fatalf("put after continue-as-new reached %+v, want execution 2 only", ce.Produced)
 	}
-	if r := coResult(b, "can"); r != "execution 2 got p" {
+	if r := resultOf[string](b, "can"); r != "execution 2 got p" {
 		t.Fatalf("can result %q", r)
 	}
 	if rec := b.fate(ce.Produced[0].EventID); rec.Fate != history.FateDelivered || rec.Execution != 2 || rec.Key != "c" {
@@ -1214,19 +1136,17 @@ func TestCorrelated_MarkersEndWithTheInstance(t *testing.T) {
 
 	// Terminated while waiting, and completed with a wait never awaited:
 	// later puts reach neither.
-	coStart(b, coWaitWF, "term", coIn{Def: "doc.signed", Key: "t"})
-	coStart(b, "co.abandon", "abandon", coIn{Def: "doc.signed", Key: "t"})
+	b.start(coWaitWF, "term", coIn{Def: "doc.signed", Key: "t"})
+	b.start("co.abandon", "abandon", coIn{Def: "doc.signed", Key: "t"})
 	coWaitSubscribed(b, "term", "abandon")
 	if err := b.client.Terminate(b.ctx, "term", "test"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.client.RaiseEvent(b.ctx, "abandon", "go", nil); err != nil {
-		t.Fatal(err)
-	}
-	if r := coResult(b, "abandon"); r != "abandoned" {
+	b.raise("abandon", "go", nil, "")
+	if r := resultOf[string](b, "abandon"); r != "abandoned" {
 		t.Fatalf("abandon result %q", r)
 	}
-	if ce := coPut(b, "doc.signed", "t", "nobody"); len(ce.Produced) != 0 {
+	if ce := b.put("doc.signed", "t", "nobody"); len(ce.Produced) != 0 {
 		t.Fatalf("put reached ended instances: %+v", ce.Produced)
 	}
 	coNoCorrelated(b, "term")
@@ -1234,18 +1154,18 @@ func TestCorrelated_MarkersEndWithTheInstance(t *testing.T) {
 
 	// Delete-after-first with no waiter: kept until the first wait, which
 	// takes it; the second wait gets nothing.
-	if ce := coPut(b, "otp", "o", "4711"); len(ce.Produced) != 0 {
+	if ce := b.put("otp", "o", "4711"); len(ce.Produced) != 0 {
 		t.Fatalf("produced %+v", ce.Produced)
 	}
-	coGet(b, "otp", "o")
-	coStart(b, coWaitWF, "o1", coIn{Def: "otp", Key: "o"})
-	if r := coResult(b, "o1"); r != "got:4711" {
+	b.correlated("otp", "o")
+	b.start(coWaitWF, "o1", coIn{Def: "otp", Key: "o"})
+	if r := resultOf[string](b, "o1"); r != "got:4711" {
 		t.Fatalf("o1 result %q", r)
 	}
 	coCheckDelivered(b, "o1", "otp", "o", "4711")
-	coGone(b, "otp", "o")
-	coStart(b, coWaitWF, "o2", coIn{Def: "otp", Key: "o", Timeout: 50 * time.Millisecond})
-	if r := coResult(b, "o2"); r != "timeout" {
+	b.wantNoCorrelated("otp", "o")
+	b.start(coWaitWF, "o2", coIn{Def: "otp", Key: "o", Timeout: 50 * time.Millisecond})
+	if r := resultOf[string](b, "o2"); r != "timeout" {
 		t.Fatalf("o2 result %q", r)
 	}
 	coNoCorrelated(b, "o2")
@@ -1260,15 +1180,15 @@ func TestCorrelated_TTLRenewedByPut(t *testing.T) {
 	clock.Store(start.UnixNano())
 	at := func(d time.Duration) time.Time { return start.Add(d) }
 	b := coSetup(t, &herald.Config{ExpiryInterval: 10 * time.Millisecond,
-		Now: func() time.Time { return time.Unix(0, clock.Load()).UTC() }})
-	coDefine(b, coDef("code.sent", &herald.CorrelationConfig{TTL: time.Hour}))
+		ClientConfig: nowCfg(func() time.Time { return time.Unix(0, clock.Load()).UTC() })})
+	b.defineCorrelated("code.sent", &herald.CorrelationConfig{TTL: time.Hour})
 	for _, k := range []string{"renewed", "control"} {
-		if ce := coPut(b, "code.sent", k, "v1"); !ce.ExpiresAt.Equal(at(time.Hour)) {
+		if ce := b.put("code.sent", k, "v1"); !ce.ExpiresAt.Equal(at(time.Hour)) {
 			t.Fatalf("%s expires at %v, want %v", k, ce.ExpiresAt, at(time.Hour))
 		}
 	}
 	clock.Store(at(30 * time.Minute).UnixNano())
-	ce := coPut(b, "code.sent", "renewed", "v2")
+	ce := b.put("code.sent", "renewed", "v2")
 	if !ce.ExpiresAt.Equal(at(90*time.Minute)) || !ce.CreatedAt.Equal(start) || !ce.UpdatedAt.Equal(at(30*time.Minute)) {
 		t.Fatalf("re-put: created %v updated %v expires %v; want %v, %v, %v", ce.CreatedAt, ce.UpdatedAt, ce.ExpiresAt,
 			start, at(30*time.Minute), at(90*time.Minute))
@@ -1280,7 +1200,7 @@ func TestCorrelated_TTLRenewedByPut(t *testing.T) {
 		_, err := b.client.GetCorrelatedEvent(b.ctx, "code.sent", "control")
 		return errors.Is(err, herald.ErrNotFound)
 	})
-	if got := coGet(b, "code.sent", "renewed"); string(got.Payload) != `"v2"` {
+	if got := b.correlated("code.sent", "renewed"); string(got.Payload) != `"v2"` {
 		t.Fatalf("renewed: %s", got.Payload)
 	}
 	evs, _, err := b.client.SearchCorrelatedEvents(b.ctx, "code.sent", herald.CorrelatedSearch{})
@@ -1311,21 +1231,21 @@ func TestCorrelated_PutBeforeTimeoutInOneTurn(t *testing.T) {
 	clock.Store(start.UnixNano())
 	now := func() time.Time { return time.Unix(0, clock.Load()).UTC() }
 	st := testStore(t)
-	node1 := setupOn(t, st, &herald.Config{Now: now}, coRegister)
-	coDefine(node1, coDef("otp", &herald.CorrelationConfig{DeleteAfterFirstCorrelation: true}))
-	coStart(node1, coWaitWF, "slow", coIn{Def: "otp", Key: "k", Timeout: time.Minute, Hold: true})
+	node1 := setupOn(t, st, &herald.Config{ClientConfig: nowCfg(now)}, coRegister)
+	node1.defineCorrelated("otp", &herald.CorrelationConfig{DeleteAfterFirstCorrelation: true})
+	node1.start(coWaitWF, "slow", coIn{Def: "otp", Key: "k", Timeout: time.Minute, Hold: true})
 	coWaitSubscribed(node1, "slow")
 	// The node stops before it can run the instance's next turn.
 	if err := node1.rt.Stop(node1.ctx); err != nil {
 		t.Fatal(err)
 	}
-	ce := coPut(node1, "otp", "k", "4711") // at start: 59 s before the timeout
+	ce := node1.put("otp", "k", "4711") // at start: 59 s before the timeout
 	if len(ce.Produced) != 1 || ce.Produced[0].InstanceID != "slow" {
 		t.Fatalf("put reached %+v", ce.Produced)
 	}
-	coGone(node1, "otp", "k")
+	node1.wantNoCorrelated("otp", "k")
 	clock.Store(start.Add(2 * time.Minute).UnixNano()) // the timer is due too
-	node2 := setupOn(t, st, &herald.Config{Now: now}, coRegister)
+	node2 := setupOn(t, st, &herald.Config{ClientConfig: nowCfg(now)}, coRegister)
 	node2.waitFor("the instance's turn", func() bool {
 		evs, err := node2.client.History(node2.ctx, "slow", 0)
 		return err == nil && len(coCorrelatedRaised(evs)) > 0
@@ -1336,9 +1256,9 @@ func TestCorrelated_PutBeforeTimeoutInOneTurn(t *testing.T) {
 			rec.Fate, rec.Reason, dumpHistory(evs))
 	}
 	if info, err := node2.client.Status(node2.ctx, "slow"); err == nil && info.Status == herald.StatusRunning {
-		coFinish(node2, "slow")
+		node2.raise("slow", "finish", nil, "")
 	}
-	if r := coResult(node2, "slow"); r != "got:4711" {
+	if r := resultOf[string](node2, "slow"); r != "got:4711" {
 		t.Errorf("result %q, want got:4711", r)
 	}
 }
@@ -1351,7 +1271,7 @@ func TestCorrelated_ConcurrentPutsAndWaits(t *testing.T) {
 	st := testStore(t)
 	nodes := []*bundle{setupOn(t, st, nil, coRegister), setupOn(t, st, nil, coRegister)}
 	b := nodes[0]
-	coDefine(b, coDef("doc.signed", nil))
+	b.defineCorrelated("doc.signed", nil)
 	const n, puts = 30, 5
 	var wg sync.WaitGroup
 	errs := make(chan error, n+puts)
@@ -1380,14 +1300,14 @@ func TestCorrelated_ConcurrentPutsAndWaits(t *testing.T) {
 	}
 	want := map[string]coProduced{}
 	for _, id := range ids {
-		r := coResult(b, id)
+		r := resultOf[string](b, id)
 		if len(r) < len("got:put-") || r[:len("got:put-")] != "got:put-" {
 			t.Fatalf("%s result %q", id, r)
 		}
 		ev, seq := coCheckDelivered(b, id, "doc.signed", "hot", r[len("got:"):])
 		want[id] = coProduced{ev, seq}
 	}
-	coCheckProduced(b, coGet(b, "doc.signed", "hot"), want)
+	coCheckProduced(b, b.correlated("doc.signed", "hot"), want)
 }
 
 // A wait on a definition without correlation config is registered anyway
@@ -1399,7 +1319,7 @@ func TestCorrelated_WaitBeforeCorrelationConfig(t *testing.T) {
 	if _, err := b.client.PutEventDefinition(b.ctx, herald.EventDefinition{Name: "later"}); err != nil {
 		t.Fatal(err)
 	}
-	coStart(b, coWaitWF, "early", coIn{Def: "later", Key: "k"})
+	b.start(coWaitWF, "early", coIn{Def: "later", Key: "k"})
 	coWaitSubscribed(b, "early")
 	if _, err := b.client.PutCorrelatedEvent(b.ctx, "later", "k", "refused"); !errors.Is(err, herald.ErrEventInvalid) {
 		t.Fatalf("put without correlation config: %v", err)
@@ -1410,12 +1330,12 @@ func TestCorrelated_WaitBeforeCorrelationConfig(t *testing.T) {
 	if !warned {
 		t.Fatalf("no warning for a wait that no put can reach: %q", b.logs.warnings())
 	}
-	coDefine(b, coDef("later", nil))
-	ce := coPut(b, "later", "k", "now")
+	b.defineCorrelated("later", nil)
+	ce := b.put("later", "k", "now")
 	if len(ce.Produced) != 1 {
 		t.Fatalf("produced %+v", ce.Produced)
 	}
-	if r := coResult(b, "early"); r != "got:now" {
+	if r := resultOf[string](b, "early"); r != "got:now" {
 		t.Fatalf("result %q", r)
 	}
 	ev, seq := coCheckDelivered(b, "early", "later", "k", "now")
@@ -1433,16 +1353,14 @@ func TestCorrelated_DeleteAfterFirstDeliveryToEndedWait(t *testing.T) {
 	st := testStore(t)
 	reg := func(rt *herald.Runtime) { herald.RegisterWorkflow(rt, "co.can", coCan) }
 	node1 := setupOn(t, st, nil, reg)
-	coDefine(node1, coDef("otp", &herald.CorrelationConfig{DeleteAfterFirstCorrelation: true}))
-	coStart(node1, "co.can", "can", coIn{Def: "otp", Key: "k"})
+	node1.defineCorrelated("otp", &herald.CorrelationConfig{DeleteAfterFirstCorrelation: true})
+	node1.start("co.can", "can", coIn{Def: "otp", Key: "k"})
 	coWaitSubscribed(node1, "can")
 	if err := node1.rt.Stop(node1.ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := node1.client.RaiseEvent(node1.ctx, "can", "go", nil); err != nil {
-		t.Fatal(err)
-	}
-	ce := coPut(node1, "otp", "k", "4711")
+	node1.raise("can", "go", nil, "")
+	ce := node1.put("otp", "k", "4711")
 	node2 := setupOn(t, st, nil, reg)
 	node2.waitFor("execution 2's wait", func() bool {
 		evs, err := node2.client.History(node2.ctx, "can", 2)

@@ -20,11 +20,10 @@ import (
 	"time"
 
 	"github.com/heraldwf/herald"
+	"github.com/heraldwf/herald/heraldtype"
 	"github.com/heraldwf/herald/history"
 	"github.com/heraldwf/herald/internal/testdb"
 	"github.com/heraldwf/herald/storage"
-	"github.com/heraldwf/herald/storage/postgres"
-	"github.com/heraldwf/herald/storage/sqlite"
 )
 
 // The crash test runs the same scenario twice: once with a worker in a
@@ -228,7 +227,7 @@ func registerCrash(rt *herald.Runtime, attemptsPath string) {
 
 func crashRuntimeConfig(logger *slog.Logger) *herald.Config {
 	return &herald.Config{
-		Logger:          logger,
+		ClientConfig:    herald.ClientConfig{Logger: logger},
 		TurnWorkers:     8,
 		ActivityWorkers: 16,
 		TurnLease:       time.Second,
@@ -242,42 +241,21 @@ func crashRuntimeConfig(logger *slog.Logger) *herald.Config {
 // fresh database, named by a locator that a worker subprocess can open too.
 type crashBackend struct {
 	name string
-	// newDB returns the locator of a fresh, empty database (a SQLite file
-	// path, a PostgreSQL schema dropped when the test ends).
-	newDB func(t *testing.T) string
 }
+
+// newDB returns the location of a fresh, empty store of the backend (see
+// newLocation): a string a worker subprocess opens too.
+func (b crashBackend) newDB(t *testing.T) string { return newLocation(t, b.name) }
 
 var (
-	crashSQLite = crashBackend{name: "sqlite", newDB: func(t *testing.T) string {
-		return filepath.Join(t.TempDir(), "herald.db")
-	}}
-	crashPostgres = crashBackend{name: "postgres", newDB: func(t *testing.T) string {
-		return testdb.NewSchema(t)
-	}}
+	crashSQLite   = crashBackend{name: "sqlite"}
+	crashPostgres = crashBackend{name: "postgres"}
 )
-
-// openCrashStore opens the database loc of backend; PostgreSQL's server is
-// the one named by HERALD_TEST_POSTGRES_URL.
-func openCrashStore(ctx context.Context, backend, loc string) (storage.Store, error) {
-	switch backend {
-	case "sqlite":
-		return sqlite.Open(ctx, loc)
-	case "postgres":
-		url := os.Getenv(testdb.URLEnv)
-		if url == "" {
-			return nil, fmt.Errorf("%s is not set", testdb.URLEnv)
-		}
-		return postgres.Open(ctx, url, postgres.WithSchema(loc), postgres.WithMaxConns(8))
-	default:
-		return nil, fmt.Errorf("unknown crash backend %q", backend)
-	}
-}
 
 // TestCrashWorkerProcess is the worker subprocess of TestCrashSafetyKillWorker
 // and TestCrashSafetyKillWorkerPostgres. It does nothing unless
-// HERALD_CRASH_WORKER=1. It runs a Runtime on the database HERALD_CRASH_DB of
-// backend HERALD_CRASH_BACKEND (a SQLite file, or a schema on the server
-// HERALD_TEST_POSTGRES_URL), logging attempts to HERALD_CRASH_ATTEMPTS, until
+// HERALD_CRASH_WORKER=1. It runs a Runtime on the store HERALD_CRASH_DB (a
+// location: see newLocation), logging attempts to HERALD_CRASH_ATTEMPTS, until
 // its stdin closes (then it stops gracefully) or it is killed.
 func TestCrashWorkerProcess(t *testing.T) {
 	if os.Getenv("HERALD_CRASH_WORKER") != "1" {
@@ -290,14 +268,13 @@ func TestCrashWorkerProcess(t *testing.T) {
 
 // serveWorkerProcess is the body of a worker subprocess (TestCrashWorkerProcess,
 // TestSoakWorkerProcess): it runs a Runtime configured by config, with what
-// register adds, on the database HERALD_CRASH_DB of backend
-// HERALD_CRASH_BACKEND, prints "worker ready", and runs until its stdin
-// closes (then it stops gracefully) or it is killed.
+// register adds, on the store HERALD_CRASH_DB, prints "worker ready", and
+// runs until its stdin closes (then it stops gracefully) or it is killed.
 func serveWorkerProcess(t *testing.T, config func(*slog.Logger) *herald.Config, register func(*herald.Runtime)) {
-	backend, loc := os.Getenv("HERALD_CRASH_BACKEND"), os.Getenv("HERALD_CRASH_DB")
-	st, err := openCrashStore(context.Background(), backend, loc)
+	loc := os.Getenv("HERALD_CRASH_DB")
+	st, err := openStore(context.Background(), loc)
 	if err != nil {
-		t.Fatalf("worker: open %s %s: %v", backend, loc, err)
+		t.Fatalf("worker: open %s: %v", loc, err)
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	rt, err := herald.NewRuntime(st, config(logger))
@@ -337,7 +314,7 @@ type workerProcess struct {
 func startCrashWorker(t *testing.T, backend crashBackend, loc, attemptsPath string) *workerProcess {
 	t.Helper()
 	return startWorkerProcess(t, "TestCrashWorkerProcess", nil, "HERALD_CRASH_WORKER=1",
-		"HERALD_CRASH_BACKEND="+backend.name, "HERALD_CRASH_DB="+loc, "HERALD_CRASH_ATTEMPTS="+attemptsPath)
+		"HERALD_CRASH_DB="+loc, "HERALD_CRASH_ATTEMPTS="+attemptsPath)
 }
 
 // startWorkerProcess re-executes the test binary to run only the test
@@ -483,7 +460,7 @@ type crashDriver struct {
 }
 
 func newCrashDriver(t *testing.T, ctx context.Context, st storage.Store) *crashDriver {
-	return &crashDriver{t: t, ctx: ctx, st: st, c: herald.NewClient(st, nil), raised: map[string]bool{},
+	return &crashDriver{t: t, ctx: ctx, st: st, c: mustClient(st, herald.DefaultTenant, nil), raised: map[string]bool{},
 		done: map[int]bool{}, seen: map[int]string{}, waits: map[int][]string{}, holdFrom: crashInstances}
 }
 
@@ -553,7 +530,7 @@ func (d *crashDriver) start(i int) {
 // index.
 func (d *crashDriver) refresh() map[int]*storage.Instance {
 	d.t.Helper()
-	insts, err := d.st.InstanceList(d.ctx, &storage.InstanceListParams{Tenant: herald.DefaultTenant,
+	insts, _, err := d.st.InstanceList(d.ctx, &storage.InstanceListParams{Tenant: herald.DefaultTenant,
 		Workflow: crashWorkflow, Limit: 1000})
 	if err != nil {
 		d.t.Fatalf("list instances: %v", err)
@@ -613,7 +590,7 @@ func (d *crashDriver) pass() int {
 			if err != nil {
 				d.t.Fatalf("history: %v", err)
 			}
-			d.seen[i], d.waits[i] = version, openWaits(evs)
+			d.seen[i], d.waits[i] = version, openWaitNames(evs)
 			for _, name := range d.waits[i] {
 				switch name {
 				case "go", "answer", "fin", "go2", "never":
@@ -645,27 +622,6 @@ func (d *crashDriver) pass() int {
 		d.t.Fatal(err)
 	}
 	return len(d.raised) - before
-}
-
-// openWaits returns the names of the waits in evs that are neither answered
-// nor withdrawn.
-func openWaits(evs []history.Event) []string {
-	open := map[int]string{}
-	for _, ev := range evs {
-		switch {
-		case ev.Kind == history.EventSubscribed && ev.EventID == "":
-			open[ev.Seq] = ev.Name
-		case ev.Kind == history.EventSubscribedCancelled,
-			ev.Kind == history.EventRaised && ev.TaskSeq > 0:
-			delete(open, ev.TaskSeq)
-		}
-	}
-	var names []string
-	for _, n := range open {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
 }
 
 // until runs driver passes until cond holds; after timeout it fails the
@@ -819,14 +775,6 @@ func crashCheckOutcome(t *testing.T, ctx context.Context, c *herald.Client, i in
 	}
 }
 
-func formatHistory(evs []history.Event) string {
-	var b strings.Builder
-	for _, ev := range evs {
-		fmt.Fprintf(&b, "  #%d %s %q id=%q task=%d wait=%d at_start=%v\n", ev.Seq, ev.Kind, ev.Name, ev.EventID, ev.TaskSeq, ev.WaitNumber, ev.AtStart)
-	}
-	return b.String()
-}
-
 // crashContext bounds the whole test by its deadline (go test -timeout).
 func crashContext(t *testing.T) context.Context {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -842,7 +790,7 @@ func crashContext(t *testing.T) context.Context {
 func cleanCrashRun(t *testing.T, ctx context.Context, backend crashBackend) map[int][]crashStep {
 	t.Helper()
 	dir := t.TempDir()
-	st, err := openCrashStore(ctx, backend.name, backend.newDB(t))
+	st, err := openStore(ctx, backend.newDB(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -907,7 +855,7 @@ func runCrashSafety(t *testing.T, backend crashBackend) {
 
 	dir := t.TempDir()
 	loc := backend.newDB(t)
-	st, err := openCrashStore(ctx, backend.name, loc)
+	st, err := openStore(ctx, loc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -956,7 +904,7 @@ func runCrashSafety(t *testing.T, backend crashBackend) {
 		if !info.Status.Terminal() && (len(evs) > 1 || info.Execution > 1) {
 			progressed++
 		}
-		if len(openWaits(evs)) > 0 {
+		if len(openWaitNames(evs)) > 0 {
 			waiting++
 		}
 	}
@@ -1212,10 +1160,10 @@ func TestLeaseFencingStaleTurn(t *testing.T) {
 		},
 		ConsumedMessages: []int64{stale.Messages[0].ID},
 		Activities:       []storage.ActivityTask{{TaskSeq: 2, Name: "stale", Input: []byte(`null`), Attempt: 1}},
-		Status:           storage.StatusCompleted,
+		Status:           heraldtype.StatusCompleted,
 		Output:           []byte(`"stale"`),
 	}
-	if _, err := st.TurnCommit(ctx, staleCommit); !errors.Is(err, storage.ErrLeaseLost) {
+	if _, err := st.TurnCommit(ctx, staleCommit); !errors.Is(err, heraldtype.ErrLeaseLost) {
 		t.Fatalf("stale commit: %v, want ErrLeaseLost", err)
 	}
 	histAfter, err := st.HistoryList(ctx, &storage.HistoryListParams{Tenant: tenant, InstanceID: id})
@@ -1243,7 +1191,7 @@ func TestLeaseFencingStaleTurn(t *testing.T) {
 			FireAt: t0.Add(time.Hour)}},
 		ConsumedMessages: []int64{fresh.Messages[0].ID},
 		Timers:           []storage.TimerSchedule{{TaskSeq: 2, FireAt: t0.Add(time.Hour)}},
-		Status:           storage.StatusRunning,
+		Status:           heraldtype.StatusRunning,
 	}); err != nil {
 		t.Fatalf("fresh commit: %v", err)
 	}
@@ -1260,7 +1208,7 @@ func TestLeaseFencingStaleTurn(t *testing.T) {
 		p.LockToken = tok
 		p.NewEvents = []history.Event{{Seq: 3, Time: t0, Kind: history.ExecutionCompleted}}
 		p.Activities = nil
-		if _, err := st.TurnCommit(ctx, &p); !errors.Is(err, storage.ErrLeaseLost) {
+		if _, err := st.TurnCommit(ctx, &p); !errors.Is(err, heraldtype.ErrLeaseLost) {
 			t.Errorf("%s token after the fresh commit: %v, want ErrLeaseLost", name, err)
 		}
 	}
@@ -1271,7 +1219,7 @@ func TestLeaseFencingStaleTurn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if inst.Status != storage.StatusRunning {
+	if inst.Status != heraldtype.StatusRunning {
 		t.Fatalf("instance status %s, want running", inst.Status)
 	}
 }

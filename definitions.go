@@ -15,22 +15,11 @@ import (
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 
+	"github.com/heraldwf/herald/heraldtype"
 	"github.com/heraldwf/herald/history"
 	"github.com/heraldwf/herald/internal/schema"
 	"github.com/heraldwf/herald/storage"
 )
-
-// EventDefinition declares an event name for a tenant (SPEC §1): a JSON
-// Schema every payload of that name must satisfy, its buffering policy
-// (storage.BufferFIFO or storage.BufferLatest: a latest-value queue keeps at
-// most one unconsumed message, a newer one supersedes it), how long events
-// for an instance that has not started are kept (Retention), a payload cap
-// and the correlated-lane config. The name applies to positional events and
-// queue names alike; Buffer applies to the queue lane.
-type EventDefinition = storage.EventDefinition
-
-// CorrelationConfig is an event definition's correlated-lane settings.
-type CorrelationConfig = storage.CorrelationConfig
 
 // ErrDefinitionInvalid: PutEventDefinition was given a definition that
 // cannot be used (empty name, unknown buffer policy, a schema that cannot be
@@ -85,13 +74,12 @@ func (e *DefinitionInvalidError) Is(target error) bool { return target == ErrDef
 // process-wide cache evicted it), whichever client puts it or sends
 // its events.
 func (c *Client) PutEventDefinition(ctx context.Context, def EventDefinition) (*EventDefinition, error) {
-	def.Tenant = c.cfg.Tenant
 	if def.Buffer == "" {
-		def.Buffer = storage.BufferFIFO
+		def.Buffer = heraldtype.BufferFIFO
 	}
 	problems := textReasons(nil, "name", def.Name, MaxNameBytes)
-	if def.Buffer != storage.BufferFIFO && def.Buffer != storage.BufferLatest {
-		problems = append(problems, fmt.Sprintf("buffer %q is neither %q nor %q", def.Buffer, storage.BufferFIFO, storage.BufferLatest))
+	if def.Buffer != heraldtype.BufferFIFO && def.Buffer != heraldtype.BufferLatest {
+		problems = append(problems, fmt.Sprintf("buffer %q is neither %q nor %q", def.Buffer, heraldtype.BufferFIFO, heraldtype.BufferLatest))
 	}
 	if def.Retention < 0 {
 		problems = append(problems, "negative retention")
@@ -110,7 +98,10 @@ func (c *Client) PutEventDefinition(ctx context.Context, def EventDefinition) (*
 	if len(problems) > 0 {
 		return nil, &DefinitionInvalidError{Name: def.Name, Reasons: problems}
 	}
-	out, err := c.store.EventDefinitionPut(ctx, &storage.EventDefinitionPutParams{Definition: def, Now: c.cfg.Now()})
+	if err := c.ensureTenant(ctx); err != nil {
+		return nil, fmt.Errorf("put event definition %s: %w", def.Name, err)
+	}
+	out, err := c.store.EventDefinitionPut(ctx, &storage.EventDefinitionPutParams{Tenant: c.tenant, Definition: def, Now: c.cfg.Clock.Now()})
 	if err != nil {
 		return nil, fmt.Errorf("put event definition %s: %w", def.Name, err)
 	}
@@ -123,7 +114,7 @@ func (c *Client) GetEventDefinition(ctx context.Context, name string) (*EventDef
 		return nil, notFound("event definition", name)
 	}
 	d, err := idempotent(ctx, func() (*EventDefinition, error) {
-		return c.store.EventDefinitionGet(ctx, &storage.EventDefinitionGetParams{Tenant: c.cfg.Tenant, Name: name})
+		return c.store.EventDefinitionGet(ctx, &storage.EventDefinitionGetParams{Tenant: c.tenant, Name: name})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("event definition %s: %w", name, err)
@@ -134,7 +125,7 @@ func (c *Client) GetEventDefinition(ctx context.Context, name string) (*EventDef
 // ListEventDefinitions returns the tenant's definitions by name.
 func (c *Client) ListEventDefinitions(ctx context.Context) ([]*EventDefinition, error) {
 	ds, err := idempotent(ctx, func() ([]*EventDefinition, error) {
-		return c.store.EventDefinitionList(ctx, &storage.EventDefinitionListParams{Tenant: c.cfg.Tenant})
+		return c.store.EventDefinitionList(ctx, &storage.EventDefinitionListParams{Tenant: c.tenant})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list event definitions: %w", err)
@@ -148,7 +139,7 @@ func (c *Client) DeleteEventDefinition(ctx context.Context, name string) error {
 	if !textOK(name, MaxNameBytes) {
 		return notFound("delete event definition", name)
 	}
-	if err := c.store.EventDefinitionDelete(ctx, &storage.EventDefinitionGetParams{Tenant: c.cfg.Tenant, Name: name}); err != nil {
+	if err := c.store.EventDefinitionDelete(ctx, &storage.EventDefinitionGetParams{Tenant: c.tenant, Name: name}); err != nil {
 		return fmt.Errorf("delete event definition %s: %w", name, err)
 	}
 	return nil
@@ -172,26 +163,26 @@ func compileSchema(raw []byte, maxBytes int) (*jsonschema.Schema, error) {
 // and fills in what the definition decides (latest-value buffering,
 // retention). It returns an *EventInvalidError for a payload the definition
 // refuses.
-func (c *Client) applyDefinition(ctx context.Context, p *storage.EventRaiseParams) error {
-	retention := c.cfg.EventRetention
-	def, err := c.store.EventDefinitionGet(ctx, &storage.EventDefinitionGetParams{Tenant: c.cfg.Tenant, Name: p.Name})
+func (c *Client) applyDefinition(ctx context.Context, p *storage.EventRaiseParams, lim clientLimits) error {
+	retention := lim.eventRetention
+	def, err := c.store.EventDefinitionGet(ctx, &storage.EventDefinitionGetParams{Tenant: c.tenant, Name: p.Name})
 	switch {
-	case errors.Is(err, storage.ErrNotFound):
-		if len(p.Payload) > c.cfg.MaxPayloadBytes {
+	case errors.Is(err, heraldtype.ErrNotFound):
+		if len(p.Payload) > lim.maxPayloadBytes {
 			return &EventInvalidError{Name: p.Name, Reasons: []string{
-				fmt.Sprintf("payload is %d bytes, over the %d-byte cap", len(p.Payload), c.cfg.MaxPayloadBytes)}}
+				fmt.Sprintf("payload is %d bytes, over the %d-byte cap", len(p.Payload), lim.maxPayloadBytes)}}
 		}
 	case err != nil:
 		return fmt.Errorf("event definition %s: %w", p.Name, err)
 	default:
-		reasons, err := c.payloadReasons(def, p.Payload)
+		reasons, err := c.payloadReasons(def, p.Payload, lim.maxPayloadBytes)
 		if err != nil {
 			return err
 		}
 		if len(reasons) > 0 {
 			return &EventInvalidError{Name: p.Name, Reasons: reasons}
 		}
-		p.Latest = p.Lane == history.LaneQueue && def.Buffer == storage.BufferLatest
+		p.Latest = p.Lane == history.LaneQueue && def.Buffer == heraldtype.BufferLatest
 		if def.Retention > 0 {
 			retention = def.Retention
 		}
@@ -200,12 +191,13 @@ func (c *Client) applyDefinition(ctx context.Context, p *storage.EventRaiseParam
 	return nil
 }
 
-// payloadReasons checks a payload against a definition: its size cap (the
-// client's default when the definition sets none) and its schema. It
+// payloadReasons checks a payload against a definition: its size cap
+// (maxPayloadBytes, the tenant's or the client's, when the definition sets
+// none) and its schema. It
 // returns why the payload is refused (nil if it is fine), or a
 // *DefinitionInvalidError if the schema cannot be used.
-func (c *Client) payloadReasons(def *EventDefinition, payload []byte) ([]string, error) {
-	limit := c.cfg.MaxPayloadBytes
+func (c *Client) payloadReasons(def *EventDefinition, payload []byte, maxPayloadBytes int) ([]string, error) {
+	limit := maxPayloadBytes
 	if def.MaxPayloadBytes > 0 {
 		limit = def.MaxPayloadBytes
 	}
@@ -218,7 +210,7 @@ func (c *Client) payloadReasons(def *EventDefinition, payload []byte) ([]string,
 	sch, err := compileSchema(def.Schema, c.cfg.MaxSchemaBytes)
 	if err != nil {
 		return nil, &DefinitionInvalidError{Name: def.Name, Reasons: []string{
-			fmt.Sprintf("stored version %d cannot be used: schema: %v", def.Version, err)}}
+			fmt.Sprintf("the stored definition (updated %s) cannot be used: schema: %v", def.UpdatedAt.Format(time.RFC3339), err)}}
 	}
 	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(payload))
 	if err != nil {
@@ -268,42 +260,71 @@ func schemaReasons(err error) []string {
 
 var schemaPrinter = message.NewPrinter(language.English)
 
-// maintenanceLoop runs the tenant's background maintenance on one node at a
-// time (the elected leader, SPEC §4): events kept for instances that never
-// started are dropped once their retention has passed (fate
-// dropped/expired), and correlated events past their TTL are deleted. It
-// runs beside the workers and never blocks them: each pass is a few short
-// writes.
+// maintenanceLoop runs each served tenant's background maintenance on one
+// node at a time (the tenant's elected leader, docs/engine.md, Maintenance): events kept for
+// instances that never started are dropped once their retention has passed
+// (fate dropped/expired), and correlated events past their TTL are
+// deleted. It runs beside the workers and never blocks them: each pass is a
+// few short writes per tenant.
 func (r *Runtime) maintenanceLoop(ctx context.Context) {
 	holder := uuid.NewString()
 	lease := 3 * r.cfg.ExpiryInterval
+	led := map[string]bool{}
 	defer func() {
-		_ = r.store.LeaderResign(context.WithoutCancel(ctx), &storage.LeaderElectParams{Tenant: r.cfg.Tenant,
-			Name: "maintenance", Holder: holder, Lease: lease, Now: r.cfg.Now()})
+		for tenant := range led {
+			_ = r.store.LeaderResign(context.WithoutCancel(ctx), &storage.LeaderElectParams{Tenant: tenant,
+				Name: "maintenance", Holder: holder, Lease: lease, Now: r.cfg.Clock.Now()})
+		}
 	}()
-	t := time.NewTicker(r.cfg.ExpiryInterval)
+	// On the engine's clock: retention and TTLs are measured on it, so a
+	// virtual clock advanced past them runs the pass that expires them.
+	t := r.cfg.Clock.NewTimer(r.cfg.ExpiryInterval)
 	defer t.Stop()
 	for {
-		leader, err := r.store.LeaderElect(ctx, &storage.LeaderElectParams{Tenant: r.cfg.Tenant, Name: "maintenance",
-			Holder: holder, Lease: lease, Now: r.cfg.Now()})
-		if err != nil && ctx.Err() == nil {
-			r.logger.Error("herald: elect maintenance leader", "err", err)
-		}
-		if leader {
-			r.expireEvents(ctx)
-			r.expireCorrelated(ctx)
+		for _, tenant := range r.servedTenants(ctx) {
+			leader, err := r.store.LeaderElect(ctx, &storage.LeaderElectParams{Tenant: tenant, Name: "maintenance",
+				Holder: holder, Lease: lease, Now: r.cfg.Clock.Now()})
+			if err != nil && ctx.Err() == nil {
+				r.logger.Error("herald: elect maintenance leader", "tenant", tenant, "err", err)
+			}
+			if leader {
+				led[tenant] = true
+				r.expireEvents(ctx, tenant)
+				r.expireCorrelated(ctx, tenant)
+			}
 		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
+			t.Reset(r.cfg.ExpiryInterval)
 		}
 	}
 }
 
-func (r *Runtime) expireEvents(ctx context.Context) {
+// servedTenants returns the tenants the runtime serves: Config.Tenants, or
+// every registered one.
+func (r *Runtime) servedTenants(ctx context.Context) []string {
+	if r.cfg.Tenants != nil {
+		return r.cfg.Tenants
+	}
+	ts, err := r.store.TenantList(ctx, &storage.TenantListParams{})
+	if err != nil {
+		if ctx.Err() == nil {
+			r.logger.Error("herald: list tenants", "err", err)
+		}
+		return nil
+	}
+	out := make([]string, len(ts))
+	for i, t := range ts {
+		out[i] = t.ID
+	}
+	return out
+}
+
+func (r *Runtime) expireEvents(ctx context.Context, tenant string) {
 	for {
-		ids, err := r.store.EventExpire(ctx, &storage.EventExpireParams{Tenant: r.cfg.Tenant, Now: r.cfg.Now(), Limit: 1000})
+		ids, err := r.store.EventExpire(ctx, &storage.EventExpireParams{Tenant: tenant, Now: r.cfg.Clock.Now(), Limit: 1000})
 		if err != nil {
 			if ctx.Err() == nil {
 				r.logger.Error("herald: expire events", "err", err)
@@ -311,8 +332,8 @@ func (r *Runtime) expireEvents(ctx context.Context) {
 			return
 		}
 		for _, id := range ids {
-			r.stats.countDrop(string(history.DropExpired))
-			r.logger.Warn("herald: event dropped", "event_id", id, "reason", history.DropExpired)
+			r.obs.EventsDropped(DropReport{Tenant: tenant, EventID: id, Reason: string(history.DropExpired), Count: 1})
+			r.logger.Warn("herald: event dropped", "tenant", tenant, "event_id", id, "reason", history.DropExpired)
 		}
 		if len(ids) < 1000 {
 			return
@@ -320,9 +341,9 @@ func (r *Runtime) expireEvents(ctx context.Context) {
 	}
 }
 
-func (r *Runtime) expireCorrelated(ctx context.Context) {
+func (r *Runtime) expireCorrelated(ctx context.Context, tenant string) {
 	for {
-		keys, err := r.store.CorrelatedExpire(ctx, &storage.CorrelatedExpireParams{Tenant: r.cfg.Tenant, Now: r.cfg.Now(), Limit: 1000})
+		keys, err := r.store.CorrelatedExpire(ctx, &storage.CorrelatedExpireParams{Tenant: tenant, Now: r.cfg.Clock.Now(), Limit: 1000})
 		if err != nil {
 			if ctx.Err() == nil {
 				r.logger.Error("herald: expire correlated events", "err", err)

@@ -1,9 +1,10 @@
 package herald_test
 
-// Tests of event definitions (SPEC §1, §3 preamble, §3.2): storage and
-// validation of definitions, schema and size validation of payloads on both
-// lanes, latest-value versus FIFO queues, tenant isolation, and the retention
-// of events kept for instances that have not started.
+// Tests of event definitions (docs/definitions.md; docs/events.md,
+// Payloads; docs/queue.md, Latest-value queues): storage and validation of
+// definitions, schema and size validation of payloads on both lanes,
+// latest-value versus FIFO queues, tenant isolation, and the retention of
+// events kept for instances that have not started.
 
 import (
 	"bytes"
@@ -24,6 +25,7 @@ import (
 	"time"
 
 	"github.com/heraldwf/herald"
+	"github.com/heraldwf/herald/heraldtype"
 	"github.com/heraldwf/herald/history"
 	"github.com/heraldwf/herald/internal/schema"
 	"github.com/heraldwf/herald/storage"
@@ -74,106 +76,14 @@ func dfRegister(rt *herald.Runtime) {
 // dfClient returns a client on a fresh store, for tests that need no runtime.
 func dfClient(t *testing.T) *herald.Client {
 	t.Helper()
-	return herald.NewClient(testStore(t), nil)
+	return mustClient(testStore(t), herald.DefaultTenant, nil)
 }
 
-func dfPut(t *testing.T, c *herald.Client, def herald.EventDefinition) *herald.EventDefinition {
-	t.Helper()
-	out, err := c.PutEventDefinition(t.Context(), def)
-	if err != nil {
-		t.Fatalf("put definition %s: %v", def.Name, err)
-	}
-	return out
-}
-
-// dfStart starts dfGated as id.
-func dfStart(b *bundle, id string, in dfGateIn) {
+// dfResult waits for id to complete and returns its payloads as compact
+// JSON strings.
+func dfResult(b *bundle, id string) []string {
 	b.t.Helper()
-	if _, err := b.client.StartWorkflow(b.ctx, "df-gated", in, herald.WithInstanceID(id)); err != nil {
-		b.t.Fatalf("start %s: %v", id, err)
-	}
-}
-
-// dfSend sends on lane through c and fails the test on an error.
-func dfSend(t *testing.T, c *herald.Client, lane history.Lane, id, name string, payload any, eventID string) {
-	t.Helper()
-	var err error
-	if lane == history.LaneQueue {
-		_, err = c.Enqueue(t.Context(), id, name, payload, herald.WithEventID(eventID))
-	} else {
-		_, err = c.RaiseEvent(t.Context(), id, name, payload, herald.WithEventID(eventID))
-	}
-	if err != nil {
-		t.Fatalf("send %s %s %s to %s: %v", lane, name, eventID, id, err)
-	}
-}
-
-// dfRefused sends on lane through c, wants ErrEventInvalid with a reason
-// containing want, and checks that nothing was stored for eventID.
-func dfRefused(t *testing.T, c *herald.Client, lane history.Lane, id, name string, payload any, eventID, want string) {
-	t.Helper()
-	var err error
-	if lane == history.LaneQueue {
-		_, err = c.Enqueue(t.Context(), id, name, payload, herald.WithEventID(eventID))
-	} else {
-		_, err = c.RaiseEvent(t.Context(), id, name, payload, herald.WithEventID(eventID))
-	}
-	var inv *herald.EventInvalidError
-	if !errors.Is(err, herald.ErrEventInvalid) || !errors.As(err, &inv) || inv.Name != name {
-		t.Fatalf("send %s %s %s: %v, want an *EventInvalidError for %s", lane, name, eventID, err, name)
-	}
-	found := false
-	for _, r := range inv.Reasons {
-		found = found || strings.Contains(r, want)
-	}
-	if !found {
-		t.Fatalf("send %s %s %s: reasons %q, want one containing %q", lane, name, eventID, inv.Reasons, want)
-	}
-	if rec, err := c.EventFate(t.Context(), eventID); !errors.Is(err, herald.ErrNotFound) {
-		t.Fatalf("refused %s stored: %+v, %v", eventID, rec, err)
-	}
-}
-
-// dfEventIDs lists the ids of the events sent to an instance.
-func dfEventIDs(t *testing.T, c *herald.Client, id string, f ...herald.EventFilter) []string {
-	t.Helper()
-	recs, err := c.Events(t.Context(), id, f...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, r := range recs {
-		out = append(out, r.EventID)
-	}
-	return out
-}
-
-// dfWaitFate waits until the event has the fate and returns its record.
-func dfWaitFate(b *bundle, c *herald.Client, eventID string, fate history.Fate) *herald.EventRecord {
-	b.t.Helper()
-	var rec *herald.EventRecord
-	b.waitFor(eventID+" "+string(fate), func() bool {
-		r, err := c.EventFate(b.ctx, eventID)
-		if err != nil {
-			return false
-		}
-		rec = r
-		return r.Fate == fate
-	})
-	return rec
-}
-
-// dfResult waits for id to complete and returns its payloads as strings.
-func dfResult(b *bundle, c *herald.Client, id string) []string {
-	b.t.Helper()
-	info, err := c.WaitForCompletion(b.ctx, id)
-	if err != nil {
-		b.t.Fatalf("wait for %s: %v", id, err)
-	}
-	var out []json.RawMessage
-	if err := info.Result(&out); err != nil {
-		b.t.Fatalf("%s ended %s: %v", id, info.Status, err)
-	}
+	out := resultOf[[]json.RawMessage](b, id)
 	s := make([]string, len(out))
 	for i, v := range out {
 		s[i] = dfCompact(v)
@@ -207,16 +117,16 @@ func TestDefinition_PutGetListDelete(t *testing.T) {
 		MaxPayloadBytes: 4096,
 		Correlation:     &herald.CorrelationConfig{TTL: time.Hour, DeleteAfterFirstCorrelation: true},
 	}
-	put := dfPut(t, c, want)
-	dfPut(t, c, herald.EventDefinition{Name: "approval"}) // no schema, default buffer
+	put := on(t, c).define(want)
+	on(t, c).define(herald.EventDefinition{Name: "approval"}) // no schema, default buffer
 
 	got, err := c.GetEventDefinition(ctx, "order.paid")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, d := range []*herald.EventDefinition{put, got} {
-		if d.Tenant != herald.DefaultTenant || d.Name != want.Name || d.Buffer != want.Buffer || d.Retention != want.Retention ||
-			d.MaxPayloadBytes != want.MaxPayloadBytes || d.Version != 1 || d.CreatedAt.IsZero() || d.UpdatedAt.IsZero() ||
+		if d.Name != want.Name || d.Buffer != want.Buffer || d.Retention != want.Retention ||
+			d.MaxPayloadBytes != want.MaxPayloadBytes || d.CreatedAt.IsZero() || d.UpdatedAt.IsZero() ||
 			!reflect.DeepEqual(d.Correlation, want.Correlation) || dfCompact(d.Schema) != dfCompact(want.Schema) {
 			t.Fatalf("definition %+v, want %+v", d, want)
 		}
@@ -252,32 +162,31 @@ func TestDefinition_PutGetListDelete(t *testing.T) {
 	}
 }
 
-func TestDefinition_VersionIncreases(t *testing.T) {
+func TestDefinition_ReplaceKeepsCreatedAt(t *testing.T) {
 	t.Parallel()
-	clock := &s1Clock{}
-	c := herald.NewClient(testStore(t), &herald.Config{Now: clock.Now})
-	v1 := dfPut(t, c, herald.EventDefinition{Name: "approval", Schema: json.RawMessage(`{"type":"object"}`)})
+	clock := &offsetClock{}
+	c := mustClient(testStore(t), herald.DefaultTenant, &herald.ClientConfig{Clock: funcClock(clock.Now)})
+	v1 := on(t, c).define(herald.EventDefinition{Name: "approval", Schema: json.RawMessage(`{"type":"object"}`)})
 	clock.Advance(time.Minute)
-	v2 := dfPut(t, c, herald.EventDefinition{Name: "approval", Schema: json.RawMessage(`{"type":"array"}`), Buffer: "latest"})
-	if v1.Version != 1 || v2.Version != 2 || !v2.CreatedAt.Equal(v1.CreatedAt) || v2.UpdatedAt.Sub(v1.UpdatedAt) < time.Minute {
-		t.Fatalf("v1 %+v, v2 %+v; want versions 1, 2 with CreatedAt kept and UpdatedAt moved", v1, v2)
+	v2 := on(t, c).define(herald.EventDefinition{Name: "approval", Schema: json.RawMessage(`{"type":"array"}`), Buffer: "latest"})
+	if !v2.CreatedAt.Equal(v1.CreatedAt) || v2.UpdatedAt.Sub(v1.UpdatedAt) < time.Minute {
+		t.Fatalf("v1 %+v, v2 %+v; want CreatedAt kept and UpdatedAt moved", v1, v2)
 	}
-	if got, err := c.GetEventDefinition(t.Context(), "approval"); err != nil || got.Version != 2 || got.Buffer != "latest" ||
+	if got, err := c.GetEventDefinition(t.Context(), "approval"); err != nil || got.Buffer != "latest" ||
 		dfCompact(got.Schema) != `{"type":"array"}` {
 		t.Fatalf("get after replace: %+v, %v", got, err)
 	}
-	// Another name has its own versions.
-	if other := dfPut(t, c, herald.EventDefinition{Name: "other"}); other.Version != 1 {
-		t.Fatalf("other: version %d, want 1", other.Version)
+	// Another name is another definition.
+	if other := on(t, c).define(herald.EventDefinition{Name: "other"}); other.CreatedAt.Before(v2.UpdatedAt) || other.Buffer != "fifo" {
+		t.Fatalf("other: %+v, want created now with the default buffer", other)
 	}
-	// A delete does not reset the version: a name and version never denote
-	// two different definitions.
+	// A put after a delete creates the definition anew.
 	if err := c.DeleteEventDefinition(t.Context(), "approval"); err != nil {
 		t.Fatal(err)
 	}
 	clock.Advance(time.Minute)
-	if v3 := dfPut(t, c, herald.EventDefinition{Name: "approval"}); v3.Version != 3 || !v3.CreatedAt.After(v1.CreatedAt) {
-		t.Fatalf("put after delete: %+v, want version 3 created anew", v3)
+	if v3 := on(t, c).define(herald.EventDefinition{Name: "approval"}); !v3.CreatedAt.After(v1.CreatedAt) || v3.Buffer != "fifo" || len(v3.Schema) != 0 {
+		t.Fatalf("put after delete: %+v, want it created anew", v3)
 	}
 }
 
@@ -306,7 +215,7 @@ func TestDefinition_InvalidRefused(t *testing.T) {
 			c := dfClient(t)
 			// A valid definition of another name, and of the same name in the
 			// replace case, must survive the refused put unchanged.
-			keep := dfPut(t, c, herald.EventDefinition{Name: "keep", Schema: json.RawMessage(`{"type":"boolean"}`)})
+			keep := on(t, c).define(herald.EventDefinition{Name: "keep", Schema: json.RawMessage(`{"type":"boolean"}`)})
 			out, err := c.PutEventDefinition(t.Context(), tc.def)
 			if !errors.Is(err, herald.ErrDefinitionInvalid) || out != nil {
 				t.Fatalf("put: %+v, %v; want ErrDefinitionInvalid", out, err)
@@ -331,7 +240,7 @@ func TestDefinition_InvalidRefused(t *testing.T) {
 				t.Fatalf("replace: %v, want ErrDefinitionInvalid", err)
 			}
 			got, err := c.GetEventDefinition(t.Context(), "keep")
-			if err != nil || got.Version != keep.Version || dfCompact(got.Schema) != `{"type":"boolean"}` || got.Buffer != "fifo" {
+			if err != nil || !got.UpdatedAt.Equal(keep.UpdatedAt) || dfCompact(got.Schema) != `{"type":"boolean"}` || got.Buffer != "fifo" {
 				t.Fatalf("definition after a refused replace: %+v, %v; want %+v", got, err, keep)
 			}
 		})
@@ -343,13 +252,13 @@ func TestDefinition_InvalidRefused(t *testing.T) {
 func TestDefinition_SchemaAppliesToRaiseEvent(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil, dfRegister)
-	dfPut(t, b.client, herald.EventDefinition{Name: "approval", Buffer: "latest", Schema: json.RawMessage(s1Schema)})
+	b.define(herald.EventDefinition{Name: "approval", Buffer: "latest", Schema: json.RawMessage(s1Schema)})
 
 	// Refused whether the instance waits, has not started, or is running.
-	dfRefused(t, b.client, history.LanePositional, "i", "approval", map[string]any{"approved": "yes"}, "ev-bad", "/approved")
-	dfRefused(t, b.client, history.LanePositional, "i", "approval", nil, "ev-null", "/: ")
-	dfSend(t, b.client, history.LanePositional, "i", "approval", s1Approval{Approved: true}, "ev-1")
-	dfSend(t, b.client, history.LanePositional, "i", "approval", s1Approval{Approved: false}, "ev-2")
+	b.refused(history.LanePositional, "i", "approval", map[string]any{"approved": "yes"}, "ev-bad", "/approved")
+	b.refused(history.LanePositional, "i", "approval", nil, "ev-null", "/: ")
+	b.send(history.LanePositional, "i", "approval", s1Approval{Approved: true}, "ev-1")
+	b.send(history.LanePositional, "i", "approval", s1Approval{Approved: false}, "ev-2")
 	// Signal-with-start does not start the instance for a refused event.
 	_, err := b.client.RaiseEvent(b.ctx, "j", "approval", "yes", herald.WithEventID("ev-start"),
 		herald.StartIfAbsent("df-gated", dfGateIn{}))
@@ -360,21 +269,21 @@ func TestDefinition_SchemaAppliesToRaiseEvent(t *testing.T) {
 		t.Fatalf("instance started by a refused event: %v", err)
 	}
 	// Another name is not validated by this definition.
-	dfSend(t, b.client, history.LanePositional, "i", "other", map[string]any{"approved": "yes"}, "ev-other")
-	if ids := dfEventIDs(t, b.client, "i"); !reflect.DeepEqual(ids, []string{"ev-1", "ev-2", "ev-other"}) {
+	b.send(history.LanePositional, "i", "other", map[string]any{"approved": "yes"}, "ev-other")
+	if ids := b.eventIDs("i"); !reflect.DeepEqual(ids, []string{"ev-1", "ev-2", "ev-other"}) {
 		t.Fatalf("events %v", ids)
 	}
 
-	dfStart(b, "i", dfGateIn{Gate: true, Waits: []string{"approval", "approval", "approval"}})
+	b.start("df-gated", "i", dfGateIn{Gate: true, Waits: []string{"approval", "approval", "approval"}})
 	b.waitHistory("i", history.EventSubscribed, "go", 1)
-	dfRefused(t, b.client, history.LanePositional, "i", "approval", map[string]any{"approved": 1}, "ev-bad-running", "/approved")
-	dfSend(t, b.client, history.LanePositional, "i", "go", nil, "ev-go")
+	b.refused(history.LanePositional, "i", "approval", map[string]any{"approved": 1}, "ev-bad-running", "/approved")
+	b.send(history.LanePositional, "i", "go", nil, "ev-go")
 	b.waitHistory("i", history.EventSubscribed, "approval", 3)
 	// And while a wait is open.
-	dfRefused(t, b.client, history.LanePositional, "i", "approval", map[string]any{}, "ev-bad-waiting", "approved")
-	dfSend(t, b.client, history.LanePositional, "i", "approval", s1Approval{Approved: true}, "ev-3")
+	b.refused(history.LanePositional, "i", "approval", map[string]any{}, "ev-bad-waiting", "approved")
+	b.send(history.LanePositional, "i", "approval", s1Approval{Approved: true}, "ev-3")
 
-	got := dfResult(b, b.client, "i")
+	got := dfResult(b, "i")
 	if want := []string{`{"approved":true}`, `{"approved":false}`, `{"approved":true}`}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("received %v, want %v", got, want)
 	}
@@ -390,32 +299,32 @@ func TestDefinition_SchemaAppliesToRaiseEvent(t *testing.T) {
 
 func TestDefinition_MaxPayloadBytes(t *testing.T) {
 	t.Parallel()
-	b := setup(t, &herald.Config{MaxPayloadBytes: 200}, dfRegister)
-	dfPut(t, b.client, herald.EventDefinition{Name: "small", MaxPayloadBytes: 20})
-	dfPut(t, b.client, herald.EventDefinition{Name: "big", MaxPayloadBytes: 2000, Schema: json.RawMessage(`{"type":"string"}`)})
-	dfPut(t, b.client, herald.EventDefinition{Name: "default-cap", Schema: json.RawMessage(`{"type":"string"}`)})
+	b := setup(t, &herald.Config{ClientConfig: herald.ClientConfig{MaxPayloadBytes: 200}}, dfRegister)
+	b.define(herald.EventDefinition{Name: "small", MaxPayloadBytes: 20})
+	b.define(herald.EventDefinition{Name: "big", MaxPayloadBytes: 2000, Schema: json.RawMessage(`{"type":"string"}`)})
+	b.define(herald.EventDefinition{Name: "default-cap", Schema: json.RawMessage(`{"type":"string"}`)})
 
 	for _, lane := range []history.Lane{history.LaneQueue, history.LanePositional} {
 		l := string(lane)
 		// A smaller cap than the runtime's.
-		dfRefused(t, b.client, lane, "target", "small", dfBlob(21), l+"-small-21", "over the 20-byte cap")
-		dfSend(t, b.client, lane, "target", "small", dfBlob(20), l+"-small-20")
+		b.refused(lane, "target", "small", dfBlob(21), l+"-small-21", "over the 20-byte cap")
+		b.send(lane, "target", "small", dfBlob(20), l+"-small-20")
 		// A larger one.
-		dfRefused(t, b.client, lane, "target", "big", dfBlob(2001), l+"-big-2001", "over the 2000-byte cap")
-		dfSend(t, b.client, lane, "target", "big", dfBlob(2000), l+"-big-2000")
+		b.refused(lane, "target", "big", dfBlob(2001), l+"-big-2001", "over the 2000-byte cap")
+		b.send(lane, "target", "big", dfBlob(2000), l+"-big-2000")
 		// A definition without a cap, and no definition: the runtime's.
-		dfRefused(t, b.client, lane, "target", "default-cap", dfBlob(201), l+"-default-201", "over the 200-byte cap")
-		dfSend(t, b.client, lane, "target", "default-cap", dfBlob(200), l+"-default-200")
-		dfRefused(t, b.client, lane, "target", "none", dfBlob(201), l+"-none-201", "over the 200-byte cap")
-		dfSend(t, b.client, lane, "target", "none", dfBlob(200), l+"-none-200")
+		b.refused(lane, "target", "default-cap", dfBlob(201), l+"-default-201", "over the 200-byte cap")
+		b.send(lane, "target", "default-cap", dfBlob(200), l+"-default-200")
+		b.refused(lane, "target", "none", dfBlob(201), l+"-none-201", "over the 200-byte cap")
+		b.send(lane, "target", "none", dfBlob(200), l+"-none-200")
 	}
-	if n := len(dfEventIDs(t, b.client, "target")); n != 8 {
+	if n := len(b.eventIDs("target")); n != 8 {
 		t.Fatalf("%d events stored, want the 8 accepted", n)
 	}
 
 	names := []string{"small", "big", "default-cap", "none"}
-	dfStart(b, "target", dfGateIn{Queues: names, Waits: names})
-	got := dfResult(b, b.client, "target")
+	b.start("df-gated", "target", dfGateIn{Queues: names, Waits: names})
+	got := dfResult(b, "target")
 	sizes := []int{20, 2000, 200, 200, 20, 2000, 200, 200}
 	if len(got) != len(sizes) {
 		t.Fatalf("received %d payloads, want %d", len(got), len(sizes))
@@ -432,29 +341,29 @@ func TestDefinition_MaxPayloadBytes(t *testing.T) {
 func TestDefinition_ChangeDoesNotTouchBufferedEvents(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil, dfRegister)
-	dfPut(t, b.client, herald.EventDefinition{Name: "approval", Buffer: "latest", Schema: json.RawMessage(s1Schema)})
-	dfStart(b, "i", dfGateIn{Gate: true, Queues: []string{"approval"}, Waits: []string{"approval"}})
+	b.define(herald.EventDefinition{Name: "approval", Buffer: "latest", Schema: json.RawMessage(s1Schema)})
+	b.start("df-gated", "i", dfGateIn{Gate: true, Queues: []string{"approval"}, Waits: []string{"approval"}})
 	b.waitHistory("i", history.EventSubscribed, "go", 1)
-	dfSend(t, b.client, history.LaneQueue, "i", "approval", s1Approval{Approved: false}, "ev-q")
-	dfSend(t, b.client, history.LanePositional, "i", "approval", s1Approval{Approved: false}, "ev-p")
-	dfWaitFate(b, b.client, "ev-q", history.FateBuffered)
-	dfWaitFate(b, b.client, "ev-p", history.FateBuffered)
+	b.send(history.LaneQueue, "i", "approval", s1Approval{Approved: false}, "ev-q")
+	b.send(history.LanePositional, "i", "approval", s1Approval{Approved: false}, "ev-p")
+	b.waitFate("ev-q", history.FateBuffered)
+	b.waitFate("ev-p", history.FateBuffered)
 
 	tight := `{"type":"object","properties":{"approved":{"const":true},"approver":{"type":"string"}},"required":["approved","approver"]}`
-	if d := dfPut(t, b.client, herald.EventDefinition{Name: "approval", Buffer: "latest", Schema: json.RawMessage(tight)}); d.Version != 2 {
-		t.Fatalf("version %d, want 2", d.Version)
+	if d := b.define(herald.EventDefinition{Name: "approval", Buffer: "latest", Schema: json.RawMessage(tight)}); d.Buffer != "latest" {
+		t.Fatalf("buffer %q, want latest", d.Buffer)
 	}
 	// The new schema is in force (the compiled old one is not reused)...
-	dfRefused(t, b.client, history.LaneQueue, "i", "approval", s1Approval{Approved: false}, "ev-new", "approver")
-	dfRefused(t, b.client, history.LanePositional, "i", "approval", s1Approval{Approved: false}, "ev-new", "approver")
+	b.refused(history.LaneQueue, "i", "approval", s1Approval{Approved: false}, "ev-new", "approver")
+	b.refused(history.LanePositional, "i", "approval", s1Approval{Approved: false}, "ev-new", "approver")
 	// ...and the buffered events, invalid under it, are untouched.
 	for _, id := range []string{"ev-q", "ev-p"} {
 		if rec := b.fate(id); rec.Fate != history.FateBuffered {
 			t.Fatalf("%s after the change: %+v, want still buffered", id, rec)
 		}
 	}
-	dfSend(t, b.client, history.LanePositional, "i", "go", nil, "ev-go")
-	got := dfResult(b, b.client, "i")
+	b.send(history.LanePositional, "i", "go", nil, "ev-go")
+	got := dfResult(b, "i")
 	if want := []string{`{"approved":false}`, `{"approved":false}`}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("received %v, want the events buffered before the change %v", got, want)
 	}
@@ -468,23 +377,23 @@ func TestDefinition_ChangeDoesNotTouchBufferedEvents(t *testing.T) {
 func TestDefinition_DeleteRemovesValidation(t *testing.T) {
 	t.Parallel()
 	c := dfClient(t)
-	dfPut(t, c, herald.EventDefinition{Name: "approval", Schema: json.RawMessage(s1Schema), MaxPayloadBytes: 30})
+	on(t, c).define(herald.EventDefinition{Name: "approval", Schema: json.RawMessage(s1Schema), MaxPayloadBytes: 30})
 	// The client has compiled and cached version 1.
-	dfRefused(t, c, history.LaneQueue, "i", "approval", map[string]any{"approved": "yes"}, "ev-1", "/approved")
-	dfSend(t, c, history.LaneQueue, "i", "approval", s1Approval{Approved: true}, "ev-ok")
+	on(t, c).refused(history.LaneQueue, "i", "approval", map[string]any{"approved": "yes"}, "ev-1", "/approved")
+	on(t, c).send(history.LaneQueue, "i", "approval", s1Approval{Approved: true}, "ev-ok")
 
 	if err := c.DeleteEventDefinition(t.Context(), "approval"); err != nil {
 		t.Fatal(err)
 	}
-	dfSend(t, c, history.LaneQueue, "i", "approval", map[string]any{"approved": "yes"}, "ev-1")
-	dfSend(t, c, history.LanePositional, "i", "approval", dfBlob(100), "ev-2") // the definition's cap is gone too
+	on(t, c).send(history.LaneQueue, "i", "approval", map[string]any{"approved": "yes"}, "ev-1")
+	on(t, c).send(history.LanePositional, "i", "approval", dfBlob(100), "ev-2") // the definition's cap is gone too
 
 	// A new definition of the name after the delete (version 2) is the one
 	// in force, not the cached version 1.
-	dfPut(t, c, herald.EventDefinition{Name: "approval", Schema: json.RawMessage(`{"type":"string"}`)})
-	dfRefused(t, c, history.LaneQueue, "i", "approval", s1Approval{Approved: true}, "ev-3", "/: ")
-	dfSend(t, c, history.LaneQueue, "i", "approval", "yes", "ev-4")
-	if ids := dfEventIDs(t, c, "i"); !reflect.DeepEqual(ids, []string{"ev-ok", "ev-1", "ev-2", "ev-4"}) {
+	on(t, c).define(herald.EventDefinition{Name: "approval", Schema: json.RawMessage(`{"type":"string"}`)})
+	on(t, c).refused(history.LaneQueue, "i", "approval", s1Approval{Approved: true}, "ev-3", "/: ")
+	on(t, c).send(history.LaneQueue, "i", "approval", "yes", "ev-4")
+	if ids := on(t, c).eventIDs("i"); !reflect.DeepEqual(ids, []string{"ev-ok", "ev-1", "ev-2", "ev-4"}) {
 		t.Fatalf("events %v", ids)
 	}
 }
@@ -494,20 +403,12 @@ func TestDefinition_DeleteRemovesValidation(t *testing.T) {
 func TestDefinition_TenantIsolation(t *testing.T) {
 	t.Parallel()
 	st := testStore(t)
-	a := setupOn(t, st, &herald.Config{Tenant: "a"}, dfRegister)
-	bRT := setupOn(t, st, &herald.Config{Tenant: "b"}, dfRegister)
-	ca := herald.NewClient(st, &herald.Config{Tenant: "a"})
-	cb := herald.NewClient(st, &herald.Config{Tenant: "b"})
+	a := setupOn(t, st, &herald.Config{Tenants: []string{"a"}}, dfRegister)
+	bRT := setupOn(t, st, &herald.Config{Tenants: []string{"b"}}, dfRegister)
+	ca := mustClient(st, "a", nil)
+	cb := mustClient(st, "b", nil)
 
-	def := dfPut(t, ca, herald.EventDefinition{Name: "approval", Buffer: "latest", Schema: json.RawMessage(s1Schema), MaxPayloadBytes: 30})
-	if def.Tenant != "a" {
-		t.Fatalf("tenant %q, want a", def.Tenant)
-	}
-	// A definition names its tenant through the client, never through the
-	// Tenant field.
-	if d := dfPut(t, ca, herald.EventDefinition{Tenant: "b", Name: "sneaky"}); d.Tenant != "a" {
-		t.Fatalf("put with Tenant b through a's client stored in %q", d.Tenant)
-	}
+	on(t, ca).define(herald.EventDefinition{Name: "approval", Buffer: "latest", Schema: json.RawMessage(s1Schema), MaxPayloadBytes: 30})
 	if _, err := cb.GetEventDefinition(t.Context(), "approval"); !errors.Is(err, herald.ErrNotFound) {
 		t.Fatalf("a's definition seen from b: %v", err)
 	}
@@ -522,27 +423,27 @@ func TestDefinition_TenantIsolation(t *testing.T) {
 	}
 
 	// Tenant a: validated and latest-value.
-	dfRefused(t, ca, history.LaneQueue, "same", "approval", map[string]any{"approved": "maybe"}, "ev-x", "/approved")
-	dfSend(t, ca, history.LaneQueue, "same", "approval", s1Approval{Approved: false}, "ev-1")
-	dfSend(t, ca, history.LaneQueue, "same", "approval", s1Approval{Approved: true}, "ev-2")
+	on(t, ca).refused(history.LaneQueue, "same", "approval", map[string]any{"approved": "maybe"}, "ev-x", "/approved")
+	on(t, ca).send(history.LaneQueue, "same", "approval", s1Approval{Approved: false}, "ev-1")
+	on(t, ca).send(history.LaneQueue, "same", "approval", s1Approval{Approved: true}, "ev-2")
 	// Tenant b, same instance id and event ids: no schema, no cap, FIFO.
-	dfSend(t, cb, history.LaneQueue, "same", "approval", map[string]any{"approved": "maybe"}, "ev-x")
-	dfSend(t, cb, history.LaneQueue, "same", "approval", map[string]any{"approved": "maybe", "note": strings.Repeat("n", 40)}, "ev-1")
-	dfSend(t, cb, history.LaneQueue, "same", "approval", s1Approval{Approved: true}, "ev-2")
+	on(t, cb).send(history.LaneQueue, "same", "approval", map[string]any{"approved": "maybe"}, "ev-x")
+	on(t, cb).send(history.LaneQueue, "same", "approval", map[string]any{"approved": "maybe", "note": strings.Repeat("n", 40)}, "ev-1")
+	on(t, cb).send(history.LaneQueue, "same", "approval", s1Approval{Approved: true}, "ev-2")
 
-	dfStart(a, "same", dfGateIn{Queues: []string{"approval"}})
-	dfStart(bRT, "same", dfGateIn{Queues: []string{"approval", "approval", "approval"}})
-	if got := dfResult(a, ca, "same"); !reflect.DeepEqual(got, []string{`{"approved":true}`}) {
+	a.start("df-gated", "same", dfGateIn{Queues: []string{"approval"}})
+	bRT.start("df-gated", "same", dfGateIn{Queues: []string{"approval", "approval", "approval"}})
+	if got := dfResult(a.as(ca), "same"); !reflect.DeepEqual(got, []string{`{"approved":true}`}) {
 		t.Fatalf("a received %v, want the latest message only", got)
 	}
-	gotB := dfResult(bRT, cb, "same")
+	gotB := dfResult(bRT.as(cb), "same")
 	if len(gotB) != 3 || gotB[0] != `{"approved":"maybe"}` || gotB[2] != `{"approved":true}` {
 		t.Fatalf("b received %v, want all three in order", gotB)
 	}
-	if rec := a.fate("ev-1"); rec.Tenant != "a" || rec.Fate != history.FateDropped || rec.Reason != history.DropSuperseded {
+	if rec := a.fate("ev-1"); rec.Fate != history.FateDropped || rec.Reason != history.DropSuperseded {
 		t.Fatalf("a's ev-1: %+v, want dropped/superseded", rec)
 	}
-	if rec := bRT.fate("ev-1"); rec.Tenant != "b" || rec.Fate != history.FateDelivered || rec.WaitNumber != 2 {
+	if rec := bRT.fate("ev-1"); rec.Fate != history.FateDelivered || rec.WaitNumber != 2 {
 		t.Fatalf("b's ev-1: %+v, want delivered to receive 2", rec)
 	}
 	if _, err := ca.EventFate(t.Context(), "ev-x"); !errors.Is(err, herald.ErrNotFound) {
@@ -550,10 +451,10 @@ func TestDefinition_TenantIsolation(t *testing.T) {
 	}
 
 	// b defines the same name its own way; a is not affected.
-	dfPut(t, cb, herald.EventDefinition{Name: "approval", Schema: json.RawMessage(`{"type":"object","properties":{"approved":{"type":"string"}}}`)})
-	dfRefused(t, cb, history.LaneQueue, "other", "approval", s1Approval{Approved: true}, "ev-y", "/approved")
-	dfSend(t, ca, history.LaneQueue, "other", "approval", s1Approval{Approved: true}, "ev-y")
-	if d, err := ca.GetEventDefinition(t.Context(), "approval"); err != nil || d.Version != 1 || d.Buffer != "latest" {
+	on(t, cb).define(herald.EventDefinition{Name: "approval", Schema: json.RawMessage(`{"type":"object","properties":{"approved":{"type":"string"}}}`)})
+	on(t, cb).refused(history.LaneQueue, "other", "approval", s1Approval{Approved: true}, "ev-y", "/approved")
+	on(t, ca).send(history.LaneQueue, "other", "approval", s1Approval{Approved: true}, "ev-y")
+	if d, err := ca.GetEventDefinition(t.Context(), "approval"); err != nil || d.Buffer != "latest" || d.MaxPayloadBytes != 30 {
 		t.Fatalf("a's definition after b's put: %+v, %v", d, err)
 	}
 }
@@ -563,25 +464,25 @@ func TestDefinition_TenantIsolation(t *testing.T) {
 func TestDefinition_FIFOQueueWithoutDefinitionKeepsEveryMessage(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil, dfRegister)
-	dfPut(t, b.client, herald.EventDefinition{Name: "tasks", Buffer: "fifo", Schema: json.RawMessage(`{"type":"integer"}`)})
-	dfStart(b, "i", dfGateIn{Gate: true, Queues: []string{"jobs", "jobs", "jobs", "tasks", "tasks"}})
+	b.define(herald.EventDefinition{Name: "tasks", Buffer: "fifo", Schema: json.RawMessage(`{"type":"integer"}`)})
+	b.start("df-gated", "i", dfGateIn{Gate: true, Queues: []string{"jobs", "jobs", "jobs", "tasks", "tasks"}})
 	b.waitHistory("i", history.EventSubscribed, "go", 1)
 	for i, id := range []string{"j1", "j2", "j3"} {
-		dfSend(t, b.client, history.LaneQueue, "i", "jobs", i+1, id)
+		b.send(history.LaneQueue, "i", "jobs", i+1, id)
 	}
-	dfSend(t, b.client, history.LaneQueue, "i", "tasks", 10, "t1")
-	dfSend(t, b.client, history.LaneQueue, "i", "tasks", 20, "t2")
+	b.send(history.LaneQueue, "i", "tasks", 10, "t1")
+	b.send(history.LaneQueue, "i", "tasks", 20, "t2")
 	for _, id := range []string{"j1", "j2", "j3", "t1", "t2"} {
-		dfWaitFate(b, b.client, id, history.FateBuffered)
+		b.waitFate(id, history.FateBuffered)
 	}
-	dfSend(t, b.client, history.LanePositional, "i", "go", nil, "ev-go")
-	if got := dfResult(b, b.client, "i"); !reflect.DeepEqual(got, []string{"1", "2", "3", "10", "20"}) {
+	b.send(history.LanePositional, "i", "go", nil, "ev-go")
+	if got := dfResult(b, "i"); !reflect.DeepEqual(got, []string{"1", "2", "3", "10", "20"}) {
 		t.Fatalf("received %v, want every message in order", got)
 	}
-	if ids := dfEventIDs(t, b.client, "i", herald.EventFilter{Fate: history.FateDropped}); len(ids) != 0 {
+	if ids := b.eventIDs("i", herald.EventFilter{Fate: history.FateDropped}); len(ids) != 0 {
 		t.Fatalf("dropped: %v", ids)
 	}
-	delivered := dfEventIDs(t, b.client, "i", herald.EventFilter{Lane: history.LaneQueue, Fate: history.FateDelivered})
+	delivered := b.eventIDs("i", herald.EventFilter{Lane: history.LaneQueue, Fate: history.FateDelivered})
 	if !reflect.DeepEqual(delivered, []string{"j1", "j2", "j3", "t1", "t2"}) {
 		t.Fatalf("delivered: %v", delivered)
 	}
@@ -593,12 +494,12 @@ func TestDefinition_FIFOQueueWithoutDefinitionKeepsEveryMessage(t *testing.T) {
 // on how fast the machine is.
 func TestDefinition_RetentionExpiresEventsForInstanceThatNeverStarts(t *testing.T) {
 	t.Parallel()
-	clock := &s1Clock{}
-	b := setup(t, &herald.Config{Now: clock.Now, EventRetention: time.Hour, ExpiryInterval: 20 * time.Millisecond}, dfRegister)
-	dfPut(t, b.client, herald.EventDefinition{Name: "soon", Retention: 30 * time.Minute})
-	dfSend(t, b.client, history.LaneQueue, "ghost", "q", "hello", "ev-q")
-	dfSend(t, b.client, history.LanePositional, "ghost", "p", "hello", "ev-p")
-	dfSend(t, b.client, history.LaneQueue, "ghost-2", "soon", "hello", "ev-soon")
+	clock := &offsetClock{}
+	b := setup(t, &herald.Config{ClientConfig: atRetention(clock.Now, time.Hour), ExpiryInterval: 20 * time.Millisecond}, dfRegister)
+	b.define(herald.EventDefinition{Name: "soon", Retention: 30 * time.Minute})
+	b.send(history.LaneQueue, "ghost", "q", "hello", "ev-q")
+	b.send(history.LanePositional, "ghost", "p", "hello", "ev-p")
+	b.send(history.LaneQueue, "ghost-2", "soon", "hello", "ev-soon")
 	for _, id := range []string{"ev-q", "ev-p", "ev-soon"} {
 		if rec := b.fate(id); rec.Fate != history.FatePending {
 			t.Fatalf("%s: %+v, want pending", id, rec)
@@ -608,7 +509,7 @@ func TestDefinition_RetentionExpiresEventsForInstanceThatNeverStarts(t *testing.
 	// Before the retention has passed nothing expires: the expiry loop has
 	// run (ev-soon's shorter retention is over), ev-q and ev-p stay.
 	clock.Advance(59 * time.Minute)
-	if rec := dfWaitFate(b, b.client, "ev-soon", history.FateDropped); rec.Reason != history.DropExpired {
+	if rec := b.waitFate("ev-soon", history.FateDropped); rec.Reason != history.DropExpired {
 		t.Fatalf("ev-soon: %+v, want dropped/expired", rec)
 	}
 	for _, id := range []string{"ev-q", "ev-p"} {
@@ -619,7 +520,7 @@ func TestDefinition_RetentionExpiresEventsForInstanceThatNeverStarts(t *testing.
 
 	clock.Advance(2 * time.Minute)
 	for _, id := range []string{"ev-q", "ev-p"} {
-		rec := dfWaitFate(b, b.client, id, history.FateDropped)
+		rec := b.waitFate(id, history.FateDropped)
 		if rec.Reason != history.DropExpired || rec.InstanceID != "ghost" {
 			t.Fatalf("%s: %+v, want dropped/expired", id, rec)
 		}
@@ -628,10 +529,10 @@ func TestDefinition_RetentionExpiresEventsForInstanceThatNeverStarts(t *testing.
 		}
 		b.wantWarn("herald: event dropped", "event_id="+id, "reason=expired")
 	}
-	if n := b.rt.Stats().DroppedByReason()[string(history.DropExpired)]; n != 3 {
+	if n := b.obs.droppedBy(string(history.DropExpired)); n != 3 {
 		t.Fatalf("expired drops counted: %d, want 3", n)
 	}
-	if ids := dfEventIDs(t, b.client, "ghost", herald.EventFilter{Fate: history.FateDropped}); !reflect.DeepEqual(ids, []string{"ev-q", "ev-p"}) {
+	if ids := b.eventIDs("ghost", herald.EventFilter{Fate: history.FateDropped}); !reflect.DeepEqual(ids, []string{"ev-q", "ev-p"}) {
 		t.Fatalf("dropped events of ghost: %v", ids)
 	}
 	// The id stays known: sending it again is a duplicate, not a new event.
@@ -640,9 +541,7 @@ func TestDefinition_RetentionExpiresEventsForInstanceThatNeverStarts(t *testing.
 		t.Fatalf("resend of an expired event: %+v, %v; want a duplicate receipt", rec, err)
 	}
 	// Starting the instance now does not resurrect them.
-	if _, err := b.client.StartWorkflow(b.ctx, "df-try", nil, herald.WithInstanceID("ghost")); err != nil {
-		t.Fatal(err)
-	}
+	b.start("df-try", "ghost", nil)
 	info := b.waitDone("ghost")
 	var got bool
 	if err := info.Result(&got); err != nil || got {
@@ -658,15 +557,15 @@ func TestDefinition_RetentionOverridesDefault(t *testing.T) {
 	t.Parallel()
 	t.Run("longer", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, &herald.Config{EventRetention: 200 * time.Millisecond, ExpiryInterval: 50 * time.Millisecond}, dfRegister)
-		dfPut(t, b.client, herald.EventDefinition{Name: "keep", Retention: time.Hour})
-		dfPut(t, b.client, herald.EventDefinition{Name: "plain"}) // Retention 0: the runtime's
-		dfSend(t, b.client, history.LaneQueue, "ghost", "keep", 1, "ev-keep")
-		dfSend(t, b.client, history.LanePositional, "ghost", "keep", 1, "ev-keep-p")
-		dfSend(t, b.client, history.LaneQueue, "ghost", "plain", 1, "ev-plain")
-		dfSend(t, b.client, history.LaneQueue, "ghost", "undefined", 1, "ev-undefined")
+		b := setup(t, &herald.Config{ClientConfig: herald.ClientConfig{EventRetention: 200 * time.Millisecond}, ExpiryInterval: 50 * time.Millisecond}, dfRegister)
+		b.define(herald.EventDefinition{Name: "keep", Retention: time.Hour})
+		b.define(herald.EventDefinition{Name: "plain"}) // Retention 0: the runtime's
+		b.send(history.LaneQueue, "ghost", "keep", 1, "ev-keep")
+		b.send(history.LanePositional, "ghost", "keep", 1, "ev-keep-p")
+		b.send(history.LaneQueue, "ghost", "plain", 1, "ev-plain")
+		b.send(history.LaneQueue, "ghost", "undefined", 1, "ev-undefined")
 		for _, id := range []string{"ev-plain", "ev-undefined"} {
-			if rec := dfWaitFate(b, b.client, id, history.FateDropped); rec.Reason != history.DropExpired {
+			if rec := b.waitFate(id, history.FateDropped); rec.Reason != history.DropExpired {
 				t.Fatalf("%s: %+v, want dropped/expired", id, rec)
 			}
 		}
@@ -679,10 +578,10 @@ func TestDefinition_RetentionOverridesDefault(t *testing.T) {
 	t.Run("shorter", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, &herald.Config{ExpiryInterval: 50 * time.Millisecond}, dfRegister) // default retention 24 h
-		dfPut(t, b.client, herald.EventDefinition{Name: "brief", Retention: 150 * time.Millisecond})
-		dfSend(t, b.client, history.LaneQueue, "ghost", "plain", 1, "ev-plain")
-		dfSend(t, b.client, history.LaneQueue, "ghost", "brief", 1, "ev-brief")
-		if rec := dfWaitFate(b, b.client, "ev-brief", history.FateDropped); rec.Reason != history.DropExpired {
+		b.define(herald.EventDefinition{Name: "brief", Retention: 150 * time.Millisecond})
+		b.send(history.LaneQueue, "ghost", "plain", 1, "ev-plain")
+		b.send(history.LaneQueue, "ghost", "brief", 1, "ev-brief")
+		if rec := b.waitFate("ev-brief", history.FateDropped); rec.Reason != history.DropExpired {
 			t.Fatalf("ev-brief: %+v, want dropped/expired", rec)
 		}
 		b.wantWarn("herald: event dropped", "event_id=ev-brief", "reason=expired")
@@ -697,24 +596,24 @@ func TestDefinition_RetentionOverridesDefault(t *testing.T) {
 // applies: the clock is moved past it while the event waits in the inbox.
 func TestDefinition_EventBeforeStartDeliveredWhenInstanceStarts(t *testing.T) {
 	t.Parallel()
-	clock := &s1Clock{}
-	b := setup(t, &herald.Config{Now: clock.Now, EventRetention: time.Hour, ExpiryInterval: 20 * time.Millisecond}, dfRegister)
-	dfPut(t, b.client, herald.EventDefinition{Name: "approval", Buffer: "latest", Schema: json.RawMessage(s1Schema), Retention: 2 * time.Hour})
-	dfSend(t, b.client, history.LaneQueue, "late", "approval", s1Approval{Approved: true}, "ev-q")
-	dfSend(t, b.client, history.LanePositional, "late", "p", "hi", "ev-p")
-	dfSend(t, b.client, history.LaneQueue, "never", "approval", s1Approval{Approved: true}, "ev-never")
+	clock := &offsetClock{}
+	b := setup(t, &herald.Config{ClientConfig: atRetention(clock.Now, time.Hour), ExpiryInterval: 20 * time.Millisecond}, dfRegister)
+	b.define(herald.EventDefinition{Name: "approval", Buffer: "latest", Schema: json.RawMessage(s1Schema), Retention: 2 * time.Hour})
+	b.send(history.LaneQueue, "late", "approval", s1Approval{Approved: true}, "ev-q")
+	b.send(history.LanePositional, "late", "p", "hi", "ev-p")
+	b.send(history.LaneQueue, "never", "approval", s1Approval{Approved: true}, "ev-never")
 
-	dfStart(b, "late", dfGateIn{Gate: true, Queues: []string{"approval"}, Waits: []string{"p"}})
+	b.start("df-gated", "late", dfGateIn{Gate: true, Queues: []string{"approval"}, Waits: []string{"p"}})
 	b.waitHistory("late", history.EventSubscribed, "go", 1)
 	for _, id := range []string{"ev-q", "ev-p"} {
-		rec := dfWaitFate(b, b.client, id, history.FateBuffered)
+		rec := b.waitFate(id, history.FateBuffered)
 		if rec.Execution != 1 {
 			t.Fatalf("%s: %+v, want buffered in execution 1", id, rec)
 		}
 	}
 	evs := b.history("late", 0)
 	for _, id := range []string{"ev-q", "ev-p"} {
-		if r := s1Find(evs, history.EventRaised, "", id); len(r) != 1 || !r[0].AtStart {
+		if r := withID(ofKind(evs, history.EventRaised, "", ""), id); len(r) != 1 || !r[0].AtStart {
 			t.Fatalf("%s not placed at the start of execution 1:%s", id, dumpHistory(evs))
 		}
 	}
@@ -722,7 +621,7 @@ func TestDefinition_EventBeforeStartDeliveredWhenInstanceStarts(t *testing.T) {
 	// Past every retention: the event of the instance that never started
 	// expires, the started instance's events do not.
 	clock.Advance(3 * time.Hour)
-	if rec := dfWaitFate(b, b.client, "ev-never", history.FateDropped); rec.Reason != history.DropExpired {
+	if rec := b.waitFate("ev-never", history.FateDropped); rec.Reason != history.DropExpired {
 		t.Fatalf("ev-never: %+v, want dropped/expired", rec)
 	}
 	for _, id := range []string{"ev-q", "ev-p"} {
@@ -731,8 +630,8 @@ func TestDefinition_EventBeforeStartDeliveredWhenInstanceStarts(t *testing.T) {
 		}
 	}
 
-	dfSend(t, b.client, history.LanePositional, "late", "go", nil, "ev-go")
-	if got := dfResult(b, b.client, "late"); !reflect.DeepEqual(got, []string{`{"approved":true}`, `"hi"`}) {
+	b.send(history.LanePositional, "late", "go", nil, "ev-go")
+	if got := dfResult(b, "late"); !reflect.DeepEqual(got, []string{`{"approved":true}`, `"hi"`}) {
 		t.Fatalf("received %v", got)
 	}
 	for _, id := range []string{"ev-q", "ev-p"} {
@@ -742,7 +641,7 @@ func TestDefinition_EventBeforeStartDeliveredWhenInstanceStarts(t *testing.T) {
 	}
 }
 
-// Event names are arbitrary case-sensitive strings (SPEC §3), so a name
+// Event names are arbitrary case-sensitive strings (docs/events.md), so a name
 // must not decide whether its schema compiles. BUG: compileSchema builds
 // the resource URL as "herald:///definitions/"+name+".json" without
 // escaping, so a name with '#' or a bare '%' is refused with a misleading
@@ -755,8 +654,8 @@ func TestDefinition_NameWithURLCharactersAccepted(t *testing.T) {
 			t.Errorf("put %q: %v", name, err)
 			continue
 		}
-		dfRefused(t, c, history.LaneQueue, "i", name, "no", "ev-"+name, "want boolean")
-		dfSend(t, c, history.LaneQueue, "i", name, true, "ok-"+name)
+		on(t, c).refused(history.LaneQueue, "i", name, "no", "ev-"+name, "want boolean")
+		on(t, c).send(history.LaneQueue, "i", name, true, "ok-"+name)
 	}
 }
 
@@ -768,22 +667,23 @@ func TestDefinition_NameWithURLCharactersAccepted(t *testing.T) {
 func TestDefinition_ReasonsThroughRefSayWhatIsWrong(t *testing.T) {
 	t.Parallel()
 	c := dfClient(t)
-	dfPut(t, c, herald.EventDefinition{Name: "approval",
+	on(t, c).define(herald.EventDefinition{Name: "approval",
 		Schema: json.RawMessage(`{"$defs":{"flag":{"type":"boolean"}},"properties":{"approved":{"$ref":"#/$defs/flag"}}}`)})
-	dfRefused(t, c, history.LaneQueue, "i", "approval", map[string]any{"approved": "yes"}, "ev-1", "/approved: got string, want boolean")
+	on(t, c).refused(history.LaneQueue, "i", "approval", map[string]any{"approved": "yes"}, "ev-1", "/approved: got string, want boolean")
 }
 
-// SPEC §3: sending the same event id again for the same target is a no-op
-// that returns the first receipt. BUG: the payload is validated against the
-// current definition before the id is looked up, so a client retrying an
-// event that was accepted (say after a timeout) gets ErrEventInvalid once the
-// definition has been tightened, although the event is stored.
+// docs/events.md, Event ids and dedup: sending the same event id again for
+// the same target is a no-op that returns the first receipt. A bug once
+// validated the payload against the current definition before looking the
+// id up, so a client retrying an event that was accepted (say after a
+// timeout) got ErrEventInvalid once the definition had been tightened,
+// although the event was stored.
 func TestDefinition_ResendAfterDefinitionChangeIsDuplicate(t *testing.T) {
 	t.Parallel()
 	c := dfClient(t)
-	dfPut(t, c, herald.EventDefinition{Name: "approval", Schema: json.RawMessage(s1Schema)})
-	dfSend(t, c, history.LaneQueue, "i", "approval", s1Approval{Approved: true}, "ev-1")
-	dfPut(t, c, herald.EventDefinition{Name: "approval", Schema: json.RawMessage(`{"type":"string"}`)})
+	on(t, c).define(herald.EventDefinition{Name: "approval", Schema: json.RawMessage(s1Schema)})
+	on(t, c).send(history.LaneQueue, "i", "approval", s1Approval{Approved: true}, "ev-1")
+	on(t, c).define(herald.EventDefinition{Name: "approval", Schema: json.RawMessage(`{"type":"string"}`)})
 	rec, err := c.Enqueue(t.Context(), "i", "approval", s1Approval{Approved: true}, herald.WithEventID("ev-1"))
 	if err != nil || !rec.Duplicate {
 		t.Fatalf("resend of an accepted event: %+v, %v; want its first receipt (Duplicate)", rec, err)
@@ -818,7 +718,7 @@ func dfDefRefused(t *testing.T, c *herald.Client, def herald.EventDefinition, wa
 	if !errors.Is(err, herald.ErrDefinitionInvalid) || !errors.As(err, &inv) || out != nil || inv.Name != def.Name {
 		stored := "nothing stored"
 		if out != nil {
-			stored = fmt.Sprintf("stored as version %d", out.Version)
+			stored = fmt.Sprintf("stored (updated %s)", out.UpdatedAt)
 		}
 		t.Fatalf("put %s: %s, %.300v; want a *DefinitionInvalidError", def.Name, stored, err)
 	}
@@ -851,24 +751,24 @@ func dfDefSendRefused(t *testing.T, c *herald.Client, name, eventID, want string
 func TestDefinition_SchemaSizeCapped(t *testing.T) {
 	t.Parallel()
 	st := testStore(t)
-	c := herald.NewClient(st, nil)
+	c := mustClient(st, herald.DefaultTenant, nil)
 	ctx := t.Context()
 	described := func(n int) json.RawMessage { // a cheap schema of exactly n bytes
 		const frame = `{"type":"boolean","description":""}`
 		return json.RawMessage(frame[:len(frame)-2] + strings.Repeat("x", n-len(frame)) + `"}`)
 	}
 	dfDefRefused(t, c, herald.EventDefinition{Name: "big", Schema: described(256<<10 + 1)}, "262145 bytes, over the 262144-byte cap")
-	dfPut(t, c, herald.EventDefinition{Name: "at-cap", Schema: described(256 << 10)})
+	on(t, c).define(herald.EventDefinition{Name: "at-cap", Schema: described(256 << 10)})
 
 	// Config.MaxSchemaBytes sets the cap.
-	small := herald.NewClient(st, &herald.Config{MaxSchemaBytes: 1024})
+	small := mustClient(st, herald.DefaultTenant, &herald.ClientConfig{MaxSchemaBytes: 1024})
 	dfDefRefused(t, small, herald.EventDefinition{Name: "mid", Schema: described(1025)}, "1025 bytes, over the 1024-byte cap")
-	dfPut(t, c, herald.EventDefinition{Name: "mid", Schema: described(1025)})
+	on(t, c).define(herald.EventDefinition{Name: "mid", Schema: described(1025)})
 
 	// An event whose stored schema is over the sending client's cap is
 	// refused, nothing stored; a client with a larger cap sends it.
 	dfDefSendRefused(t, small, "mid", "ev-small", "over the 1024-byte cap")
-	dfSend(t, c, history.LaneQueue, "i", "mid", true, "ev-default")
+	on(t, c).send(history.LaneQueue, "i", "mid", true, "ev-default")
 	if _, err := c.Enqueue(ctx, "i", "mid", "yes"); !errors.Is(err, herald.ErrEventInvalid) {
 		t.Fatalf("payload against the stored schema: %v, want ErrEventInvalid", err)
 	}
@@ -931,10 +831,10 @@ func TestDefinition_RefCycleRefusedAtPut(t *testing.T) {
 		dfDefRefused(t, c, herald.EventDefinition{Name: "loop", Schema: json.RawMessage(tc.schema)}, tc.reason)
 	}
 
-	dfPut(t, c, herald.EventDefinition{Name: "list",
+	on(t, c).define(herald.EventDefinition{Name: "list",
 		Schema: json.RawMessage(`{"type":"object","properties":{"next":{"$ref":"#"}},"additionalProperties":false}`)})
-	dfSend(t, c, history.LaneQueue, "i", "list", map[string]any{"next": map[string]any{"next": map[string]any{}}}, "ev-ok")
-	dfRefused(t, c, history.LaneQueue, "i", "list", map[string]any{"next": map[string]any{"x": 1}}, "ev-bad", "/next")
+	on(t, c).send(history.LaneQueue, "i", "list", map[string]any{"next": map[string]any{"next": map[string]any{}}}, "ev-ok")
+	on(t, c).refused(history.LaneQueue, "i", "list", map[string]any{"next": map[string]any{"x": 1}}, "ev-bad", "/next")
 }
 
 // A definition stored before these checks (here: straight through the
@@ -946,13 +846,13 @@ func TestDefinition_StoredUnusableSchemaRefusesEvents(t *testing.T) {
 	schema.CountCompiles()
 	st := testStore(t)
 	raw := dfUnique(t, `{"$ref":"#"}`)
-	if _, err := st.EventDefinitionPut(t.Context(), &storage.EventDefinitionPutParams{
-		Definition: storage.EventDefinition{Tenant: herald.DefaultTenant, Name: "legacy", Schema: raw}, Now: time.Now()}); err != nil {
+	if _, err := st.EventDefinitionPut(t.Context(), &storage.EventDefinitionPutParams{Tenant: herald.DefaultTenant,
+		Definition: heraldtype.EventDefinition{Name: "legacy", Schema: raw}, Now: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
-	for i, c := range []*herald.Client{herald.NewClient(st, nil), herald.NewClient(st, nil)} {
+	for i, c := range []*herald.Client{mustClient(st, herald.DefaultTenant, nil), mustClient(st, herald.DefaultTenant, nil)} {
 		for j := range 3 {
-			dfDefSendRefused(t, c, "legacy", fmt.Sprintf("ev-%d-%d", i, j), "stored version 1 cannot be used: schema: reference cycle")
+			dfDefSendRefused(t, c, "legacy", fmt.Sprintf("ev-%d-%d", i, j), "cannot be used: schema: reference cycle")
 		}
 	}
 	if n := schema.Compiles(raw); n != 1 {
@@ -967,9 +867,9 @@ func TestDefinition_SchemaCompiledOncePerProcess(t *testing.T) {
 	t.Parallel()
 	schema.CountCompiles()
 	st := testStore(t)
-	putter := herald.NewClient(st, nil)
+	putter := mustClient(st, herald.DefaultTenant, nil)
 	b := setupOn(t, st, nil, nil)
-	clients := []*herald.Client{putter, herald.NewClient(st, nil), b.client, herald.NewClient(st, &herald.Config{MaxPayloadBytes: 1 << 10})}
+	clients := []*herald.Client{putter, mustClient(st, herald.DefaultTenant, nil), b.client, mustClient(st, herald.DefaultTenant, &herald.ClientConfig{MaxPayloadBytes: 1 << 10})}
 	versions := []struct {
 		schema    string
 		good, bad any
@@ -979,11 +879,11 @@ func TestDefinition_SchemaCompiledOncePerProcess(t *testing.T) {
 	}
 	for v, version := range versions {
 		raw := dfUnique(t, version.schema)
-		dfPut(t, putter, herald.EventDefinition{Name: "tick", Schema: raw})
+		on(t, putter).define(herald.EventDefinition{Name: "tick", Schema: raw})
 		for i, c := range clients {
 			for j := range 2 {
-				dfSend(t, c, history.LaneQueue, "i", "tick", version.good, fmt.Sprintf("ev-%d-%d-%d", v, i, j))
-				dfRefused(t, c, history.LaneQueue, "i", "tick", version.bad, fmt.Sprintf("bad-%d-%d-%d", v, i, j), "got string")
+				on(t, c).send(history.LaneQueue, "i", "tick", version.good, fmt.Sprintf("ev-%d-%d-%d", v, i, j))
+				on(t, c).refused(history.LaneQueue, "i", "tick", version.bad, fmt.Sprintf("bad-%d-%d-%d", v, i, j), "got string")
 			}
 		}
 		if n := schema.Compiles(raw); n != 1 {
@@ -1023,9 +923,9 @@ func TestDefinition_RemoteRefRefused(t *testing.T) {
 	}
 	// A resource bundled in the schema under a remote-looking $id is used,
 	// not fetched.
-	dfPut(t, c, herald.EventDefinition{Name: "bundled", Schema: json.RawMessage(
+	on(t, c).define(herald.EventDefinition{Name: "bundled", Schema: json.RawMessage(
 		`{"$defs":{"flag":{"$id":"` + srv.URL + `/flag.json","type":"boolean"}},"properties":{"approved":{"$ref":"` + srv.URL + `/flag.json"}}}`)})
-	dfRefused(t, c, history.LaneQueue, "i", "bundled", map[string]any{"approved": "yes"}, "ev-1", "/approved")
+	on(t, c).refused(history.LaneQueue, "i", "bundled", map[string]any{"approved": "yes"}, "ev-1", "/approved")
 	if n := fetched.Load(); n != 0 {
 		t.Fatalf("the schema server was asked %d times", n)
 	}
@@ -1059,7 +959,7 @@ func FuzzPutEventDefinitionSchema(f *testing.F) {
 	}
 
 	st := testStore(f)
-	rt, err := herald.NewRuntime(st, &herald.Config{PollInterval: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	rt, err := herald.NewRuntime(st, &herald.Config{PollInterval: 20 * time.Millisecond, ClientConfig: herald.ClientConfig{Logger: slog.New(slog.DiscardHandler)}})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -1078,7 +978,7 @@ func FuzzPutEventDefinitionSchema(f *testing.F) {
 		defer done()
 		_ = rt.Stop(stop)
 	})
-	c, other := rt.Client(), herald.NewClient(st, nil)
+	c, other := mustRuntimeClient(rt, herald.DefaultTenant), mustClient(st, herald.DefaultTenant, nil)
 	if _, err := c.PutEventDefinition(ctx, herald.EventDefinition{Name: "fz-keep", Schema: json.RawMessage(`{"type":"integer"}`)}); err != nil {
 		f.Fatal(err)
 	}
@@ -1098,13 +998,13 @@ func FuzzPutEventDefinitionSchema(f *testing.F) {
 				t.Fatalf("put: %+v, %v; want a definition or a *DefinitionInvalidError", out, err)
 			}
 			after, err := other.GetEventDefinition(ctx, "fz")
-			if (before == nil) != errors.Is(err, herald.ErrNotFound) || (before != nil && (after == nil || after.Version != before.Version)) {
+			if (before == nil) != errors.Is(err, herald.ErrNotFound) || (before != nil && (after == nil || !after.UpdatedAt.Equal(before.UpdatedAt) || !bytes.Equal(after.Schema, before.Schema))) {
 				t.Fatalf("refused put changed the definition: before %+v, after %+v, %v", before, after, err)
 			}
 		} else {
 			got, err := other.GetEventDefinition(ctx, "fz")
-			if err != nil || got.Version != out.Version || !bytes.Equal(got.Schema, raw) {
-				t.Fatalf("read back: %+v, %v; want version %d, schema %q", got, err, out.Version, raw)
+			if err != nil || !got.UpdatedAt.Equal(out.UpdatedAt) || !bytes.Equal(got.Schema, raw) {
+				t.Fatalf("read back: %+v, %v; want schema %q", got, err, raw)
 			}
 			for _, p := range []any{nil, 7, "s", map[string]any{"a": []any{1, "b", true}}} {
 				if _, err := other.Enqueue(ctx, "fz-nobody", "fz", p); err != nil && !errors.Is(err, herald.ErrEventInvalid) {

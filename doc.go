@@ -4,6 +4,9 @@
 // a fate you can query.
 //
 // A Runtime runs registered workflows and activities against a
-// storage.Store (SQLite embedded, see storage/sqlite); a Client starts
-// instances, raises events and reads state. Both are bound to one tenant.
+// storage.Store (SQLite embedded, see storage/sqlite) for every tenant of
+// the store, or a configured set; a Client, bound to one tenant
+// (Runtime.Client or NewClient), starts instances, raises events and reads
+// state. Time comes from one clock (package clock), and the engine reports
+// what it does to an Observer.
 package herald

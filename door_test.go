@@ -12,7 +12,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -22,7 +21,7 @@ import (
 
 	"github.com/heraldwf/herald"
 	"github.com/heraldwf/herald/history"
-	"github.com/heraldwf/herald/internal/testdb"
+	"github.com/heraldwf/herald/internal/storeurl"
 	"github.com/heraldwf/herald/storage"
 )
 
@@ -30,18 +29,22 @@ import (
 // behind Herald's back: how a test plants a row that cannot be decoded.
 func rawExec(t *testing.T, st storage.Store, query string, args ...any) int64 {
 	t.Helper()
-	loc, ok := storeLocations.Load(st)
+	raw, ok := storeLocations.Load(st)
 	if !ok {
 		t.Fatal("rawExec: store not opened by testStore")
 	}
+	loc, err := storeurl.Parse(raw.(string))
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := context.Background()
-	if testdb.Backend() == "postgres" {
-		conn, err := pgx.Connect(ctx, os.Getenv(testdb.URLEnv))
+	if loc.Backend == storeurl.Postgres {
+		conn, err := pgx.Connect(ctx, loc.URL)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "SET search_path TO "+loc.(string)); err != nil {
+		if _, err := conn.Exec(ctx, "SET search_path TO "+pgx.Identifier{loc.Schema}.Sanitize()); err != nil {
 			t.Fatal(err)
 		}
 		// $1… placeholders are what both drivers accept.
@@ -51,7 +54,7 @@ func rawExec(t *testing.T, st storage.Store, query string, args ...any) int64 {
 		}
 		return tag.RowsAffected()
 	}
-	db, err := sql.Open("sqlite", loc.(string))
+	db, err := sql.Open("sqlite", loc.Path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,9 +121,7 @@ func requireHealthy(t *testing.T, b *bundle, n int) {
 func TestDeepPayloadRefusedAtTheDoor(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil, doorWorkflows)
-	if _, err := b.client.StartWorkflow(b.ctx, "echo", nil, herald.WithInstanceID("bad")); err != nil {
-		t.Fatal(err)
-	}
+	b.start("echo", "bad", nil)
 	deep := nested(10000)
 	if _, err := b.client.RaiseEvent(b.ctx, "bad", "x", deep); !errors.Is(err, herald.ErrEventInvalid) {
 		t.Fatalf("RaiseEvent of a 10,000-deep payload: %v, want ErrEventInvalid", err)
@@ -150,9 +151,7 @@ func TestDeepPayloadRefusedAtTheDoor(t *testing.T) {
 	}
 	// At the limit it is accepted and reaches the workflow unchanged.
 	limit := nested(herald.DefaultMaxPayloadDepth)
-	if _, err := b.client.RaiseEvent(b.ctx, "bad", "x", limit); err != nil {
-		t.Fatalf("RaiseEvent at the depth limit: %v", err)
-	}
+	b.raise("bad", "x", limit, "")
 	var got json.RawMessage
 	b.result("bad", &got)
 	if string(got) != string(limit) {
@@ -164,10 +163,8 @@ func TestDeepPayloadRefusedAtTheDoor(t *testing.T) {
 // The limit is configurable and refused above what Herald can store.
 func TestMaxPayloadDepthConfig(t *testing.T) {
 	t.Parallel()
-	b := setup(t, &herald.Config{MaxPayloadDepth: 3}, doorWorkflows)
-	if _, err := b.client.StartWorkflow(b.ctx, "echo", nil, herald.WithInstanceID("i")); err != nil {
-		t.Fatal(err)
-	}
+	b := setup(t, &herald.Config{ClientConfig: herald.ClientConfig{MaxPayloadDepth: 3}}, doorWorkflows)
+	b.start("echo", "i", nil)
 	_, err := b.client.RaiseEvent(b.ctx, "i", "x", nested(4))
 	var inv *herald.EventInvalidError
 	if !errors.As(err, &inv) || !strings.Contains(err.Error(), "deeper than 3 levels") {
@@ -175,15 +172,13 @@ func TestMaxPayloadDepthConfig(t *testing.T) {
 	}
 	// Brackets inside strings are not nesting.
 	payload := json.RawMessage(`[[["[[[[[[{{{{"]]]`)
-	if _, err := b.client.RaiseEvent(b.ctx, "i", "x", payload); err != nil {
-		t.Fatalf("3 levels with brackets in a string: %v", err)
-	}
+	b.raise("i", "x", payload, "")
 	var got json.RawMessage
 	b.result("i", &got)
 	if string(got) != string(payload) {
 		t.Fatalf("got %s, want %s", got, payload)
 	}
-	if _, err := herald.NewRuntime(b.store, &herald.Config{MaxPayloadDepth: herald.MaxPayloadDepthLimit + 1}); !errors.Is(err, herald.ErrInvalidArgument) {
+	if _, err := herald.NewRuntime(b.store, &herald.Config{ClientConfig: herald.ClientConfig{MaxPayloadDepth: herald.MaxPayloadDepthLimit + 1}}); !errors.Is(err, herald.ErrInvalidArgument) {
 		t.Fatalf("NewRuntime with MaxPayloadDepth over the limit: %v, want ErrInvalidArgument", err)
 	}
 }
@@ -280,7 +275,7 @@ func TestUndecodableRowFailsOnlyItsInstance(t *testing.T) {
 					t.Fatalf("bad-%d ended %s: %v, want failed/corrupt", i, info.Status, info.Err())
 				}
 			}
-			if n := b.rt.Stats().InstancesUnreplayable.Load(); n != 3 {
+			if n := b.obs.unreplayableCount(); n != 3 {
 				t.Fatalf("InstancesUnreplayable = %d, want 3", n)
 			}
 			logged := 0
@@ -314,9 +309,7 @@ func TestIdentifierRules(t *testing.T) {
 		Correlation: &herald.CorrelationConfig{}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.client.StartWorkflow(b.ctx, "echo", nil, herald.WithInstanceID("ok")); err != nil {
-		t.Fatal(err)
-	}
+	b.start("echo", "ok", nil)
 	for what, bad := range badTexts {
 		t.Run(what, func(t *testing.T) {
 			wantInvalid := func(call string, err error, sentinel error) {
@@ -407,12 +400,8 @@ func TestIdentifierBoundaries(t *testing.T) {
 		err := ctx.WaitEvent(name).Get(&s)
 		return s, err
 	})
-	if _, err := b.client.StartWorkflow(b.ctx, name, nil, herald.WithInstanceID(id)); err != nil {
-		t.Fatalf("start with a %d-byte id: %v", len(id), err)
-	}
-	if _, err := b.client.RaiseEvent(b.ctx, id, name, "hello", herald.WithEventID(eventID)); err != nil {
-		t.Fatal(err)
-	}
+	b.start(name, id, nil)
+	b.raise(id, name, "hello", eventID)
 	var got string
 	info := b.result(id, &got)
 	if got != "hello" || info.ID != id || info.Workflow != name {
@@ -471,9 +460,7 @@ func TestDoorSentinels(t *testing.T) {
 	if _, err := b.client.StartWorkflow(b.ctx, "done", json.RawMessage("\"\xff\"")); !errors.Is(err, herald.ErrInvalidArgument) {
 		t.Errorf("input that is not UTF-8: %v", err)
 	}
-	if _, err := b.client.StartWorkflow(b.ctx, "echo", nil, herald.WithInstanceID("i")); err != nil {
-		t.Fatal(err)
-	}
+	b.start("echo", "i", nil)
 	if _, err := b.client.RaiseEvent(b.ctx, "i", "x", json.RawMessage("\"\xff\"")); !errors.Is(err, herald.ErrEventInvalid) {
 		t.Errorf("payload that is not UTF-8: %v", err)
 	}

@@ -52,8 +52,13 @@ func Example() {
 	}
 	defer rt.Stop(ctx)
 
-	c := rt.Client()
-	id, _ := c.StartWorkflow(ctx, "approval", "laptop", herald.WithInstanceID("order-42"))
+	c, err := rt.Client("acme") // a client of one tenant; the runtime serves every tenant
+	if err != nil {
+		log.Fatal(err)
+	}
+	// With IDReuseUseExisting a second run finds order-42 instead of failing.
+	id, _ := c.StartWorkflow(ctx, "approval", "laptop", herald.WithInstanceID("order-42"),
+		herald.WithIDReusePolicy(herald.IDReuseUseExisting))
 	receipt, _ := c.RaiseEvent(ctx, id, "decision", true, herald.WithEventID("order-42/decision"))
 
 	info, _ := c.WaitForCompletion(ctx, id)

@@ -28,11 +28,11 @@ func TestFlood_HistoryStaysBounded(t *testing.T) {
 			return struct{}{}, ctx.Sleep(24 * time.Hour) // never waits for an event
 		})
 	})
-	quStart(b, "idle", "i", nil)
+	b.start("idle", "i", nil)
 	b.waitHistory("i", history.TimerCreated, "", 1)
 	// The first events fill the limit; every later one is dropped.
 	for i := range limit {
-		quRaise(b, "i", "flood", i, fmt.Sprintf("f%04d", i))
+		b.raise("i", "flood", i, fmt.Sprintf("f%04d", i))
 		b.waitFate(fmt.Sprintf("f%04d", i), history.FateBuffered)
 	}
 	var wg sync.WaitGroup
@@ -79,27 +79,27 @@ func TestFlood_HistoryStaysBounded(t *testing.T) {
 		}
 	}
 	for _, i := range []int{limit, n / 2, n - 1} {
-		quCheckFate(b, fmt.Sprintf("f%04d", i), quFate{Lane: history.LanePositional, Name: "flood", Fate: history.FateDropped,
+		b.checkFate(fmt.Sprintf("f%04d", i), wantFate{Lane: history.LanePositional, Name: "flood", Fate: history.FateDropped,
 			Reason: history.DropLimit, Execution: 1, Origin: 1})
 	}
-	quCheckFate(b, "f0000", quFate{Lane: history.LanePositional, Name: "flood", Fate: history.FateBuffered, Execution: 1, Origin: 1})
+	b.checkFate("f0000", wantFate{Lane: history.LanePositional, Name: "flood", Fate: history.FateBuffered, Execution: 1, Origin: 1})
 
 	// History: the start, the timer, the buffered events and one
 	// breadcrumb for the burst.
 	evs := b.history("i", 0)
-	crumbs := quFind(evs, history.EventDropped, "", "")
+	crumbs := ofKind(evs, history.EventDropped, "", "")
 	if len(evs) > limit+4 || len(crumbs) != 1 {
 		t.Fatalf("%d history events (%d breadcrumbs) for %d events; history:%s", len(evs), len(crumbs), n, dumpHistory(evs))
 	}
 	if c := crumbs[0]; c.Reason != history.DropLimit || c.Name != "flood" || b.fate(c.EventID).Reason != history.DropLimit {
 		t.Fatalf("breadcrumb %+v", c)
 	}
-	quReplay(b, "i")
+	b.replayAll("i")
 
 	// Stats count every drop; the log has one WARN line for the burst and
 	// reports the drops of later turns at DEBUG, with their counts.
 	b.waitFor("every drop counted", func() bool {
-		return b.rt.Stats().DroppedByReason()[string(history.DropLimit)] == n-limit
+		return b.obs.droppedBy(string(history.DropLimit)) == n-limit
 	})
 	warns, reported := floodLogged(b)
 	if warns != 1 || reported != n-limit {

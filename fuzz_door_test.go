@@ -35,7 +35,7 @@ type fuzzEnv struct {
 func newFuzzEnv(f *testing.F) *fuzzEnv {
 	st := testStore(f)
 	rt, err := herald.NewRuntime(st, &herald.Config{PollInterval: 20 * time.Millisecond,
-		Logger: slog.New(slog.DiscardHandler)})
+		ClientConfig: herald.ClientConfig{Logger: slog.New(slog.DiscardHandler)}})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -63,7 +63,11 @@ func newFuzzEnv(f *testing.F) *fuzzEnv {
 		defer done()
 		_ = rt.Stop(c)
 	})
-	return &fuzzEnv{ctx: ctx, client: rt.Client()}
+	client, err := rt.Client(herald.DefaultTenant)
+	if err != nil {
+		f.Fatal(err)
+	}
+	return &fuzzEnv{ctx: ctx, client: client}
 }
 
 // call bounds one call of the fuzz function.

@@ -1,7 +1,7 @@
 package herald_test
 
-// End-to-end tests of the positional lane's client-side contract (SPEC §3
-// preamble and §3.1 rules 6 and 7): signal-with-start, event-id dedup and
+// End-to-end tests of the positional lane's client-side contract
+// (docs/events.md; docs/positional.md, rules 6 and 7): signal-with-start, event-id dedup and
 // conflicts, termination, wait timeouts, and the fate of events left
 // buffered when an instance ends.
 
@@ -37,7 +37,7 @@ func TestLane_StartIfAbsent(t *testing.T) {
 	})
 	// The instance does not exist: the raise creates it and the event is
 	// there when it starts.
-	r := plRaise(b, "sw", "signal", "hello", "ev-1", herald.StartIfAbsent("w", "first input"))
+	r := b.raise("sw", "signal", "hello", "ev-1", herald.StartIfAbsent("w", "first input"))
 	if !r.Started || r.Duplicate {
 		t.Fatalf("receipt %+v, want Started", r)
 	}
@@ -50,11 +50,11 @@ func TestLane_StartIfAbsent(t *testing.T) {
 	if len(evs) < 2 || evs[1].Kind != history.EventRaised || evs[1].EventID != "ev-1" || !evs[1].AtStart {
 		t.Fatalf("the event should be buffered at the start of execution 1, history:%s", dumpHistory(evs))
 	}
-	plCheckFate(b, "ev-1", plFate{Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
+	b.checkFate("ev-1", wantFate{Lane: history.LanePositional, Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
 
 	// The instance exists: the same call just raises (its start input is
 	// ignored).
-	r = plRaise(b, "sw", "signal", "again", "ev-2", herald.StartIfAbsent("w", "second input"))
+	r = b.raise("sw", "signal", "again", "ev-2", herald.StartIfAbsent("w", "second input"))
 	if r.Started || r.Duplicate {
 		t.Fatalf("receipt %+v, want a plain raise", r)
 	}
@@ -63,7 +63,7 @@ func TestLane_StartIfAbsent(t *testing.T) {
 	if !reflect.DeepEqual(o, out{Input: "first input", Events: []string{"hello", "again"}}) {
 		t.Fatalf("result %+v", o)
 	}
-	plCheckFate(b, "ev-2", plFate{Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 2})
+	b.checkFate("ev-2", wantFate{Lane: history.LanePositional, Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 2})
 
 	// It does not restart an instance that has ended.
 	_, err = b.client.RaiseEvent(b.ctx, "sw", "signal", "late", herald.WithEventID("ev-3"), herald.StartIfAbsent("w", "third"))
@@ -95,20 +95,20 @@ func TestLane_DedupSameEventID(t *testing.T) {
 			return o, nil
 		})
 	})
-	plStart(b, "w", "i", nil)
+	b.start("w", "i", nil)
 	b.waitHistory("i", history.EventSubscribed, "signal", 1)
-	first := plRaise(b, "i", "signal", "first", "dup")
-	again := plRaise(b, "i", "signal", "second", "dup") // at once, racing the delivery
+	first := b.raise("i", "signal", "first", "dup")
+	again := b.resend(history.LanePositional, "i", "signal", "second", "dup") // at once, racing the delivery
 	if first.Duplicate || !again.Duplicate || !again.ReceivedAt.Equal(first.ReceivedAt) {
 		t.Fatalf("receipts %+v then %+v; want the first receipt back, marked duplicate", first, again)
 	}
 	b.waitHistory("i", history.EventSubscribed, "signal", 2)
 	// Still a duplicate after delivery.
-	if r := plRaise(b, "i", "signal", "third", "dup"); !r.Duplicate || !r.ReceivedAt.Equal(first.ReceivedAt) {
+	if r := b.resend(history.LanePositional, "i", "signal", "third", "dup"); !r.Duplicate || !r.ReceivedAt.Equal(first.ReceivedAt) {
 		t.Fatalf("receipt after delivery %+v", r)
 	}
 	b.waitHistory("i", history.EventSubscribed, "done", 1)
-	plRaise(b, "i", "done", nil, "ev-done")
+	b.raise("i", "done", nil, "ev-done")
 
 	var o out
 	b.result("i", &o)
@@ -116,7 +116,7 @@ func TestLane_DedupSameEventID(t *testing.T) {
 		t.Fatalf("result %+v: the duplicate was delivered", o)
 	}
 	evs := b.history("i", 0)
-	if got := plByID(evs, "dup"); len(got) != 1 || got[0].Kind != history.EventRaised || string(got[0].Payload) != `"first"` {
+	if got := withID(evs, "dup"); len(got) != 1 || got[0].Kind != history.EventRaised || string(got[0].Payload) != `"first"` {
 		t.Fatalf("want one arrival of dup, history:%s", dumpHistory(evs))
 	}
 	recs, err := b.client.Events(b.ctx, "i")
@@ -132,17 +132,17 @@ func TestLane_DedupSameEventID(t *testing.T) {
 	if n != 1 || len(recs) != 2 {
 		t.Fatalf("ledger %+v: want one record for dup", recs)
 	}
-	plCheckFate(b, "dup", plFate{Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
+	b.checkFate("dup", wantFate{Lane: history.LanePositional, Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
 }
 
 func TestLane_EventIDConflict(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil, func(rt *herald.Runtime) { herald.RegisterWorkflow(rt, "w", plWaitOne) })
-	plStart(b, "w", "a", nil)
-	plStart(b, "w", "b", nil)
+	b.start("w", "a", nil)
+	b.start("w", "b", nil)
 	b.waitHistory("a", history.EventSubscribed, "signal", 1)
 	b.waitHistory("b", history.EventSubscribed, "signal", 1)
-	plRaise(b, "a", "signal", "for a", "shared")
+	b.raise("a", "signal", "for a", "shared")
 
 	for _, tc := range []struct{ instance, name string }{
 		{"b", "signal"},     // another instance
@@ -164,7 +164,7 @@ func TestLane_EventIDConflict(t *testing.T) {
 	if out != "for a" {
 		t.Fatalf("a got %q", out)
 	}
-	rec := plCheckFate(b, "shared", plFate{Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
+	rec := b.checkFate("shared", wantFate{Lane: history.LanePositional, Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
 	if rec.InstanceID != "a" || rec.Name != "signal" {
 		t.Fatalf("record %+v", rec)
 	}
@@ -183,12 +183,12 @@ func TestLane_TerminateDropsBufferedEvents(t *testing.T) {
 			return "", ctx.WaitEvent("gate").Get(nil)
 		})
 	})
-	plStart(b, "w", "i", nil)
+	b.start("w", "i", nil)
 	b.waitHistory("i", history.EventSubscribed, "gate", 1)
-	plRaise(b, "i", "a", 1, "ev-a")
-	plRaise(b, "i", "b", 2, "ev-b")
+	b.raise("i", "a", 1, "ev-a")
+	b.raise("i", "b", 2, "ev-b")
 	b.waitHistory("i", history.EventRaised, "b", 1)
-	plCheckFate(b, "ev-a", plFate{Fate: history.FateBuffered, Execution: 1, Origin: 1})
+	b.checkFate("ev-a", wantFate{Lane: history.LanePositional, Fate: history.FateBuffered, Execution: 1, Origin: 1})
 
 	if err := b.client.Terminate(b.ctx, "i", "operator says stop"); err != nil {
 		t.Fatal(err)
@@ -199,14 +199,14 @@ func TestLane_TerminateDropsBufferedEvents(t *testing.T) {
 		t.Fatalf("info %+v, err %v", info, info.Err())
 	}
 	evs := b.history("i", 0)
-	term := plFind(evs, history.ExecutionTerminated, "")
+	term := ofKind(evs, history.ExecutionTerminated, "", "")
 	if len(term) != 1 {
 		t.Fatalf("history:%s", dumpHistory(evs))
 	}
 	for _, id := range []string{"ev-a", "ev-b"} {
-		plCheckFate(b, id, plFate{Fate: history.FateDropped, Reason: history.DropInstanceTerminal, Execution: 1, Origin: 1})
+		b.checkFate(id, wantFate{Lane: history.LanePositional, Fate: history.FateDropped, Reason: history.DropInstanceTerminal, Execution: 1, Origin: 1})
 		var crumb *history.Event
-		for _, ev := range plByID(evs, id) {
+		for _, ev := range withID(evs, id) {
 			if ev.Kind == history.EventDropped {
 				crumb = &ev
 			}
@@ -260,16 +260,16 @@ func TestLane_WaitTimeoutThenLateEventDropped(t *testing.T) {
 			return s, err
 		})
 	})
-	plStart(b, "w", "i", nil)
+	b.start("w", "i", nil)
 	b.waitHistory("i", history.EventSubscribedCancelled, "approval", 1)
 	b.waitHistory("i", history.EventSubscribed, "go-on", 1)
-	plRaise(b, "i", "approval", "late", "ev-late")
+	b.raise("i", "approval", "late", "ev-late")
 	b.waitHistory("i", history.EventDropped, "approval", 1)
-	plCheckFate(b, "ev-late", plFate{Fate: history.FateDropped, Reason: history.DropWithdrawnWait, Execution: 1, Origin: 1})
+	b.checkFate("ev-late", wantFate{Lane: history.LanePositional, Fate: history.FateDropped, Reason: history.DropWithdrawnWait, Execution: 1, Origin: 1})
 	b.wantWarn("herald: event dropped", "ev-late", "reason=withdrawn_wait")
-	plRaise(b, "i", "go-on", nil, "ev-go-on")
+	b.raise("i", "go-on", nil, "ev-go-on")
 	b.waitHistory("i", history.EventSubscribed, "approval", 2)
-	plRaise(b, "i", "approval", "fresh", "ev-fresh")
+	b.raise("i", "approval", "fresh", "ev-fresh")
 
 	var o out
 	b.result("i", &o)
@@ -277,21 +277,21 @@ func TestLane_WaitTimeoutThenLateEventDropped(t *testing.T) {
 		t.Fatalf("result %+v", o)
 	}
 	evs := b.history("i", 0)
-	subs := plFind(evs, history.EventSubscribed, "approval")
-	cancel := plFind(evs, history.EventSubscribedCancelled, "approval")
+	subs := ofKind(evs, history.EventSubscribed, "", "approval")
+	cancel := ofKind(evs, history.EventSubscribedCancelled, "", "approval")
 	if len(subs) != 2 || len(cancel) != 1 || cancel[0].TaskSeq != subs[0].Seq ||
 		countKind(evs, history.TimerCreated, "") != 1 || countKind(evs, history.TimerFired, "") != 1 {
 		t.Fatalf("history:%s", dumpHistory(evs))
 	}
-	plCheckFate(b, "ev-fresh", plFate{Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 2})
+	b.checkFate("ev-fresh", wantFate{Lane: history.LanePositional, Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 2})
 	if err := b.rt.ReplayHistory(evs); err != nil {
 		t.Fatalf("replay: %v", err)
 	}
 
 	// An event before the timeout is delivered and the timer cancelled.
-	plStart(b, "in-time", "j", nil)
+	b.start("in-time", "j", nil)
 	b.waitHistory("j", history.EventSubscribed, "approval", 1)
-	plRaise(b, "j", "approval", "on time", "ev-on-time")
+	b.raise("j", "approval", "on time", "ev-on-time")
 	var s string
 	b.result("j", &s)
 	if s != "on time" {
@@ -310,24 +310,24 @@ func TestLane_BufferedEventsDroppedWhenWorkflowCompletes(t *testing.T) {
 			return "done", ctx.WaitEvent("gate").Get(nil)
 		})
 	})
-	plStart(b, "w", "i", nil)
+	b.start("w", "i", nil)
 	b.waitHistory("i", history.EventSubscribed, "gate", 1)
-	plRaise(b, "i", "extra", 1, "ev-extra-1")
-	plRaise(b, "i", "extra", 2, "ev-extra-2")
+	b.raise("i", "extra", 1, "ev-extra-1")
+	b.raise("i", "extra", 2, "ev-extra-2")
 	b.waitHistory("i", history.EventRaised, "extra", 2)
-	plRaise(b, "i", "gate", nil, "ev-gate")
+	b.raise("i", "gate", nil, "ev-gate")
 	var s string
 	b.result("i", &s)
 
 	evs := b.history("i", 0)
-	done := plFind(evs, history.ExecutionCompleted, "")
+	done := ofKind(evs, history.ExecutionCompleted, "", "")
 	if len(done) != 1 {
 		t.Fatalf("history:%s", dumpHistory(evs))
 	}
 	for _, id := range []string{"ev-extra-1", "ev-extra-2"} {
-		plCheckFate(b, id, plFate{Fate: history.FateDropped, Reason: history.DropInstanceTerminal, Execution: 1, Origin: 1})
+		b.checkFate(id, wantFate{Lane: history.LanePositional, Fate: history.FateDropped, Reason: history.DropInstanceTerminal, Execution: 1, Origin: 1})
 		var found bool
-		for _, ev := range plByID(evs, id) {
+		for _, ev := range withID(evs, id) {
 			found = found || (ev.Kind == history.EventDropped && ev.Reason == history.DropInstanceTerminal && ev.Seq > done[0].Seq)
 		}
 		if !found {
@@ -342,9 +342,9 @@ func TestLane_BufferedEventsDroppedWhenWorkflowCompletes(t *testing.T) {
 	// dropped; never left pending or buffered.
 	for k := range 5 {
 		id := fmt.Sprintf("race-%d", k)
-		plStart(b, "w", id, nil)
+		b.start("w", id, nil)
 		b.waitHistory(id, history.EventSubscribed, "gate", 1)
-		plRaise(b, id, "gate", nil, id+"-gate")
+		b.raise(id, "gate", nil, id+"-gate")
 		_, err := b.client.RaiseEvent(b.ctx, id, "extra", "x", herald.WithEventID(id+"-extra"))
 		b.waitDone(id)
 		switch {
@@ -359,7 +359,7 @@ func TestLane_BufferedEventsDroppedWhenWorkflowCompletes(t *testing.T) {
 			if rec.Fate != history.FateDropped || rec.Reason != history.DropInstanceTerminal {
 				t.Fatalf("%s: accepted event racing the end: %+v, want dropped/instance_terminal", id, rec)
 			}
-			if got := plByID(b.history(id, 0), id+"-extra"); len(got) == 0 || got[len(got)-1].Kind != history.EventDropped {
+			if got := withID(b.history(id, 0), id+"-extra"); len(got) == 0 || got[len(got)-1].Kind != history.EventDropped {
 				t.Fatalf("%s: no breadcrumb for the raced event: %+v", id, got)
 			}
 		}
@@ -379,21 +379,21 @@ func TestLane_ContinueAsNewDropUnconsumedEvents(t *testing.T) {
 			return "done", nil
 		})
 	})
-	plStart(b, "w", "i", nil)
+	b.start("w", "i", nil)
 	b.waitHistory("i", history.EventSubscribed, "go", 1)
-	plRaise(b, "i", "signal", "data", "ev-signal")
+	b.raise("i", "signal", "data", "ev-signal")
 	b.waitHistory("i", history.EventRaised, "signal", 1)
-	plRaise(b, "i", "go", nil, "ev-go-1")
-	plWaitExec(b, "i", 2, history.EventSubscribed, "go", 1)
+	b.raise("i", "go", nil, "ev-go-1")
+	b.waitExec("i", 2, history.EventSubscribed, "", "go", 1)
 
 	ex2 := b.history("i", 2)
 	if len(ex2) < 2 || ex2[1].Kind != history.EventDropped || ex2[1].EventID != "ev-signal" ||
 		ex2[1].Reason != history.DropNotCarriedForward || ex2[1].OriginExecution != 1 || countKind(ex2, history.EventRaised, "") != 0 {
 		t.Fatalf("execution 2 history:%s", dumpHistory(ex2))
 	}
-	plCheckFate(b, "ev-signal", plFate{Fate: history.FateDropped, Reason: history.DropNotCarriedForward, Execution: 2, Origin: 1})
+	b.checkFate("ev-signal", wantFate{Lane: history.LanePositional, Fate: history.FateDropped, Reason: history.DropNotCarriedForward, Execution: 2, Origin: 1})
 	b.wantWarn("herald: event dropped", "ev-signal", "not_carried_forward")
-	plRaise(b, "i", "go", nil, "ev-go-2")
+	b.raise("i", "go", nil, "ev-go-2")
 	var s string
 	b.result("i", &s)
 }
@@ -414,23 +414,23 @@ func TestLane_NewWaitClearsWithdrawnQuestion(t *testing.T) {
 			return []string{second, third}, err
 		})
 	})
-	plStart(b, "w", "i", nil)
+	b.start("w", "i", nil)
 	b.waitHistory("i", history.EventSubscribed, "X", 2)
-	plRaise(b, "i", "X", "two", "ev-two")
+	b.raise("i", "X", "two", "ev-two")
 	b.waitHistory("i", history.EventSubscribed, "gate", 1)
 	// No wait for X is active, but no question is withdrawn either: buffered.
-	plRaise(b, "i", "X", "three", "ev-three")
+	b.raise("i", "X", "three", "ev-three")
 	b.waitHistory("i", history.EventRaised, "X", 2)
-	plCheckFate(b, "ev-three", plFate{Fate: history.FateBuffered, Execution: 1, Origin: 1})
-	plRaise(b, "i", "gate", nil, "ev-gate")
+	b.checkFate("ev-three", wantFate{Lane: history.LanePositional, Fate: history.FateBuffered, Execution: 1, Origin: 1})
+	b.raise("i", "gate", nil, "ev-gate")
 
 	var out []string
 	b.result("i", &out)
 	if !reflect.DeepEqual(out, []string{"two", "three"}) {
 		t.Fatalf("result %q", out)
 	}
-	plCheckFate(b, "ev-two", plFate{Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 2})
-	plCheckFate(b, "ev-three", plFate{Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 3})
+	b.checkFate("ev-two", wantFate{Lane: history.LanePositional, Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 2})
+	b.checkFate("ev-three", wantFate{Lane: history.LanePositional, Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 3})
 	if evs := b.history("i", 0); countKind(evs, history.EventDropped, "") != 0 {
 		t.Fatalf("history:%s", dumpHistory(evs))
 	}

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/heraldwf/herald"
+	"github.com/heraldwf/herald/heraldtype"
 	"github.com/heraldwf/herald/history"
 	"github.com/heraldwf/herald/internal/testdb"
 	"github.com/heraldwf/herald/storage"
@@ -120,7 +121,7 @@ var mnDecisions = []string{
 
 func mnRuntimeConfig(logger *slog.Logger) *herald.Config {
 	return &herald.Config{
-		Logger:          logger,
+		ClientConfig:    herald.ClientConfig{Logger: logger},
 		TurnWorkers:     8,
 		ActivityWorkers: 16,
 		// Short leases, so that worker 1's work is taken over within
@@ -160,7 +161,7 @@ func registerMultiNode(rt *herald.Runtime, worker string, log io.Writer) {
 
 // TestMultiNodeWorkerProcess is a worker process of TestMultiNodePostgres. It
 // does nothing unless HERALD_MN_WORKER names the worker. It runs a Runtime on
-// the schema HERALD_MN_SCHEMA of the server HERALD_MN_URL, logs activity
+// the store HERALD_MN_DB (a location: see newLocation), logs activity
 // attempts to HERALD_MN_ATTEMPTS and prints its counters every 100 ms. On
 // SIGTERM (or when its stdin closes: the parent is gone) it stops gracefully
 // and exits 0; SIGKILL ends it anywhere.
@@ -172,8 +173,7 @@ func TestMultiNodeWorkerProcess(t *testing.T) {
 	term := make(chan os.Signal, 1)
 	signal.Notify(term, syscall.SIGTERM)
 	ctx := context.Background()
-	st, err := postgres.Open(ctx, os.Getenv("HERALD_MN_URL"), postgres.WithSchema(os.Getenv("HERALD_MN_SCHEMA")),
-		postgres.WithMaxConns(6))
+	st, err := openStore(ctx, os.Getenv("HERALD_MN_DB"), postgres.WithMaxConns(6))
 	if err != nil {
 		t.Fatalf("worker %s: open: %v", worker, err)
 	}
@@ -184,7 +184,10 @@ func TestMultiNodeWorkerProcess(t *testing.T) {
 	}
 	defer attempts.Close()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	rt, err := herald.NewRuntime(st, mnRuntimeConfig(logger))
+	obs := newCountingObserver()
+	cfg := mnRuntimeConfig(logger)
+	cfg.Observer = obs
+	rt, err := herald.NewRuntime(st, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,11 +197,12 @@ func TestMultiNodeWorkerProcess(t *testing.T) {
 	}
 	var out sync.Mutex
 	stats := func(what string) {
-		s := rt.Stats()
 		out.Lock()
 		defer out.Unlock()
-		fmt.Printf("%s turns=%d failed=%d leases_lost=%d activities=%d\n", what, s.Turns.Load(), s.TurnsFailed.Load(),
-			s.LeasesLost.Load(), s.ActivitiesRun.Load())
+		fmt.Printf("%s turns=%d failed=%d leases_lost=%d activities=%d\n", what,
+			obs.turnCount(herald.TurnCommitted, herald.TurnCommitFailed, herald.TurnLeaseLost),
+			obs.turnCount(herald.TurnCommitFailed, herald.TurnLeaseLost), obs.turnCount(herald.TurnLeaseLost),
+			obs.activityCount())
 	}
 	fmt.Println("worker ready")
 	statsDone := make(chan struct{})
@@ -247,7 +251,7 @@ type mnWorker struct {
 	last mnCounters
 }
 
-func startMultiNodeWorker(t *testing.T, url, schema, name, attemptsPath string) *mnWorker {
+func startMultiNodeWorker(t *testing.T, loc, name, attemptsPath string) *mnWorker {
 	t.Helper()
 	w := &mnWorker{name: name}
 	onLine := func(line string) {
@@ -281,7 +285,7 @@ func startMultiNodeWorker(t *testing.T, url, schema, name, attemptsPath string) 
 		w.mu.Unlock()
 	}
 	w.workerProcess = startWorkerProcess(t, "TestMultiNodeWorkerProcess", onLine,
-		"HERALD_MN_WORKER="+name, "HERALD_MN_URL="+url, "HERALD_MN_SCHEMA="+schema,
+		"HERALD_MN_WORKER="+name, "HERALD_MN_DB="+loc,
 		"HERALD_MN_ATTEMPTS="+attemptsPath)
 	return w
 }
@@ -430,7 +434,7 @@ func (d *mnDriver) poller(jobs chan<- int) {
 	lastCompleted := 0
 	for d.ctx.Err() == nil {
 		pass := d.passes.Add(1)
-		insts, err := d.st.InstanceList(d.ctx, &storage.InstanceListParams{Tenant: herald.DefaultTenant,
+		insts, _, err := d.st.InstanceList(d.ctx, &storage.InstanceListParams{Tenant: herald.DefaultTenant,
 			Workflow: mnWorkflow, Limit: 2 * d.n})
 		if err != nil {
 			if d.ctx.Err() == nil {
@@ -446,7 +450,7 @@ func (d *mnDriver) poller(jobs chan<- int) {
 				return
 			}
 			if in.Status.Terminal() {
-				if in.Status == storage.StatusCompleted {
+				if in.Status == heraldtype.StatusCompleted {
 					completed++
 				} else if !failed[i] {
 					failed[i] = true
@@ -502,7 +506,7 @@ func (d *mnDriver) look(i int) {
 		}
 		return
 	}
-	for _, name := range openWaits(evs) {
+	for _, name := range openWaitNames(evs) {
 		switch {
 		case name == "go":
 			_ = d.send(i, "ready") && (mnMail(i) != mailWithGo || d.send(i, "mail")) && d.send(i, "go")
@@ -524,25 +528,25 @@ func (d *mnDriver) look(i int) {
 // third have completed, SIGTERMs worker 2 once half have, and lets worker 3
 // finish alone. See the comment at the top of the file.
 func TestMultiNodePostgres(t *testing.T) {
-	url := testdb.PostgresURL(t)
+	testdb.PostgresURL(t) // skips, or fails under CI, without a server
 	if testing.Short() {
 		t.Skip("spawns worker processes")
 	}
 	ctx := crashContext(t)
-	schema := testdb.NewSchema(t)
-	st, err := postgres.Open(ctx, url, postgres.WithSchema(schema), postgres.WithMaxConns(12))
+	loc := newLocation(t, "postgres")
+	st, err := openStore(ctx, loc, postgres.WithMaxConns(12))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	c := herald.NewClient(st, nil)
+	c := mustClient(st, herald.DefaultTenant, nil)
 	dir := t.TempDir()
 	n := mnInstances
 
 	var workers []*mnWorker
 	for k := 1; k <= mnWorkers; k++ {
 		name := fmt.Sprintf("worker%d", k)
-		workers = append(workers, startMultiNodeWorker(t, url, schema, name, filepath.Join(dir, name+".log")))
+		workers = append(workers, startMultiNodeWorker(t, loc, name, filepath.Join(dir, name+".log")))
 	}
 	w1, w2, w3 := workers[0], workers[1], workers[2]
 
@@ -689,7 +693,7 @@ func TestMultiNodePostgres(t *testing.T) {
 	// Worker 1's claims may be lost (it was killed), worker 3 ran until
 	// everything was done; an activity scheduled after worker 1 died can
 	// only have been claimed by worker 2, whose graceful stop had to finish
-	// or release it (SPEC §2), not leave it leased until the lease ran out.
+	// or release it (docs/engine.md, Leases), not leave it leased until the lease ran out.
 	for _, u := range att.unstarted {
 		if at, ok := scheduledAt[u.key]; ok && at.After(w1Dead) {
 			t.Errorf("activity %s (scheduled %v after worker 1 died): attempt %d was claimed, by worker 2, and never run "+

@@ -3,15 +3,7 @@ package herald
 import (
 	"encoding/json"
 	"time"
-
-	"github.com/heraldwf/herald/storage"
 )
-
-// RetryPolicy controls activity retries: attempt n (n ≥ 2) starts
-// InitialInterval × BackoffCoefficient^(n-2) after the previous one failed,
-// capped at MaxInterval. Zero fields take the runtime's defaults: 3 attempts,
-// 1 s, ×2, 1 min.
-type RetryPolicy = storage.RetryPolicy
 
 // ActivityOption configures CallActivity.
 type ActivityOption func(*activityOptions)
@@ -49,11 +41,36 @@ func DropUnconsumedEvents() ContinueAsNewOption {
 // StartOption configures StartWorkflow.
 type StartOption func(*startOptions)
 
-type startOptions struct{ instanceID string }
+type startOptions struct {
+	instanceID string
+	reuse      IDReusePolicy
+}
 
 // WithInstanceID sets the instance id (default: a generated UUID).
 func WithInstanceID(id string) StartOption {
 	return func(o *startOptions) { o.instanceID = id }
+}
+
+// IDReusePolicy says what StartWorkflow does when WithInstanceID names an
+// instance that exists already.
+type IDReusePolicy int
+
+const (
+	// IDReuseFail refuses the start with ErrInstanceExists. The default.
+	IDReuseFail IDReusePolicy = iota
+	// IDReuseUseExisting returns the existing instance's id, changing
+	// nothing, if it runs the same workflow — whatever its status and
+	// input, so a program that starts "order-1" can simply run again. An
+	// instance of another workflow under that id is still refused with
+	// ErrInstanceExists.
+	IDReuseUseExisting
+)
+
+// WithIDReusePolicy sets what StartWorkflow does when the instance id is
+// taken (default IDReuseFail). A value that is not one of the IDReuse
+// constants makes StartWorkflow refuse the call (ErrInvalidArgument).
+func WithIDReusePolicy(p IDReusePolicy) StartOption {
+	return func(o *startOptions) { o.reuse = p }
 }
 
 // RaiseOption configures RaiseEvent.

@@ -1,11 +1,10 @@
 package herald_test
 
-// End-to-end tests of the queue lane (SPEC §3.2): the limit and its fate,
+// End-to-end tests of the queue lane (docs/queue.md): the limit and its fate,
 // carry-forward across continue-as-new (order, overflow, age), messages sent
 // before the instance starts, TryDequeue, cancelled receives (select losers
 // and timeouts) that consume nothing, event-id dedup, terminal instances, and
-// the fate ledger across both lanes. The helpers (qu*) are shared with
-// seed002_queue_test.go.
+// the fate ledger across both lanes.
 
 import (
 	"errors"
@@ -18,127 +17,6 @@ import (
 	"github.com/heraldwf/herald"
 	"github.com/heraldwf/herald/history"
 )
-
-// ---- helpers ----
-
-// quEnqueue puts a message into a queue with an explicit event id and fails
-// the test on error.
-func quEnqueue(b *bundle, instance, queue string, payload any, eventID string, opts ...herald.RaiseOption) *herald.EventReceipt {
-	b.t.Helper()
-	r, err := b.client.Enqueue(b.ctx, instance, queue, payload, append([]herald.RaiseOption{herald.WithEventID(eventID)}, opts...)...)
-	if err != nil {
-		b.t.Fatalf("enqueue %s (%s) to %s: %v", queue, eventID, instance, err)
-	}
-	if r.EventID != eventID || r.Duplicate {
-		b.t.Fatalf("enqueue %s (%s): receipt %+v", queue, eventID, r)
-	}
-	return r
-}
-
-// quRaise raises a positional event with an explicit event id.
-func quRaise(b *bundle, instance, name string, payload any, eventID string) {
-	b.t.Helper()
-	r, err := b.client.RaiseEvent(b.ctx, instance, name, payload, herald.WithEventID(eventID))
-	if err != nil {
-		b.t.Fatalf("raise %s (%s) to %s: %v", name, eventID, instance, err)
-	}
-	if r.EventID != eventID || r.Duplicate {
-		b.t.Fatalf("raise %s (%s): receipt %+v", name, eventID, r)
-	}
-}
-
-// quStart starts workflow as instance id.
-func quStart(b *bundle, workflow, id string, input any) {
-	b.t.Helper()
-	got, err := b.client.StartWorkflow(b.ctx, workflow, input, herald.WithInstanceID(id))
-	if err != nil || got != id {
-		b.t.Fatalf("start %s as %s: %q, %v", workflow, id, got, err)
-	}
-}
-
-// quFind returns the events of kind on lane with name ("" matches any lane
-// or name).
-func quFind(evs []history.Event, kind history.Kind, lane history.Lane, name string) []history.Event {
-	var out []history.Event
-	for _, ev := range evs {
-		if ev.Kind == kind && (lane == "" || ev.Lane == lane) && (name == "" || ev.Name == name) {
-			out = append(out, ev)
-		}
-	}
-	return out
-}
-
-// quByID returns the events of evs carrying eventID.
-func quByID(evs []history.Event, eventID string) []history.Event {
-	var out []history.Event
-	for _, ev := range evs {
-		if ev.EventID == eventID {
-			out = append(out, ev)
-		}
-	}
-	return out
-}
-
-// quOne returns the single event of evs carrying eventID, failing otherwise.
-func quOne(b *bundle, evs []history.Event, eventID string) history.Event {
-	b.t.Helper()
-	got := quByID(evs, eventID)
-	if len(got) != 1 {
-		b.t.Fatalf("%d events with id %s, want 1; history:%s", len(got), eventID, dumpHistory(evs))
-	}
-	return got[0]
-}
-
-// quWaitExec waits until execution exec of the instance has at least n
-// events of kind on lane with name ("" matches any).
-func quWaitExec(b *bundle, id string, exec int, kind history.Kind, lane history.Lane, name string, n int) {
-	b.t.Helper()
-	b.waitFor(fmt.Sprintf("%d× %s %s %s in %s execution %d", n, kind, lane, name, id, exec), func() bool {
-		info, err := b.client.Status(b.ctx, id)
-		if err != nil || info.Execution < exec {
-			return false
-		}
-		evs, err := b.client.History(b.ctx, id, exec)
-		return err == nil && len(quFind(evs, kind, lane, name)) >= n
-	})
-}
-
-// quFate is the expected ledger entry of an event.
-type quFate struct {
-	Lane       history.Lane
-	Name       string
-	Fate       history.Fate
-	Reason     history.DropReason
-	Execution  int
-	Origin     int
-	WaitNumber int
-}
-
-// quCheckFate compares the event's ledger entry with want.
-func quCheckFate(b *bundle, eventID string, want quFate) {
-	b.t.Helper()
-	rec := b.fate(eventID)
-	got := quFate{Lane: rec.Lane, Name: rec.Name, Fate: rec.Fate, Reason: rec.Reason, Execution: rec.Execution,
-		Origin: rec.OriginExecution, WaitNumber: rec.WaitNumber}
-	if got != want || rec.EventID != eventID {
-		b.t.Errorf("fate of %s = %+v, want %+v", eventID, got, want)
-	}
-}
-
-// quReplay replays every execution of the instance with ReplayHistory.
-func quReplay(b *bundle, id string) {
-	b.t.Helper()
-	info, err := b.client.Status(b.ctx, id)
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	for e := 1; e <= info.Execution; e++ {
-		evs := b.history(id, e)
-		if err := b.rt.ReplayHistory(evs); err != nil {
-			b.t.Fatalf("replay of execution %d of %s: %v\nhistory:%s", e, id, err, dumpHistory(evs))
-		}
-	}
-}
 
 // quCmd is a command for quScript, sent as a positional event "cmd".
 type quCmd struct {
@@ -213,16 +91,14 @@ func registerScript(rt *herald.Runtime) { herald.RegisterWorkflow(rt, "script", 
 // quSend sends a command to a quScript instance.
 func quSend(b *bundle, id, op string, queues ...string) {
 	b.t.Helper()
-	if _, err := b.client.RaiseEvent(b.ctx, id, "cmd", quCmd{Op: op, Queues: queues}); err != nil {
-		b.t.Fatalf("send %s to %s: %v", op, id, err)
-	}
+	b.raise(id, "cmd", quCmd{Op: op, Queues: queues}, "")
 }
 
 // quReady waits until execution exec of a quScript instance waits for its
 // n-th command.
 func quReady(b *bundle, id string, exec, n int) {
 	b.t.Helper()
-	quWaitExec(b, id, exec, history.EventSubscribed, history.LanePositional, "cmd", n)
+	b.waitExec(id, exec, history.EventSubscribed, history.LanePositional, "cmd", n)
 }
 
 // quWantGot checks the result of a quScript instance.
@@ -296,8 +172,8 @@ func TestQueue_LimitDropsNewMessage(t *testing.T) {
 			return o, err
 		})
 	})
-	quStart(b, "w", "i", nil)
-	quWaitExec(b, "i", 1, history.EventSubscribed, history.LanePositional, "go", 1)
+	b.start("w", "i", nil)
+	b.waitExec("i", 1, history.EventSubscribed, history.LanePositional, "go", 1)
 	// The default limit, 20, counts messages across queues.
 	var wantA, wantB []string
 	for n := 1; n <= 20; n++ {
@@ -309,74 +185,74 @@ func TestQueue_LimitDropsNewMessage(t *testing.T) {
 		} else {
 			wantA = append(wantA, id)
 		}
-		quEnqueue(b, "i", q, id, id)
+		b.enqueue("i", q, id, id)
 	}
 	for n := 1; n <= 20; n++ {
 		b.waitFate(fmt.Sprintf("q%02d", n), history.FateBuffered)
 	}
-	quEnqueue(b, "i", "A", "q21", "q21")
+	b.enqueue("i", "A", "q21", "q21")
 	b.waitFate("q21", history.FateDropped)
-	quCheckFate(b, "q21", quFate{Lane: history.LaneQueue, Name: "A", Fate: history.FateDropped, Reason: history.DropLimit, Execution: 1, Origin: 1})
+	b.checkFate("q21", wantFate{Lane: history.LaneQueue, Name: "A", Fate: history.FateDropped, Reason: history.DropLimit, Execution: 1, Origin: 1})
 	evs := b.history("i", 0)
-	crumb := quOne(b, evs, "q21")
+	crumb := b.one(evs, "q21")
 	if crumb.Kind != history.EventDropped || crumb.Lane != history.LaneQueue || crumb.Reason != history.DropLimit ||
 		crumb.Name != "A" || crumb.OriginExecution != 1 || string(crumb.Payload) != `"q21"` {
 		t.Fatalf("breadcrumb %+v; history:%s", crumb, dumpHistory(evs))
 	}
-	if n := len(quFind(evs, history.EventRaised, history.LaneQueue, "")); n != 20 {
+	if n := len(ofKind(evs, history.EventRaised, history.LaneQueue, "")); n != 20 {
 		t.Fatalf("%d messages buffered, want 20; history:%s", n, dumpHistory(evs))
 	}
 	b.wantWarn("herald: event dropped", "event_id=q21", "lane=queue", "reason=limit")
-	if n := b.rt.Stats().DroppedByReason()[string(history.DropLimit)]; n != 1 {
+	if n := b.obs.droppedBy(string(history.DropLimit)); n != 1 {
 		t.Errorf("limit drops counted %d, want 1", n)
 	}
 
 	// A full queue lane does not limit the positional lane.
-	quRaise(b, "i", "P", "p", "ev-p")
+	b.raise("i", "P", "p", "ev-p")
 	b.waitFate("ev-p", history.FateBuffered)
-	quRaise(b, "i", "go", nil, "ev-go")
+	b.raise("i", "go", nil, "ev-go")
 	var o out
 	b.result("i", &o)
 	if !slices.Equal(o.A, wantA) || !slices.Equal(o.B, wantB) {
 		t.Fatalf("received A %q B %q, want A %q B %q", o.A, o.B, wantA, wantB)
 	}
-	quCheckFate(b, "q21", quFate{Lane: history.LaneQueue, Name: "A", Fate: history.FateDropped, Reason: history.DropLimit, Execution: 1, Origin: 1})
-	quCheckFate(b, "q20", quFate{Lane: history.LaneQueue, Name: "B", Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 10})
-	quReplay(b, "i")
+	b.checkFate("q21", wantFate{Lane: history.LaneQueue, Name: "A", Fate: history.FateDropped, Reason: history.DropLimit, Execution: 1, Origin: 1})
+	b.checkFate("q20", wantFate{Lane: history.LaneQueue, Name: "B", Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 10})
+	b.replayAll("i")
 }
 
 func TestQueue_ConsumingFreesRoom(t *testing.T) {
 	t.Parallel()
 	b := setup(t, &herald.Config{MaxQueuedEvents: 3}, registerScript)
-	quStart(b, "script", "i", nil)
+	b.start("script", "i", nil)
 	quReady(b, "i", 1, 1)
 	for _, id := range []string{"m1", "m2", "m3"} {
-		quEnqueue(b, "i", "Q", id, id)
+		b.enqueue("i", "Q", id, id)
 		b.waitFate(id, history.FateBuffered)
 	}
-	quEnqueue(b, "i", "Q", "m4", "m4")
+	b.enqueue("i", "Q", "m4", "m4")
 	b.waitFate("m4", history.FateDropped)
-	quCheckFate(b, "m4", quFate{Lane: history.LaneQueue, Name: "Q", Fate: history.FateDropped, Reason: history.DropLimit, Execution: 1, Origin: 1})
+	b.checkFate("m4", wantFate{Lane: history.LaneQueue, Name: "Q", Fate: history.FateDropped, Reason: history.DropLimit, Execution: 1, Origin: 1})
 
 	quSend(b, "i", "take", "Q")
 	b.waitFate("m1", history.FateDelivered)
 	quReady(b, "i", 1, 2)
 	// One consumed, one free slot.
-	quEnqueue(b, "i", "Q", "m5", "m5")
+	b.enqueue("i", "Q", "m5", "m5")
 	b.waitFate("m5", history.FateBuffered)
-	quEnqueue(b, "i", "Q", "m6", "m6")
+	b.enqueue("i", "Q", "m6", "m6")
 	b.waitFate("m6", history.FateDropped)
-	quCheckFate(b, "m6", quFate{Lane: history.LaneQueue, Name: "Q", Fate: history.FateDropped, Reason: history.DropLimit, Execution: 1, Origin: 1})
+	b.checkFate("m6", wantFate{Lane: history.LaneQueue, Name: "Q", Fate: history.FateDropped, Reason: history.DropLimit, Execution: 1, Origin: 1})
 	b.wantWarn("event_id=m6", "lane=queue", "reason=limit")
 
 	quSend(b, "i", "drain", "Q")
 	quSend(b, "i", "end")
 	quWantGot(b, "i", "m1", "m2", "m3", "m5")
 	evs := b.history("i", 0)
-	if d := quFind(evs, history.EventDropped, history.LaneQueue, "Q"); len(d) != 2 || d[0].EventID != "m4" || d[1].EventID != "m6" {
+	if d := ofKind(evs, history.EventDropped, history.LaneQueue, "Q"); len(d) != 2 || d[0].EventID != "m4" || d[1].EventID != "m6" {
 		t.Fatalf("drops %+v; history:%s", d, dumpHistory(evs))
 	}
-	quReplay(b, "i")
+	b.replayAll("i")
 }
 
 // ---- continue-as-new ----
@@ -384,23 +260,23 @@ func TestQueue_ConsumingFreesRoom(t *testing.T) {
 func TestQueue_CarryForwardKeepsOrderAcrossExecutions(t *testing.T) {
 	t.Parallel()
 	b := setup(t, &herald.Config{MaxQueuedEvents: 3}, registerScript)
-	quStart(b, "script", "i", nil)
+	b.start("script", "i", nil)
 	quReady(b, "i", 1, 1)
 	for _, m := range [][2]string{{"A", "A1"}, {"B", "B1"}, {"A", "A2"}} {
-		quEnqueue(b, "i", m[0], m[1], m[1])
+		b.enqueue("i", m[0], m[1], m[1])
 		b.waitFate(m[1], history.FateBuffered)
 	}
 	quSend(b, "i", "continue")
 	quReady(b, "i", 2, 1)
 	// Carried in arrival order across queues, keeping their origin.
 	quCheckStart(b, b.history("i", 2), 2, quCarried{"A1", 1, ""}, quCarried{"B1", 1, ""}, quCarried{"A2", 1, ""})
-	quCheckFate(b, "B1", quFate{Lane: history.LaneQueue, Name: "B", Fate: history.FateBuffered, Execution: 2, Origin: 1})
+	b.checkFate("B1", wantFate{Lane: history.LaneQueue, Name: "B", Fate: history.FateBuffered, Execution: 2, Origin: 1})
 
 	quSend(b, "i", "take", "A")
 	b.waitFate("A1", history.FateDelivered)
-	quCheckFate(b, "A1", quFate{Lane: history.LaneQueue, Name: "A", Fate: history.FateDelivered, Execution: 2, Origin: 1, WaitNumber: 1})
+	b.checkFate("A1", wantFate{Lane: history.LaneQueue, Name: "A", Fate: history.FateDelivered, Execution: 2, Origin: 1, WaitNumber: 1})
 	quReady(b, "i", 2, 2)
-	quEnqueue(b, "i", "B", "B2", "B2")
+	b.enqueue("i", "B", "B2", "B2")
 	b.waitFate("B2", history.FateBuffered)
 	quSend(b, "i", "continue")
 	quReady(b, "i", 3, 1)
@@ -408,20 +284,20 @@ func TestQueue_CarryForwardKeepsOrderAcrossExecutions(t *testing.T) {
 	quCheckStart(b, b.history("i", 3), 3, quCarried{"B1", 1, ""}, quCarried{"A2", 1, ""}, quCarried{"B2", 2, ""})
 
 	// Carried messages count toward the limit of the new execution.
-	quEnqueue(b, "i", "A", "A3", "A3")
+	b.enqueue("i", "A", "A3", "A3")
 	b.waitFate("A3", history.FateDropped)
-	quCheckFate(b, "A3", quFate{Lane: history.LaneQueue, Name: "A", Fate: history.FateDropped, Reason: history.DropLimit, Execution: 3, Origin: 3})
+	b.checkFate("A3", wantFate{Lane: history.LaneQueue, Name: "A", Fate: history.FateDropped, Reason: history.DropLimit, Execution: 3, Origin: 3})
 
 	quSend(b, "i", "drain", "A", "B")
 	quSend(b, "i", "end")
 	quWantGot(b, "i", "A1", "A2", "B1", "B2")
-	quCheckFate(b, "A2", quFate{Lane: history.LaneQueue, Name: "A", Fate: history.FateDelivered, Execution: 3, Origin: 1, WaitNumber: 1})
-	quCheckFate(b, "B1", quFate{Lane: history.LaneQueue, Name: "B", Fate: history.FateDelivered, Execution: 3, Origin: 1, WaitNumber: 1})
-	quCheckFate(b, "B2", quFate{Lane: history.LaneQueue, Name: "B", Fate: history.FateDelivered, Execution: 3, Origin: 2, WaitNumber: 2})
-	if ex1 := b.history("i", 1); len(quFind(ex1, history.EventDropped, "", "")) != 0 {
+	b.checkFate("A2", wantFate{Lane: history.LaneQueue, Name: "A", Fate: history.FateDelivered, Execution: 3, Origin: 1, WaitNumber: 1})
+	b.checkFate("B1", wantFate{Lane: history.LaneQueue, Name: "B", Fate: history.FateDelivered, Execution: 3, Origin: 1, WaitNumber: 1})
+	b.checkFate("B2", wantFate{Lane: history.LaneQueue, Name: "B", Fate: history.FateDelivered, Execution: 3, Origin: 2, WaitNumber: 2})
+	if ex1 := b.history("i", 1); len(ofKind(ex1, history.EventDropped, "", "")) != 0 {
 		t.Fatalf("execution 1 dropped something:%s", dumpHistory(ex1))
 	}
-	quReplay(b, "i")
+	b.replayAll("i")
 }
 
 // The carry-forward overflow can only happen when the limit was lowered
@@ -431,11 +307,11 @@ func TestQueue_CarryForwardOverflowDropsNewest(t *testing.T) {
 	t.Parallel()
 	st := testStore(t)
 	b1 := setupOn(t, st, &herald.Config{MaxQueuedEvents: 5}, registerScript)
-	quStart(b1, "script", "i", nil)
+	b1.start("script", "i", nil)
 	quReady(b1, "i", 1, 1)
 	ids := []string{"m1", "m2", "m3", "m4", "m5"}
 	for _, id := range ids {
-		quEnqueue(b1, "i", "Q", id, id)
+		b1.enqueue("i", "Q", id, id)
 	}
 	for _, id := range ids {
 		b1.waitFate(id, history.FateBuffered)
@@ -451,51 +327,51 @@ func TestQueue_CarryForwardOverflowDropsNewest(t *testing.T) {
 	quCheckStart(b, b.history("i", 2), 2, quCarried{"m1", 1, ""}, quCarried{"m2", 1, ""}, quCarried{"m3", 1, ""},
 		quCarried{"m4", 1, history.DropCarryForwardLimit}, quCarried{"m5", 1, history.DropCarryForwardLimit})
 	for _, id := range []string{"m4", "m5"} {
-		quCheckFate(b, id, quFate{Lane: history.LaneQueue, Name: "Q", Fate: history.FateDropped, Reason: history.DropCarryForwardLimit, Execution: 2, Origin: 1})
+		b.checkFate(id, wantFate{Lane: history.LaneQueue, Name: "Q", Fate: history.FateDropped, Reason: history.DropCarryForwardLimit, Execution: 2, Origin: 1})
 		b.wantWarn("event_id="+id, "lane=queue", "reason=carry_forward_limit")
 	}
 	quSend(b, "i", "drain", "Q")
 	quSend(b, "i", "end")
 	quWantGot(b, "i", "m1", "m2", "m3")
-	quReplay(b, "i")
+	b.replayAll("i")
 }
 
 func TestQueue_CarryForwardAgeLimit(t *testing.T) {
 	t.Parallel()
 	b := setup(t, &herald.Config{MaxCarryForwardExecutions: 2}, registerScript)
-	quStart(b, "script", "i", nil)
+	b.start("script", "i", nil)
 	quReady(b, "i", 1, 1)
-	quEnqueue(b, "i", "Q", "old", "old")
+	b.enqueue("i", "Q", "old", "old")
 	b.waitFate("old", history.FateBuffered)
 	quSend(b, "i", "continue")
 	quReady(b, "i", 2, 1)
-	quEnqueue(b, "i", "Q", "young", "young")
+	b.enqueue("i", "Q", "young", "young")
 	b.waitFate("young", history.FateBuffered)
 	quSend(b, "i", "continue")
 	quReady(b, "i", 3, 1)
 	// Two boundaries: still carried.
 	quCheckStart(b, b.history("i", 3), 3, quCarried{"old", 1, ""}, quCarried{"young", 2, ""})
-	quCheckFate(b, "old", quFate{Lane: history.LaneQueue, Name: "Q", Fate: history.FateBuffered, Execution: 3, Origin: 1})
+	b.checkFate("old", wantFate{Lane: history.LaneQueue, Name: "Q", Fate: history.FateBuffered, Execution: 3, Origin: 1})
 	quSend(b, "i", "continue")
 	quReady(b, "i", 4, 1)
 	// A third boundary is one too many for "old", not for "young".
 	quCheckStart(b, b.history("i", 4), 4, quCarried{"old", 1, history.DropCarryForwardLimit}, quCarried{"young", 2, ""})
-	quCheckFate(b, "old", quFate{Lane: history.LaneQueue, Name: "Q", Fate: history.FateDropped, Reason: history.DropCarryForwardLimit, Execution: 4, Origin: 1})
+	b.checkFate("old", wantFate{Lane: history.LaneQueue, Name: "Q", Fate: history.FateDropped, Reason: history.DropCarryForwardLimit, Execution: 4, Origin: 1})
 	b.wantWarn("event_id=old", "lane=queue", "reason=carry_forward_limit", "origin_execution=1")
 	quSend(b, "i", "drain", "Q")
 	quSend(b, "i", "end")
 	quWantGot(b, "i", "young")
-	quCheckFate(b, "young", quFate{Lane: history.LaneQueue, Name: "Q", Fate: history.FateDelivered, Execution: 4, Origin: 2, WaitNumber: 1})
-	quReplay(b, "i")
+	b.checkFate("young", wantFate{Lane: history.LaneQueue, Name: "Q", Fate: history.FateDelivered, Execution: 4, Origin: 2, WaitNumber: 1})
+	b.replayAll("i")
 }
 
 func TestQueue_ContinueAsNewDropUnconsumed(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil, registerScript)
-	quStart(b, "script", "i", nil)
+	b.start("script", "i", nil)
 	quReady(b, "i", 1, 1)
-	quEnqueue(b, "i", "Q", "m1", "m1")
-	quRaise(b, "i", "Q", "p1", "p1") // the same name on the positional lane
+	b.enqueue("i", "Q", "m1", "m1")
+	b.raise("i", "Q", "p1", "p1") // the same name on the positional lane
 	b.waitFate("m1", history.FateBuffered)
 	b.waitFate("p1", history.FateBuffered)
 	quSend(b, "i", "continue-drop")
@@ -505,18 +381,18 @@ func TestQueue_ContinueAsNewDropUnconsumed(t *testing.T) {
 		id   string
 		lane history.Lane
 	}{{"m1", history.LaneQueue}, {"p1", history.LanePositional}} {
-		ev := quOne(b, ex2, c.id)
+		ev := b.one(ex2, c.id)
 		if ev.Kind != history.EventDropped || ev.Lane != c.lane || ev.Reason != history.DropNotCarriedForward || !ev.AtStart || ev.OriginExecution != 1 {
 			t.Fatalf("%s: %+v; history:%s", c.id, ev, dumpHistory(ex2))
 		}
-		quCheckFate(b, c.id, quFate{Lane: c.lane, Name: "Q", Fate: history.FateDropped, Reason: history.DropNotCarriedForward, Execution: 2, Origin: 1})
+		b.checkFate(c.id, wantFate{Lane: c.lane, Name: "Q", Fate: history.FateDropped, Reason: history.DropNotCarriedForward, Execution: 2, Origin: 1})
 	}
 	b.wantWarn("event_id=m1", "lane=queue", "reason=not_carried_forward")
-	quEnqueue(b, "i", "Q", "m2", "m2")
+	b.enqueue("i", "Q", "m2", "m2")
 	quSend(b, "i", "take", "Q")
 	quSend(b, "i", "end")
 	quWantGot(b, "i", "m2")
-	quReplay(b, "i")
+	b.replayAll("i")
 }
 
 // ---- before start, TryDequeue ----
@@ -549,13 +425,13 @@ func TestQueue_MessagesBeforeStart(t *testing.T) {
 		})
 	})
 	for _, m := range [][2]string{{"A", "a1"}, {"B", "b1"}, {"A", "a2"}, {"A", "a3"}} {
-		quEnqueue(b, "later", m[0], m[1], m[1])
-		quCheckFate(b, m[1], quFate{Lane: history.LaneQueue, Name: m[0], Fate: history.FatePending})
+		b.enqueue("later", m[0], m[1], m[1])
+		b.checkFate(m[1], wantFate{Lane: history.LaneQueue, Name: m[0], Fate: history.FatePending})
 	}
 	if _, err := b.client.Status(b.ctx, "later"); !errors.Is(err, herald.ErrNotFound) {
 		t.Fatalf("status of an instance not started: %v", err)
 	}
-	quStart(b, "w", "later", nil)
+	b.start("w", "later", nil)
 	var o out
 	b.result("later", &o)
 	if !o.AtOnce || !slices.Equal(o.Got, []string{"a1", "a2", "b1"}) {
@@ -574,11 +450,11 @@ func TestQueue_MessagesBeforeStart(t *testing.T) {
 			t.Fatalf("start event %d: want %s %s; history:%s", i+1, kind, id, dumpHistory(evs))
 		}
 	}
-	quCheckFate(b, "a1", quFate{Lane: history.LaneQueue, Name: "A", Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
-	quCheckFate(b, "b1", quFate{Lane: history.LaneQueue, Name: "B", Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
-	quCheckFate(b, "a3", quFate{Lane: history.LaneQueue, Name: "A", Fate: history.FateDropped, Reason: history.DropLimit, Execution: 1, Origin: 1})
+	b.checkFate("a1", wantFate{Lane: history.LaneQueue, Name: "A", Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
+	b.checkFate("b1", wantFate{Lane: history.LaneQueue, Name: "B", Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
+	b.checkFate("a3", wantFate{Lane: history.LaneQueue, Name: "A", Fate: history.FateDropped, Reason: history.DropLimit, Execution: 1, Origin: 1})
 	b.wantWarn("event_id=a3", "lane=queue", "reason=limit")
-	quReplay(b, "later")
+	b.replayAll("later")
 }
 
 // Enqueue with StartIfAbsent starts the instance atomically with the
@@ -639,29 +515,29 @@ func TestQueue_TryDequeue(t *testing.T) {
 			return o, nil
 		})
 	})
-	quStart(b, "w", "i", nil)
-	quWaitExec(b, "i", 1, history.EventSubscribed, history.LanePositional, "go", 1)
+	b.start("w", "i", nil)
+	b.waitExec("i", 1, history.EventSubscribed, history.LanePositional, "go", 1)
 	evs := b.history("i", 0)
-	try := quFind(evs, history.EventSubscribed, history.LaneQueue, "Q")
+	try := ofKind(evs, history.EventSubscribed, history.LaneQueue, "Q")
 	if len(try) != 1 || !try[0].NoWait || try[0].EventID != "" || try[0].Seq != 2 {
 		t.Fatalf("the first TryDequeue: history:%s", dumpHistory(evs))
 	}
 	want := []string{"m1", "m2", "m3", "m4", "m5"}
 	for _, id := range want {
-		quEnqueue(b, "i", "Q", id, id)
+		b.enqueue("i", "Q", id, id)
 	}
 	// The empty TryDequeue left no receive behind: the messages wait.
 	for _, id := range want {
 		b.waitFate(id, history.FateBuffered)
 	}
-	quRaise(b, "i", "go", nil, "ev-go")
+	b.raise("i", "go", nil, "ev-go")
 	var o out
 	b.result("i", &o)
 	if !o.FirstEmpty || !slices.Equal(o.Got, want) {
 		t.Fatalf("result %+v, want empty first, then %q", o, want)
 	}
 	evs = b.history("i", 0)
-	try = quFind(evs, history.EventSubscribed, history.LaneQueue, "Q")
+	try = ofKind(evs, history.EventSubscribed, history.LaneQueue, "Q")
 	if len(try) != 7 {
 		t.Fatalf("%d TryDequeues, want 7; history:%s", len(try), dumpHistory(evs))
 	}
@@ -675,13 +551,13 @@ func TestQueue_TryDequeue(t *testing.T) {
 			t.Fatalf("TryDequeue %d: %+v, want %q; history:%s", i+1, ev, wantID, dumpHistory(evs))
 		}
 		if wantID != "" {
-			quCheckFate(b, wantID, quFate{Lane: history.LaneQueue, Name: "Q", Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: i + 1})
+			b.checkFate(wantID, wantFate{Lane: history.LaneQueue, Name: "Q", Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: i + 1})
 		}
 	}
-	if n := len(quFind(evs, history.EventSubscribedCancelled, "", "")); n != 0 {
+	if n := len(ofKind(evs, history.EventSubscribedCancelled, "", "")); n != 0 {
 		t.Fatalf("a TryDequeue left a cancellation; history:%s", dumpHistory(evs))
 	}
-	quReplay(b, "i")
+	b.replayAll("i")
 }
 
 // ---- cancelled receives consume nothing ----
@@ -712,33 +588,33 @@ func TestQueue_SelectLoserDoesNotConsume(t *testing.T) {
 			return o, err
 		})
 	})
-	quStart(b, "w", "i", nil)
-	quWaitExec(b, "i", 1, history.EventSubscribed, history.LaneQueue, "B", 1)
-	quEnqueue(b, "i", "B", "b1", "b1")
-	quWaitExec(b, "i", 1, history.EventSubscribedCancelled, history.LaneQueue, "A", 1)
-	quWaitExec(b, "i", 1, history.EventSubscribed, history.LanePositional, "go", 1)
-	quEnqueue(b, "i", "A", "a1", "a1")
+	b.start("w", "i", nil)
+	b.waitExec("i", 1, history.EventSubscribed, history.LaneQueue, "B", 1)
+	b.enqueue("i", "B", "b1", "b1")
+	b.waitExec("i", 1, history.EventSubscribedCancelled, history.LaneQueue, "A", 1)
+	b.waitExec("i", 1, history.EventSubscribed, history.LanePositional, "go", 1)
+	b.enqueue("i", "A", "a1", "a1")
 	b.waitFate("a1", history.FateBuffered)
-	quRaise(b, "i", "go", nil, "ev-go")
+	b.raise("i", "go", nil, "ev-go")
 	var o out
 	b.result("i", &o)
 	if o != (out{Winner: 1, First: "b1", Then: "a1", LoserCancelled: true, ThenReadyAtOnce: true}) {
 		t.Fatalf("result %+v", o)
 	}
 	evs := b.history("i", 0)
-	subsA := quFind(evs, history.EventSubscribed, history.LaneQueue, "A")
-	cancels := quFind(evs, history.EventSubscribedCancelled, "", "")
+	subsA := ofKind(evs, history.EventSubscribed, history.LaneQueue, "A")
+	cancels := ofKind(evs, history.EventSubscribedCancelled, "", "")
 	if len(subsA) != 2 || len(cancels) != 1 || cancels[0].TaskSeq != subsA[0].Seq || cancels[0].Lane != history.LaneQueue ||
-		subsA[1].EventID != "a1" || len(quFind(evs, history.EventDropped, "", "")) != 0 {
+		subsA[1].EventID != "a1" || len(ofKind(evs, history.EventDropped, "", "")) != 0 {
 		t.Fatalf("history:%s", dumpHistory(evs))
 	}
-	quCheckFate(b, "a1", quFate{Lane: history.LaneQueue, Name: "A", Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 2})
-	quCheckFate(b, "b1", quFate{Lane: history.LaneQueue, Name: "B", Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
-	quReplay(b, "i")
+	b.checkFate("a1", wantFate{Lane: history.LaneQueue, Name: "A", Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 2})
+	b.checkFate("b1", wantFate{Lane: history.LaneQueue, Name: "B", Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
+	b.replayAll("i")
 }
 
-// A loop racing Dequeue against a timer — the pattern SPEC §3.1 sends to
-// the queue lane — receives every message exactly once, in order, however
+// A loop racing Dequeue against a timer — the pattern docs/positional.md
+// sends to the queue lane — receives every message exactly once, in order, however
 // many receives the timer cancels.
 func TestQueue_TimerLoopNeverLosesMessages(t *testing.T) {
 	t.Parallel()
@@ -765,14 +641,14 @@ func TestQueue_TimerLoopNeverLosesMessages(t *testing.T) {
 			return o, nil
 		})
 	})
-	quStart(b, "w", "i", nil)
+	b.start("w", "i", nil)
 	var want []string
 	for i := 1; i <= n; i++ {
 		// At least two more receives cancelled before each message.
-		quWaitExec(b, "i", 1, history.EventSubscribedCancelled, history.LaneQueue, "Q", 2*i)
+		b.waitExec("i", 1, history.EventSubscribedCancelled, history.LaneQueue, "Q", 2*i)
 		id := fmt.Sprintf("m%d", i)
 		want = append(want, id)
-		quEnqueue(b, "i", "Q", id, id)
+		b.enqueue("i", "Q", id, id)
 	}
 	var o out
 	b.result("i", &o)
@@ -780,7 +656,7 @@ func TestQueue_TimerLoopNeverLosesMessages(t *testing.T) {
 		t.Fatalf("result %+v, want %q after at least %d ticks", o, want, 2*n)
 	}
 	evs := b.history("i", 0)
-	if d := quFind(evs, history.EventDropped, "", ""); len(d) != 0 {
+	if d := ofKind(evs, history.EventDropped, "", ""); len(d) != 0 {
 		t.Fatalf("drops %+v; history:%s", d, dumpHistory(evs))
 	}
 	last := 0
@@ -791,7 +667,7 @@ func TestQueue_TimerLoopNeverLosesMessages(t *testing.T) {
 		}
 		last = rec.WaitNumber
 	}
-	quReplay(b, "i")
+	b.replayAll("i")
 }
 
 func TestQueue_DequeueTimeoutThenMessageReceived(t *testing.T) {
@@ -817,37 +693,37 @@ func TestQueue_DequeueTimeoutThenMessageReceived(t *testing.T) {
 			return o, nil
 		})
 	})
-	quStart(b, "w", "i", nil)
-	quWaitExec(b, "i", 1, history.EventSubscribed, history.LanePositional, "go", 1)
-	quEnqueue(b, "i", "Q", "m1", "m1")
+	b.start("w", "i", nil)
+	b.waitExec("i", 1, history.EventSubscribed, history.LanePositional, "go", 1)
+	b.enqueue("i", "Q", "m1", "m1")
 	b.waitFate("m1", history.FateBuffered)
-	quRaise(b, "i", "go", nil, "ev-go")
-	quWaitExec(b, "i", 1, history.EventSubscribed, history.LaneQueue, "Q", 3)
-	quEnqueue(b, "i", "Q", "m2", "m2")
+	b.raise("i", "go", nil, "ev-go")
+	b.waitExec("i", 1, history.EventSubscribed, history.LaneQueue, "Q", 3)
+	b.enqueue("i", "Q", "m2", "m2")
 	var o out
 	b.result("i", &o)
 	if !o.TimedOut || !slices.Equal(o.Got, []string{"m1", "m2"}) {
 		t.Fatalf("result %+v, want a timeout, then m1, m2", o)
 	}
 	evs := b.history("i", 0)
-	subs := quFind(evs, history.EventSubscribed, history.LaneQueue, "Q")
-	cancels := quFind(evs, history.EventSubscribedCancelled, "", "")
-	timers := quFind(evs, history.TimerCreated, "", "")
-	fired := quFind(evs, history.TimerFired, "", "")
-	timerCancels := quFind(evs, history.TimerCancelled, "", "")
-	m2 := quOne(b, evs, "m2")
+	subs := ofKind(evs, history.EventSubscribed, history.LaneQueue, "Q")
+	cancels := ofKind(evs, history.EventSubscribedCancelled, "", "")
+	timers := ofKind(evs, history.TimerCreated, "", "")
+	fired := ofKind(evs, history.TimerFired, "", "")
+	timerCancels := ofKind(evs, history.TimerCancelled, "", "")
+	m2 := b.one(evs, "m2")
 	// Receive 1 timed out and was withdrawn; receive 2 took m1 at once (no
 	// timer); receive 3 got m2 and cancelled its timer.
 	if len(subs) != 3 || len(cancels) != 1 || len(timers) != 2 || len(fired) != 1 || len(timerCancels) != 1 ||
 		cancels[0].TaskSeq != subs[0].Seq || cancels[0].Lane != history.LaneQueue || fired[0].TaskSeq != timers[0].Seq ||
 		subs[1].EventID != "m1" || subs[1].WaitNumber != 2 || timers[1].Seq != subs[2].Seq+1 ||
 		m2.Kind != history.EventRaised || m2.TaskSeq != subs[2].Seq || m2.WaitNumber != 3 || timerCancels[0].TaskSeq != timers[1].Seq ||
-		len(quFind(evs, history.EventDropped, "", "")) != 0 {
+		len(ofKind(evs, history.EventDropped, "", "")) != 0 {
 		t.Fatalf("history:%s", dumpHistory(evs))
 	}
-	quCheckFate(b, "m1", quFate{Lane: history.LaneQueue, Name: "Q", Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 2})
-	quCheckFate(b, "m2", quFate{Lane: history.LaneQueue, Name: "Q", Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 3})
-	quReplay(b, "i")
+	b.checkFate("m1", wantFate{Lane: history.LaneQueue, Name: "Q", Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 2})
+	b.checkFate("m2", wantFate{Lane: history.LaneQueue, Name: "Q", Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 3})
+	b.replayAll("i")
 }
 
 // ---- the client side ----
@@ -855,10 +731,10 @@ func TestQueue_DequeueTimeoutThenMessageReceived(t *testing.T) {
 func TestQueue_DedupWithEventID(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil, registerScript)
-	quStart(b, "script", "i", nil)
-	quStart(b, "script", "other", nil)
+	b.start("script", "i", nil)
+	b.start("script", "other", nil)
 	quReady(b, "i", 1, 1)
-	first := quEnqueue(b, "i", "Q", "one", "e1")
+	first := b.enqueue("i", "Q", "one", "e1")
 	again, err := b.client.Enqueue(b.ctx, "i", "Q", "another payload", herald.WithEventID("e1"))
 	if err != nil || !again.Duplicate || again.EventID != "e1" || !again.ReceivedAt.Equal(first.ReceivedAt) {
 		t.Fatalf("second enqueue of e1: %+v, %v; first %+v", again, err, first)
@@ -891,7 +767,7 @@ func TestQueue_DedupWithEventID(t *testing.T) {
 	quSend(b, "i", "try", "Q")
 	quSend(b, "i", "end")
 	quWantGot(b, "i", "one", "-")
-	quCheckFate(b, "e1", quFate{Lane: history.LaneQueue, Name: "Q", Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
+	b.checkFate("e1", wantFate{Lane: history.LaneQueue, Name: "Q", Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
 	recs, err := b.client.Events(b.ctx, "i")
 	if err != nil {
 		t.Fatal(err)
@@ -905,7 +781,7 @@ func TestQueue_DedupWithEventID(t *testing.T) {
 	if n != 1 {
 		t.Fatalf("e1 listed %d times", n)
 	}
-	if evs := b.history("i", 0); len(quFind(evs, history.EventRaised, "", "Q")) != 1 {
+	if evs := b.history("i", 0); len(ofKind(evs, history.EventRaised, "", "Q")) != 1 {
 		t.Fatalf("e1 reached the instance more than once:%s", dumpHistory(evs))
 	}
 }
@@ -913,10 +789,10 @@ func TestQueue_DedupWithEventID(t *testing.T) {
 func TestQueue_EnqueueToEndedInstance(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil, registerScript)
-	quStart(b, "script", "done", nil)
+	b.start("script", "done", nil)
 	quSend(b, "done", "end")
 	quWantGot(b, "done")
-	quStart(b, "script", "killed", nil)
+	b.start("script", "killed", nil)
 	quReady(b, "killed", 1, 1)
 	if err := b.client.Terminate(b.ctx, "killed", "stop"); err != nil {
 		t.Fatal(err)
@@ -952,11 +828,11 @@ func TestQueue_EnqueueToEndedInstance(t *testing.T) {
 func TestQueue_EventsListsBothLanes(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil, registerScript)
-	quStart(b, "script", "i", nil)
+	b.start("script", "i", nil)
 	quReady(b, "i", 1, 1)
-	quEnqueue(b, "i", "Q", "q1", "q1")
-	quRaise(b, "i", "Q", "p1", "p1")
-	quEnqueue(b, "i", "R", "q2", "q2")
+	b.enqueue("i", "Q", "q1", "q1")
+	b.raise("i", "Q", "p1", "p1")
+	b.enqueue("i", "R", "q2", "q2")
 	b.waitFate("q2", history.FateBuffered)
 	quSend(b, "i", "take", "Q")
 	b.waitFate("q1", history.FateDelivered)
@@ -1007,7 +883,7 @@ func TestQueue_EventsListsBothLanes(t *testing.T) {
 	}
 	evs := b.history("i", 0)
 	for _, w := range want[1:] {
-		ev := quByID(evs, w.ID)
+		ev := withID(evs, w.ID)
 		if last := ev[len(ev)-1]; last.Kind != history.EventDropped || last.Lane != w.Lane || last.Reason != history.DropInstanceTerminal {
 			t.Fatalf("breadcrumb of %s: %+v; history:%s", w.ID, last, dumpHistory(evs))
 		}

@@ -38,7 +38,7 @@ func (r *Runtime) ReplayHistory(events []history.Event) error {
 		return err
 	}
 	if out.Failure != nil && out.Failure.Kind == replay.FailureNondeterminism {
-		return failureError(out.Failure)
+		return out.Failure.Err()
 	}
 	if len(out.NewEvents) > 0 {
 		ev := out.NewEvents[0]

@@ -125,7 +125,7 @@ func TestNondeterminismAfterCodeChange(t *testing.T) {
 				t.Fatal(err)
 			}
 			// After the failure comes only the breadcrumb of "pay", dropped
-			// because the instance ended (SPEC §3.1 rule 7).
+			// because the instance ended (docs/positional.md, rule 7).
 			if len(after) != len(before)+2 || after[len(before)].Kind != history.ExecutionFailed ||
 				after[len(before)+1].Kind != history.EventDropped || after[len(before)+1].EventID != "order-1/pay" ||
 				after[len(before)+1].Reason != history.DropInstanceTerminal {
@@ -406,9 +406,7 @@ func recordGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.waitHistory(id, history.ActivityScheduled, "golden.notify", 1)
-	if _, err := b.client.RaiseEvent(b.ctx, id, "approve", "alice", herald.WithEventID("approval-1/approve")); err != nil {
-		t.Fatal(err)
-	}
+	b.raise(id, "approve", "alice", "approval-1/approve")
 	b.waitHistory(id, history.EventRaised, "approve", 1)
 	close(gate)
 	completed(id)
@@ -420,13 +418,9 @@ func recordGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.waitHistory(id, history.EventSubscribed, "done", 1)
-	if _, err := b.client.RaiseEvent(b.ctx, id, "answer", "too late", herald.WithEventID("select-1/answer")); err != nil {
-		t.Fatal(err)
-	}
+	b.raise(id, "answer", "too late", "select-1/answer")
 	b.waitHistory(id, history.EventDropped, "answer", 1)
-	if _, err := b.client.RaiseEvent(b.ctx, id, "done", "finished", herald.WithEventID("select-1/done")); err != nil {
-		t.Fatal(err)
-	}
+	b.raise(id, "done", "finished", "select-1/done")
 	completed(id)
 	write("select-withdrawn.json", id, 1)
 

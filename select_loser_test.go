@@ -101,10 +101,10 @@ func slSetup(t *testing.T, cfg *herald.Config) *bundle {
 func slSend(b *bundle, id, lane, name, eventID string) {
 	b.t.Helper()
 	if lane == "q" {
-		quEnqueue(b, id, name, eventID, eventID)
+		b.enqueue(id, name, eventID, eventID)
 		return
 	}
-	quRaise(b, id, name, eventID, eventID)
+	b.raise(id, name, eventID, eventID)
 }
 
 // slWantGivenBack checks that the loser whose EventSubscribed is the
@@ -113,11 +113,11 @@ func slSend(b *bundle, id, lane, name, eventID string) {
 func slWantGivenBack(b *bundle, id string, lane history.Lane, name, eventID string, loser, later int) {
 	b.t.Helper()
 	evs := b.history(id, 0)
-	subs := quFind(evs, history.EventSubscribed, lane, name)
+	subs := ofKind(evs, history.EventSubscribed, lane, name)
 	if len(subs) < max(loser, later) {
 		b.t.Fatalf("%d receives of %s/%s, want %d; history:%s", len(subs), lane, name, max(loser, later), dumpHistory(evs))
 	}
-	back := quFind(quByID(evs, eventID), history.EventSubscribedCancelled, lane, name)
+	back := ofKind(withID(evs, eventID), history.EventSubscribedCancelled, lane, name)
 	if len(back) != 1 || back[0].TaskSeq != subs[loser-1].Seq || back[0].Reason != "" || back[0].WaitNumber != 0 {
 		b.t.Fatalf("%s: want one give-back of %s by receive %d (seq %d); history:%s", id, eventID, loser, subs[loser-1].Seq,
 			dumpHistory(evs))
@@ -126,11 +126,11 @@ func slWantGivenBack(b *bundle, id string, lane history.Lane, name, eventID stri
 		b.t.Fatalf("%s: receive %d got %q (number %d), want %s; history:%s", id, later, got.EventID, got.WaitNumber, eventID,
 			dumpHistory(evs))
 	}
-	quCheckFate(b, eventID, quFate{Lane: lane, Name: name, Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: later})
-	if d := quFind(evs, history.EventDropped, "", ""); len(d) != 0 {
+	b.checkFate(eventID, wantFate{Lane: lane, Name: name, Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: later})
+	if d := ofKind(evs, history.EventDropped, "", ""); len(d) != 0 {
 		b.t.Fatalf("%s: drops %+v; history:%s", id, d, dumpHistory(evs))
 	}
-	quReplay(b, id)
+	b.replayAll(id)
 }
 
 // slRun starts slRace with in, sends the events (lane, name, id) and, once
@@ -138,9 +138,9 @@ func slWantGivenBack(b *bundle, id string, lane history.Lane, name, eventID stri
 // returns the result.
 func slRun(b *bundle, id string, in slIn, events ...[3]string) slOut {
 	b.t.Helper()
-	quStart(b, "sl.race", id, in)
+	b.start("sl.race", id, in)
 	if in.Early {
-		quWaitExec(b, id, 1, history.EventSubscribed, history.LanePositional, "go", 1)
+		b.waitExec(id, 1, history.EventSubscribed, history.LanePositional, "go", 1)
 	}
 	for _, e := range events {
 		slSend(b, id, e[0], e[1], e[2])
@@ -150,7 +150,7 @@ func slRun(b *bundle, id string, in slIn, events ...[3]string) slOut {
 			b.waitFate(e[2], history.FateBuffered)
 		}
 	}
-	quRaise(b, id, "go", nil, id+"-go")
+	b.raise(id, "go", nil, id+"-go")
 	var o slOut
 	b.result(id, &o)
 	return o
@@ -165,7 +165,7 @@ func TestSelectLoser_TwoWaitEventsBuffered(t *testing.T) {
 		t.Fatalf("result %+v", o)
 	}
 	slWantGivenBack(b, "i", history.LanePositional, "b", "b1", 1, 2)
-	quCheckFate(b, "a1", quFate{Lane: history.LanePositional, Name: "a", Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
+	b.checkFate("a1", wantFate{Lane: history.LanePositional, Name: "a", Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
 }
 
 func TestSelectLoser_WaitEventVsDequeueBuffered(t *testing.T) {
@@ -207,8 +207,8 @@ func TestSelectLoser_TwoDequeuesBuffered(t *testing.T) {
 // clock, then the race.
 func TestSelectLoser_ResolvedInEarlierTurns(t *testing.T) {
 	t.Parallel()
-	clock := &s1Clock{}
-	b := setup(t, &herald.Config{Now: clock.Now}, func(rt *herald.Runtime) {
+	clock := &offsetClock{}
+	b := setup(t, &herald.Config{ClientConfig: nowCfg(clock.Now)}, func(rt *herald.Runtime) {
 		herald.RegisterWorkflow(rt, "w", func(ctx *herald.Context, _ struct{}) (slOut, error) {
 			w, d := ctx.WaitEvent("a"), ctx.Dequeue("q")
 			if err := ctx.Sleep(time.Hour); err != nil {
@@ -223,10 +223,10 @@ func TestSelectLoser_ResolvedInEarlierTurns(t *testing.T) {
 			return o, err
 		})
 	})
-	quStart(b, "w", "i", nil)
+	b.start("w", "i", nil)
 	b.waitHistory("i", history.TimerCreated, "", 1)
-	quRaise(b, "i", "a", "a1", "a1")
-	quEnqueue(b, "i", "q", "q1", "q1")
+	b.raise("i", "a", "a1", "a1")
+	b.enqueue("i", "q", "q1", "q1")
 	b.waitFate("a1", history.FateDelivered)
 	b.waitFate("q1", history.FateDelivered)
 	clock.Advance(time.Hour)
@@ -251,7 +251,7 @@ func TestSelectLoser_TimeoutWrappedWait(t *testing.T) {
 	}
 	slWantGivenBack(b, "i", history.LanePositional, "b", "b1", 1, 2)
 	evs := b.history("i", 0)
-	if len(quFind(evs, history.TimerCreated, "", "")) != 1 || len(quFind(evs, history.TimerCancelled, "", "")) != 1 {
+	if len(ofKind(evs, history.TimerCreated, "", "")) != 1 || len(ofKind(evs, history.TimerCancelled, "", "")) != 1 {
 		t.Fatalf("the wait's timer should be created and cancelled once; history:%s", dumpHistory(evs))
 	}
 }
@@ -282,26 +282,26 @@ func TestSelectLoser_CorrelatedDeleteAfterFirstHandedOn(t *testing.T) {
 		herald.RegisterWorkflow(rt, "race", slCorrRace)
 		coRegister(rt)
 	})
-	coDefine(b, coDef("doc", &herald.CorrelationConfig{DeleteAfterFirstCorrelation: true}))
-	quStart(b, "race", "a", "k")
+	b.defineCorrelated("doc", &herald.CorrelationConfig{DeleteAfterFirstCorrelation: true})
+	b.start("race", "a", "k")
 	coWaitSubscribed(b, "a")
-	coStart(b, coWaitWF, "b", coIn{Def: "doc", Key: "k"})
+	b.start(coWaitWF, "b", coIn{Def: "doc", Key: "k"})
 	coWaitSubscribed(b, "b")
 
-	ce := coPut(b, "doc", "k", "v1")
+	ce := b.put("doc", "k", "v1")
 	if len(ce.Produced) != 1 || ce.Produced[0].InstanceID != "a" {
 		t.Fatalf("put delivered to %+v, want a (the oldest waiter)", ce.Produced)
 	}
 	first := ce.Produced[0].EventID
 	b.waitFate(first, history.FateDelivered)
-	quRaise(b, "a", "p", "p1", "p1")
-	quRaise(b, "a", "go", nil, "a-go")
-	if got := coResult(b, "a"); got != "p won" {
+	b.raise("a", "p", "p1", "p1")
+	b.raise("a", "go", nil, "a-go")
+	if got := resultOf[string](b, "a"); got != "p won" {
 		t.Fatalf("a: %q", got)
 	}
 	// The commit that gave the event back handed it on to b.
 	var handed []*herald.EventRecord
-	for _, e := range slEvents(b, "b") {
+	for _, e := range b.events("b") {
 		if e.Lane == history.LaneCorrelated {
 			handed = append(handed, e)
 		}
@@ -309,7 +309,7 @@ func TestSelectLoser_CorrelatedDeleteAfterFirstHandedOn(t *testing.T) {
 	if len(handed) != 1 || handed[0].EventID == first || handed[0].Key != "k" || handed[0].Name != "doc" {
 		t.Fatalf("b's correlated events %+v, want one handed on (a new id, not %s)", handed, first)
 	}
-	if got := coResult(b, "b"); got != "got:v1" {
+	if got := resultOf[string](b, "b"); got != "got:v1" {
 		t.Fatalf("b: %q", got)
 	}
 	rec := b.fate(handed[0].EventID)
@@ -321,13 +321,13 @@ func TestSelectLoser_CorrelatedDeleteAfterFirstHandedOn(t *testing.T) {
 		t.Fatalf("a's copy: fate %+v, want dropped/withdrawn_wait", rec)
 	}
 	evs := b.history("a", 0)
-	back := quFind(quByID(evs, first), history.EventSubscribedCancelled, history.LaneCorrelated, "doc")
+	back := ofKind(withID(evs, first), history.EventSubscribedCancelled, history.LaneCorrelated, "doc")
 	if len(back) != 1 || back[0].TaskSeq != coSubscribed(b, "a", evs, "doc", "k") || back[0].Reason != history.DropWithdrawnWait {
 		t.Fatalf("a should give %s back; history:%s", first, dumpHistory(evs))
 	}
 	b.wantWarn("herald: event dropped", "event_id="+first, "reason=withdrawn_wait")
-	coGone(b, "doc", "k")
-	quReplay(b, "a")
+	b.wantNoCorrelated("doc", "k")
+	b.replayAll("a")
 }
 
 // A fan-out correlated event is still stored when a wait that received it
@@ -336,35 +336,26 @@ func TestSelectLoser_CorrelatedDeleteAfterFirstHandedOn(t *testing.T) {
 func TestSelectLoser_CorrelatedFanOutKept(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil, func(rt *herald.Runtime) { herald.RegisterWorkflow(rt, "race", slCorrRace) })
-	coDefine(b, coDef("doc", nil))
-	quStart(b, "race", "a", "k")
+	b.defineCorrelated("doc", nil)
+	b.start("race", "a", "k")
 	coWaitSubscribed(b, "a")
-	ce := coPut(b, "doc", "k", "v1")
+	ce := b.put("doc", "k", "v1")
 	if len(ce.Produced) != 1 {
 		t.Fatalf("produced %+v", ce.Produced)
 	}
 	first := ce.Produced[0].EventID
 	b.waitFate(first, history.FateDelivered)
-	quRaise(b, "a", "p", "p1", "p1")
-	quRaise(b, "a", "go", nil, "a-go")
-	if got := coResult(b, "a"); got != "p won" {
+	b.raise("a", "p", "p1", "p1")
+	b.raise("a", "go", nil, "a-go")
+	if got := resultOf[string](b, "a"); got != "p won" {
 		t.Fatalf("a: %q", got)
 	}
 	rec := b.fate(first)
 	if rec.Fate != history.FateDropped || rec.Reason != history.DropWithdrawnWait {
 		t.Fatalf("a's copy: fate %+v, want dropped/withdrawn_wait", rec)
 	}
-	if c := coGet(b, "doc", "k"); len(c.Produced) != 1 || c.Produced[0].EventID != first {
+	if c := b.correlated("doc", "k"); len(c.Produced) != 1 || c.Produced[0].EventID != first {
 		t.Fatalf("correlated event %+v should be kept with its produced list", c)
 	}
-	quReplay(b, "a")
-}
-
-func slEvents(b *bundle, id string) []*herald.EventRecord {
-	b.t.Helper()
-	evs, err := b.client.Events(b.ctx, id)
-	if err != nil {
-		b.t.Fatalf("events of %s: %v", id, err)
-	}
-	return evs
+	b.replayAll("a")
 }

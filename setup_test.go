@@ -13,10 +13,10 @@ import (
 
 	"github.com/heraldwf/herald"
 	"github.com/heraldwf/herald/history"
+	"github.com/heraldwf/herald/internal/storeurl"
 	"github.com/heraldwf/herald/internal/testdb"
 	"github.com/heraldwf/herald/storage"
 	"github.com/heraldwf/herald/storage/postgres"
-	"github.com/heraldwf/herald/storage/sqlite"
 )
 
 // bundle is what an integration test gets from setup: a started runtime on a
@@ -28,46 +28,59 @@ type bundle struct {
 	rt     *herald.Runtime
 	client *herald.Client
 	logs   *logRecorder
+	obs    *countingObserver
 }
 
-// testStore opens a fresh store for a test. It is the single place that
-// picks the backend, so the same end-to-end tests run on every backend:
-// SQLite by default, PostgreSQL (a fresh schema) with
-// HERALD_TEST_BACKEND=postgres and HERALD_TEST_POSTGRES_URL set.
-func testStore(t testing.TB) storage.Store {
+// newLocation returns the location of a fresh, empty store on backend
+// ("sqlite" or "postgres") as one storeurl string: a file in the test's
+// temporary directory, or a fresh schema (dropped when the test ends) on
+// the server HERALD_TEST_POSTGRES_URL names. Tests, their worker
+// subprocesses and the herald command all open stores from such a string
+// (openStore), so the backend is chosen in one place.
+func newLocation(t testing.TB, backend string) string {
 	t.Helper()
-	ctx := context.Background()
-	switch b := testdb.Backend(); b {
+	switch backend {
 	case "postgres":
 		url := os.Getenv(testdb.URLEnv)
 		if url == "" {
-			t.Fatalf("%s=postgres needs %s", testdb.BackendEnv, testdb.URLEnv)
+			t.Fatalf("the PostgreSQL store needs %s", testdb.URLEnv)
 		}
-		schema := testdb.NewSchema(t)
-		st, err := postgres.Open(ctx, url, postgres.WithSchema(schema), postgres.WithMaxConns(8))
+		loc, err := storeurl.PostgresLocation(url, testdb.NewSchema(t))
 		if err != nil {
-			t.Fatalf("open postgres: %v", err)
+			t.Fatal(err)
 		}
-		t.Cleanup(func() { st.Close() })
-		storeLocations.Store(storage.Store(st), schema)
-		return st
+		return loc
 	case "sqlite":
-		path := filepath.Join(t.TempDir(), "herald.db")
-		st, err := sqlite.Open(ctx, path)
-		if err != nil {
-			t.Fatalf("open sqlite: %v", err)
-		}
-		t.Cleanup(func() { st.Close() })
-		storeLocations.Store(storage.Store(st), path)
-		return st
+		return filepath.Join(t.TempDir(), "herald.db")
 	default:
-		t.Fatalf("unknown %s %q", testdb.BackendEnv, b)
-		return nil
+		t.Fatalf("unknown %s %q", testdb.BackendEnv, backend)
+		return ""
 	}
 }
 
-// storeLocations maps each store testStore opened to where it lives: the
-// SQLite file, or the PostgreSQL schema (see rawExec).
+// openStore opens the store at loc (see newLocation) with the tests'
+// PostgreSQL pool size unless opts say otherwise.
+func openStore(ctx context.Context, loc string, opts ...postgres.Option) (storage.Store, error) {
+	return storeurl.Open(ctx, loc, storeurl.WithPostgres(append([]postgres.Option{postgres.WithMaxConns(8)}, opts...)...))
+}
+
+// testStore opens a fresh store for a test, on the backend
+// HERALD_TEST_BACKEND names (SQLite by default), so the same end-to-end
+// tests run on every backend.
+func testStore(t testing.TB) storage.Store {
+	t.Helper()
+	loc := newLocation(t, testdb.Backend())
+	st, err := openStore(context.Background(), loc)
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	t.Cleanup(func() { st.Close() })
+	storeLocations.Store(st, loc)
+	return st
+}
+
+// storeLocations maps each store testStore opened to its location (see
+// rawExec).
 var storeLocations sync.Map
 
 // setup starts a runtime with cfg (nil for defaults) on a fresh store, lets
@@ -85,6 +98,11 @@ func setupOn(t *testing.T, st storage.Store, cfg *herald.Config, register func(r
 	logs := &logRecorder{}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(logs)
+	}
+	obs, _ := cfg.Observer.(*countingObserver)
+	if cfg.Observer == nil {
+		obs = newCountingObserver()
+		cfg.Observer = obs
 	}
 	if cfg.PollInterval == 0 {
 		cfg.PollInterval = 50 * time.Millisecond
@@ -108,7 +126,17 @@ func setupOn(t *testing.T, st storage.Store, cfg *herald.Config, register func(r
 			t.Errorf("stop runtime: %v", err)
 		}
 	})
-	return &bundle{t: t, ctx: ctx, store: st, rt: rt, client: rt.Client(), logs: logs}
+	// A runtime serving one named tenant gets a client of it; any other,
+	// one of the default tenant.
+	tenant := herald.DefaultTenant
+	if len(cfg.Tenants) == 1 {
+		tenant = cfg.Tenants[0]
+	}
+	client, err := rt.Client(tenant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &bundle{t: t, ctx: ctx, store: st, rt: rt, client: client, logs: logs, obs: obs}
 }
 
 func testTimeout(t *testing.T) time.Duration {

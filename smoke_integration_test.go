@@ -20,9 +20,7 @@ func TestRaiseAfterWaitCompletes(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.waitHistory(id, "EventSubscribed", "approval", 1)
-	if _, err := b.client.RaiseEvent(b.ctx, id, "approval", "yes"); err != nil {
-		t.Fatal(err)
-	}
+	b.raise(id, "approval", "yes", "")
 	var out string
 	if err := b.waitDone(id).Result(&out); err != nil || out != "yes" {
 		t.Fatalf("got %q, %v", out, err)

@@ -256,7 +256,7 @@ func TestSoakWorkerProcess(t *testing.T) {
 func startSoakWorker(t *testing.T, backend crashBackend, loc, attemptsPath string) *workerProcess {
 	t.Helper()
 	return startWorkerProcess(t, "TestSoakWorkerProcess", nil, "HERALD_SOAK_WORKER=1",
-		"HERALD_CRASH_BACKEND="+backend.name, "HERALD_CRASH_DB="+loc, "HERALD_SOAK_ATTEMPTS="+attemptsPath)
+		"HERALD_CRASH_DB="+loc, "HERALD_SOAK_ATTEMPTS="+attemptsPath)
 }
 
 // soakSettings is what the environment asks of a run.
@@ -610,18 +610,18 @@ func TestSoak(t *testing.T) {
 	ctx := crashContext(t)
 	loc := backend.newDB(t)
 	attemptsPath := filepath.Join(t.TempDir(), "attempts.log")
-	st, err := openCrashStore(ctx, backend.name, loc)
+	st, err := openStore(ctx, loc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	r := &soakRun{t: t, ctx: ctx, c: herald.NewClient(st, nil), set: set, events: map[string]*soakEvent{},
+	r := &soakRun{t: t, ctx: ctx, c: mustClient(st, herald.DefaultTenant, nil), set: set, events: map[string]*soakEvent{},
 		sendErrs: map[string]int{}, halted: make(chan struct{})}
 	rng := rand.New(rand.NewPCG(set.seed, 0))
 	began := time.Now()
 
 	// The senders start before the instances do: their first events wait
-	// for the instance (SPEC §3.1 rule 6).
+	// for the instance (docs/positional.md, rule 6).
 	var senders sync.WaitGroup
 	for i := range set.instances {
 		senders.Add(1)
@@ -740,29 +740,9 @@ func (r *soakRun) waitCompleted() []string {
 			}
 		}
 		stuck = append(stuck, fmt.Sprintf("%s, open receives %v, unsettled events %v; history tail:\n%s",
-			s, soakOpenWaits(evs), unsettled, soakTail(evs, 20)))
+			s, openWaitLabels(evs), unsettled, soakTail(evs, 20)))
 	}
 	return stuck
-}
-
-// soakOpenWaits returns the blocking receives in evs that are neither
-// answered nor withdrawn, as "name#seq".
-func soakOpenWaits(evs []history.Event) []string {
-	open := map[int]string{}
-	for _, ev := range evs {
-		switch {
-		case ev.Kind == history.EventSubscribed && ev.EventID == "" && !ev.NoWait:
-			open[ev.Seq] = ev.Name
-		case ev.Kind == history.EventSubscribedCancelled, ev.Kind == history.EventRaised && ev.TaskSeq > 0:
-			delete(open, ev.TaskSeq)
-		}
-	}
-	var out []string
-	for seq, name := range open {
-		out = append(out, fmt.Sprintf("%s#%d", name, seq))
-	}
-	slices.Sort(out)
-	return out
 }
 
 func soakTail(evs []history.Event, n int) string {

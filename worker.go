@@ -8,10 +8,13 @@ import (
 	"log/slog"
 	"math"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/heraldwf/herald/clock"
+	"github.com/heraldwf/herald/heraldtype"
 	"github.com/heraldwf/herald/history"
 	"github.com/heraldwf/herald/internal/replay"
 	"github.com/heraldwf/herald/storage"
@@ -20,57 +23,148 @@ import (
 // claimTimeout bounds one claim call; it does not end with Stop.
 const claimTimeout = 30 * time.Second
 
-// waiter sleeps until the store signals new work, the next known wake time
-// arrives, the poll interval passes, or ctx ends.
+// waiter sleeps until the store signals new work of any tenant, the next
+// known wake time of any tenant arrives on the engine's clock, the poll
+// interval passes on the wall clock, or ctx ends.
+//
+// The poll stays on the wall clock: it is how work written by a process
+// that cannot signal this one is found, and a virtual clock that nobody
+// advances must not stop it. With the real clock both are one timer.
 type waiter struct {
 	r      *Runtime
 	signal <-chan struct{}
-	timer  *time.Timer
+	drain  func() []string
+	poll   *time.Timer
+	wake   clock.Timer // nil with the real clock
+
+	// nextWake is the earliest wake time of any tenant the last wait
+	// learnt (engine clock; zero: none). The claim loop looks for ready
+	// tenants once it has passed, even when no wait has ended since.
+	nextWake time.Time
 }
 
 func (r *Runtime) newWaiter(kinds storage.WorkKind) (*waiter, func()) {
-	ch, cancel := r.store.SubscribeKinds(r.cfg.Tenant, kinds)
-	t := time.NewTimer(time.Hour)
-	t.Stop()
-	return &waiter{r: r, signal: ch, timer: t}, func() { cancel(); t.Stop() }
+	ch, drain, cancel := r.store.SubscribeAll(kinds)
+	w := &waiter{r: r, signal: ch, drain: drain, poll: time.NewTimer(time.Hour)}
+	w.poll.Stop()
+	if !clock.IsReal(r.cfg.Clock) {
+		w.wake = r.cfg.Clock.NewTimer(time.Hour)
+		w.wake.Stop()
+	}
+	return w, func() {
+		cancel()
+		w.poll.Stop()
+		if w.wake != nil {
+			w.wake.Stop()
+		}
+	}
 }
 
-func (w *waiter) wait(ctx context.Context) {
+// wait sleeps; it reports whether a timer ended the sleep (the poll, or a
+// wake time): work may then be claimable that no signal announced, and the
+// caller asks the store which tenants have some.
+func (w *waiter) wait(ctx context.Context) (timer bool) {
 	d := w.r.cfg.PollInterval
-	now := w.r.cfg.Now()
-	if at, ok, err := w.r.store.NextWake(ctx, &storage.NextWakeParams{Tenant: w.r.cfg.Tenant, Now: now}); err == nil && ok {
-		if until := at.Sub(now); until < d {
+	now := w.r.cfg.Clock.Now()
+	var wake <-chan time.Time
+	if at, ok, err := w.r.store.NextWake(ctx, &storage.NextWakeParams{AllTenants: true, Now: now}); err == nil && ok {
+		w.nextWake = at
+		until := at.Sub(now)
+		switch {
+		case w.wake != nil:
+			w.armWake(at)
+			wake = w.wake.C()
+		case until < d:
 			d = max(until, time.Millisecond)
 		}
 	}
-	w.timer.Reset(d)
+	w.poll.Reset(d)
 	select {
 	case <-ctx.Done():
 	case <-w.signal:
-	case <-w.timer.C:
+	case <-w.poll.C:
+		timer = true
+	case <-wake:
+		timer = true
 	}
-	if !w.timer.Stop() {
-		select {
-		case <-w.timer.C:
-		default:
+	// Since Go 1.23 a stopped timer delivers no stale value: no drain.
+	w.poll.Stop()
+	if wake != nil {
+		w.wake.Stop()
+	}
+	return timer
+}
+
+// armWake arms the virtual-clock wake timer to fire when the clock reaches
+// at. A timer is armed relative to the clock's time when Reset runs, so an
+// Advance between reading the time and arming (the NextWake query sits
+// between them) would push the deadline past at and the wake would never
+// come: arm again until the time read before arming is still the time
+// after it.
+func (w *waiter) armWake(at time.Time) {
+	for {
+		now := w.r.cfg.Clock.Now()
+		w.wake.Reset(at.Sub(now))
+		if w.r.cfg.Clock.Now().Equal(now) {
+			return
 		}
+	}
+}
+
+// readySet is the claim loop's set of tenants that may have work, in the
+// order they were added.
+type readySet struct {
+	list []string
+	in   map[string]bool
+}
+
+func (s *readySet) add(t string) {
+	if !s.in[t] {
+		s.in[t] = true
+		s.list = append(s.list, t)
+	}
+}
+
+func (s *readySet) remove(t string) {
+	if s.in[t] {
+		delete(s.in, t)
+		s.list = slices.DeleteFunc(s.list, func(x string) bool { return x == t })
 	}
 }
 
 // claimLoop claims work while worker slots are free and runs each item in
 // its own goroutine, sleeping on the waiter when there is none. It is the
-// loop of both the turn and the activity workers.
+// loop of both the turn and the activity workers, for every tenant the
+// runtime serves.
+//
+// It keeps the set of tenants that may have work: those a signal named
+// (drained from SubscribeAll, which costs no store call), those whose last
+// claim came back full, and, after a timer or poll wake-up (or at start),
+// those TenantsReady names. Each round shares the free slots among them,
+// starting one further along the set each round, so a tenant with
+// thousands of runnable instances cannot starve another's single one. With
+// one busy tenant a round is one claim, as it would be without tenants.
+//
+// A loop that never sleeps still asks TenantsReady once a known wake time
+// has passed and at least every PollInterval (wall clock): work no signal
+// announces (a timer coming due, work of a tenant whose claim failed,
+// work written by a process that cannot signal this one) must not wait
+// until the busy tenants run out of work.
 //
 // A claim is not cut off by Stop: a claim the database committed but the
 // caller saw cancelled would strand its work until the lease ran out. What
 // a claim returns is run, even when stopping; Stop waits for it.
 func claimLoop[T any](ctx context.Context, r *Runtime, what string, kinds storage.WorkKind, workers int,
-	claim func(ctx context.Context, max int) ([]T, error), run func(ctx context.Context, item T)) {
+	claim func(ctx context.Context, tenant string, max int) ([]T, error), run func(ctx context.Context, item T)) {
 	w, done := r.newWaiter(kinds)
 	defer done()
 	slots := make(chan struct{}, workers)
 	var inflight sync.WaitGroup
 	defer inflight.Wait()
+	ready := &readySet{in: map[string]bool{}}
+	look := true         // ask the store which tenants have work
+	var looked time.Time // wall clock of the last look
+	rotate := 0
 	for ctx.Err() == nil {
 		free := cap(slots) - len(slots)
 		if free == 0 {
@@ -82,88 +176,148 @@ func claimLoop[T any](ctx context.Context, r *Runtime, what string, kinds storag
 			}
 			continue
 		}
-		claimCtx, cancelClaim := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
-		items, err := claim(claimCtx, free)
-		cancelClaim()
-		if err != nil {
-			if ctx.Err() == nil {
-				r.logger.Error("herald: claim "+what, "err", err)
+		for _, t := range w.drain() {
+			switch {
+			case t == storage.AnyTenant: // notifications may have been lost
+				look = true
+			case r.serves(t):
+				ready.add(t)
 			}
-			w.wait(ctx)
+		}
+		if !look && (time.Since(looked) >= r.cfg.PollInterval ||
+			(!w.nextWake.IsZero() && !r.cfg.Clock.Now().Before(w.nextWake))) {
+			look = true
+		}
+		if look {
+			look = false
+			looked, w.nextWake = time.Now(), time.Time{}
+			ts, err := r.store.TenantsReady(ctx, &storage.TenantsReadyParams{Tenants: r.cfg.Tenants, Kinds: kinds,
+				Now: r.cfg.Clock.Now()})
+			if err != nil && ctx.Err() == nil {
+				r.logger.Error("herald: find tenants with "+what, "err", err)
+			}
+			for _, t := range ts {
+				ready.add(t)
+			}
+		}
+		if len(ready.list) == 0 {
+			look = w.wait(ctx)
 			continue
 		}
-		if len(items) == 0 {
-			w.wait(ctx)
-			continue
+		tenants := slices.Clone(ready.list)
+		start := rotate % len(tenants)
+		rotate++
+		failed := false
+		for i := range tenants {
+			if free == 0 {
+				break
+			}
+			t := tenants[(start+i)%len(tenants)]
+			left := len(tenants) - i
+			share := (free + left - 1) / left // the first ones get the remainder
+			claimCtx, cancelClaim := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
+			began := time.Now()
+			items, err := claim(claimCtx, t, share)
+			cancelClaim()
+			r.obs.Claimed(ClaimReport{Tenant: t, Kind: what, Requested: share, Claimed: len(items),
+				Duration: time.Since(began), Err: err})
+			if err != nil {
+				if ctx.Err() == nil {
+					r.logger.Error("herald: claim "+what, "tenant", t, "err", err)
+				}
+				ready.remove(t)
+				failed = true
+				continue
+			}
+			if len(items) < share {
+				// The claim took everything there was: more work comes with
+				// a signal (new work, a committed turn that left some) or
+				// at its NextWake time. Claiming again at once would only
+				// queue an empty claim in front of the turns just started.
+				ready.remove(t)
+			}
+			free -= len(items)
+			for _, item := range items {
+				slots <- struct{}{}
+				inflight.Add(1)
+				go func() {
+					defer func() { <-slots; inflight.Done() }()
+					run(context.WithoutCancel(ctx), item)
+				}()
+			}
 		}
-		for _, item := range items {
-			slots <- struct{}{}
-			inflight.Add(1)
-			go func() {
-				defer func() { <-slots; inflight.Done() }()
-				run(context.WithoutCancel(ctx), item)
-			}()
-		}
-		if len(items) < free {
-			// The claim took everything there was: more work comes with a
-			// signal (new work, a committed turn that left some) or at its
-			// NextWake time. Claiming again at once would only queue an
-			// empty claim in front of the turns just started.
-			w.wait(ctx)
+		if failed {
+			look = w.wait(ctx) || look
 		}
 	}
 }
 
 // turnLoop claims and runs turns.
 func (r *Runtime) turnLoop(ctx context.Context) {
-	claimLoop(ctx, r, "turns", storage.WorkTurns, r.cfg.TurnWorkers, func(ctx context.Context, max int) ([]*storage.Turn, error) {
-		return r.store.TurnClaim(ctx, &storage.TurnClaimParams{Tenant: r.cfg.Tenant, Now: r.cfg.Now(), Lease: r.cfg.TurnLease, Max: max})
+	claimLoop(ctx, r, ClaimTurns, storage.WorkTurns, r.cfg.TurnWorkers, func(ctx context.Context, tenant string, max int) ([]*storage.Turn, error) {
+		turns, err := r.store.TurnClaim(ctx, &storage.TurnClaimParams{Tenant: tenant, Now: r.cfg.Clock.Now(), Lease: r.cfg.TurnLease, Max: max})
+		for _, t := range turns {
+			t.Instance.Tenant = tenant
+		}
+		return turns, err
 	}, r.runTurn)
 }
 
 // runTurn replays one instance, applies its new messages and commits the
 // outcome in one transaction.
 func (r *Runtime) runTurn(ctx context.Context, t *storage.Turn) {
+	tenant := t.Instance.Tenant
+	rep := TurnReport{Tenant: tenant, InstanceID: t.Instance.ID, Workflow: t.Instance.Workflow,
+		Messages: len(t.Messages), Latency: turnLatency(t, r.cfg.Clock.Now()), Start: time.Now()}
+	defer func() {
+		rep.Duration = time.Since(rep.Start)
+		r.obs.TurnFinished(rep)
+	}()
 	wf := r.workflow(t.Instance.Workflow)
 	if wf == nil {
-		// Another runtime sharing the store may know this workflow.
-		r.logger.Warn("herald: workflow not registered here; releasing its turn",
-			"workflow", t.Instance.Workflow, "instance", t.Instance.ID)
-		_ = r.store.TurnAbandon(ctx, &storage.TurnAbandonParams{Tenant: r.cfg.Tenant, InstanceID: t.Instance.ID,
-			LockToken: t.LockToken, RetryAt: r.cfg.Now().Add(r.cfg.PollInterval)})
+		// Another runtime sharing the store may know this workflow: release
+		// the turn, and say on the instance what it waits for.
+		rep.Outcome = TurnUnregistered
+		r.unregistered(tenant, "workflow", t.Instance.Workflow, t.Instance.ID)
+		_ = r.store.TurnAbandon(ctx, &storage.TurnAbandonParams{Tenant: tenant, InstanceID: t.Instance.ID,
+			LockToken: t.LockToken, RetryAt: r.blockedRetryAt(),
+			Blocked: blockedReason("workflow", t.Instance.Workflow)})
 		return
 	}
 	if t.Err != nil {
+		rep.Outcome = TurnUnreplayable
 		r.failUnreplayable(ctx, t, failureCorrupt, t.Err)
 		return
 	}
+	lim := r.limits.get(ctx, tenant)
 	out, err := runReplay(&replay.Input{
 		InstanceID: t.Instance.ID,
 		Workflow:   wf,
 		History:    t.History,
 		Messages:   t.Messages,
-		Now:        r.cfg.Now(),
+		Now:        r.cfg.Clock.Now(),
 		Limits: replay.Limits{
-			MaxUnconsumedEvents:       r.cfg.MaxUnconsumedEvents,
-			MaxCarryForwardExecutions: r.cfg.MaxCarryForwardExecutions,
-			MaxQueuedEvents:           r.cfg.MaxQueuedEvents,
+			MaxUnconsumedEvents:       override(lim.MaxUnconsumedEvents, r.cfg.MaxUnconsumedEvents),
+			MaxCarryForwardExecutions: override(lim.MaxCarryForwardExecutions, r.cfg.MaxCarryForwardExecutions),
+			MaxQueuedEvents:           override(lim.MaxQueuedEvents, r.cfg.MaxQueuedEvents),
 		},
 	})
 	if err != nil {
+		rep.Outcome = TurnUnreplayable
 		r.failUnreplayable(ctx, t, failureReplay, err)
 		return
 	}
 	for i := range out.Activities {
-		out.Activities[i].Tenant = r.cfg.Tenant
+		out.Activities[i].Tenant = tenant
 		out.Activities[i].Retry = r.retryPolicy(out.Activities[i].Retry)
 	}
-	waits := r.correlatedWaits(ctx, t.Instance.ID, out.CorrelatedWaits)
+	waits := r.correlatedWaits(ctx, tenant, t.Instance.ID, out.CorrelatedWaits)
 	storeDrops, err := r.store.TurnCommit(ctx, &storage.TurnCommitParams{
-		Tenant:           r.cfg.Tenant,
+		Tenant:           tenant,
 		InstanceID:       t.Instance.ID,
 		LockToken:        t.LockToken,
 		Execution:        t.Instance.Execution,
-		Now:              r.cfg.Now(),
+		Now:              r.cfg.Clock.Now(),
 		NewEvents:        out.NewEvents,
 		ConsumedMessages: out.Consumed,
 		Activities:       out.Activities,
@@ -180,25 +334,73 @@ func (r *Runtime) runTurn(ctx context.Context, t *storage.Turn) {
 		CancelCorrelatedWaits: out.CancelCorrelatedWaits,
 		ReturnedCorrelated:    out.ReturnedCorrelated,
 	})
-	r.stats.Turns.Add(1)
 	if err != nil {
-		r.stats.TurnsFailed.Add(1)
-		if errors.Is(err, storage.ErrLeaseLost) {
-			r.stats.LeasesLost.Add(1)
+		rep.Outcome, rep.Err = TurnCommitFailed, err
+		if errors.Is(err, heraldtype.ErrLeaseLost) {
+			rep.Outcome = TurnLeaseLost
 			r.logger.Info("herald: turn discarded, lease lost", "instance", t.Instance.ID)
 			return
 		}
 		r.logger.Error("herald: commit turn", "instance", t.Instance.ID, "err", err)
-		_ = r.store.TurnAbandon(ctx, &storage.TurnAbandonParams{Tenant: r.cfg.Tenant, InstanceID: t.Instance.ID,
-			LockToken: t.LockToken, RetryAt: r.cfg.Now().Add(r.cfg.PollInterval)})
+		_ = r.store.TurnAbandon(ctx, &storage.TurnAbandonParams{Tenant: tenant, InstanceID: t.Instance.ID,
+			LockToken: t.LockToken, RetryAt: r.cfg.Clock.Now().Add(r.cfg.PollInterval)})
 		return
 	}
-	reportDrops(r.logger, &r.stats, t.Instance.ID, out.Drops)
-	reportContinuedDrops(r.logger, &r.stats, t.Instance.ID, out.ContinuedDrops)
-	reportDrops(r.logger, &r.stats, t.Instance.ID, storeDrops)
+	rep.Outcome = TurnCommitted
+	r.reportDelivered(t, out)
+	reportDrops(r.logger, r.obs, tenant, t.Instance.ID, out.Drops)
+	reportContinuedDrops(r.logger, r.obs, tenant, t.Instance.ID, out.ContinuedDrops)
+	reportDrops(r.logger, r.obs, tenant, t.Instance.ID, storeDrops)
 	if out.Failure != nil && out.Failure.Kind == replay.FailureNondeterminism {
 		r.logger.Error("herald: workflow failed: non-deterministic", "instance", t.Instance.ID, "err", out.Failure.Message)
 	}
+}
+
+// turnLatency is how long the oldest message of a turn had been visible
+// when it was claimed at now.
+func turnLatency(t *storage.Turn, now time.Time) time.Duration {
+	var oldest time.Time
+	for i := range t.Messages {
+		if v := t.Messages[i].VisibleAt; !v.IsZero() && (oldest.IsZero() || v.Before(oldest)) {
+			oldest = v
+		}
+	}
+	if oldest.IsZero() || now.Before(oldest) {
+		return 0
+	}
+	return now.Sub(oldest)
+}
+
+// reportDelivered reports each event a committed turn delivered, with the
+// lane and name of its message (this turn's) or of its EventRaised record
+// (buffered by an earlier turn).
+func (r *Runtime) reportDelivered(t *storage.Turn, out *replay.Output) {
+	for _, f := range out.Fates {
+		if f.Fate != history.FateDelivered {
+			continue
+		}
+		rep := EventReport{Tenant: t.Instance.Tenant, InstanceID: t.Instance.ID, EventID: f.EventID}
+		if lane, name, key, ok := eventOrigin(t, out, f.EventID); ok {
+			rep.Lane, rep.Name, rep.Key = string(lane), name, key
+		}
+		r.obs.EventDelivered(rep)
+	}
+}
+
+func eventOrigin(t *storage.Turn, out *replay.Output, eventID string) (history.Lane, string, string, bool) {
+	for i := range t.Messages {
+		if m := &t.Messages[i]; m.EventID == eventID {
+			return m.Lane, m.Name, m.Key, true
+		}
+	}
+	for _, evs := range [][]history.Event{out.NewEvents, t.History} {
+		for i := len(evs) - 1; i >= 0; i-- {
+			if ev := &evs[i]; ev.Kind == history.EventRaised && ev.EventID == eventID {
+				return ev.Lane, ev.Name, ev.Key, true
+			}
+		}
+	}
+	return "", "", "", false
 }
 
 // Failure kinds of instances the runtime could not run (WorkflowError.Kind).
@@ -226,7 +428,7 @@ func runReplay(in *replay.Input) (out *replay.Output, err error) {
 // does not decode, or the engine refuses its history — as failed, with the
 // cause as its failure: one bad instance must never hold up a claim, a
 // tenant or a node, nor be retried forever. It is logged once and counted
-// (Stats.InstancesUnreplayable); its pending and buffered events are dropped
+// (Observer.InstanceUnreplayable); its pending and buffered events are dropped
 // (instance_terminal) as for any end.
 func (r *Runtime) failUnreplayable(ctx context.Context, t *storage.Turn, kind string, cause error) {
 	msg := cause.Error()
@@ -236,22 +438,23 @@ func (r *Runtime) failUnreplayable(ctx context.Context, t *storage.Turn, kind st
 	// The cut may split a rune, and a decoder's message may quote bad bytes:
 	// the failure is stored as text.
 	msg = strings.ToValidUTF8(msg, "�")
-	dropped, err := r.store.InstanceTerminate(ctx, &storage.InstanceTerminateParams{Tenant: r.cfg.Tenant,
-		ID: t.Instance.ID, Now: r.cfg.Now(), Failure: &history.Failure{Kind: kind, Message: msg}})
+	dropped, err := r.store.InstanceTerminate(ctx, &storage.InstanceTerminateParams{Tenant: t.Instance.Tenant,
+		ID: t.Instance.ID, Now: r.cfg.Clock.Now(), Failure: &history.Failure{Kind: kind, Message: msg}})
 	switch {
 	case err == nil:
-		// Logged and counted once: only the call that ended the instance.
-		r.stats.InstancesUnreplayable.Add(1)
+		// Logged and reported once: only the call that ended the instance.
+		r.obs.InstanceUnreplayable(UnreplayableReport{Tenant: t.Instance.Tenant, InstanceID: t.Instance.ID,
+			Workflow: t.Instance.Workflow, Kind: kind, Message: msg})
 		r.logger.Error("herald: instance failed: it cannot be replayed", "instance", t.Instance.ID,
 			"workflow", t.Instance.Workflow, "kind", kind, "err", msg)
-		reportDrops(r.logger, &r.stats, t.Instance.ID, dropped)
-	case errors.Is(err, storage.ErrInstanceNotRunning):
+		reportDrops(r.logger, r.obs, t.Instance.Tenant, t.Instance.ID, dropped)
+	case errors.Is(err, heraldtype.ErrInstanceNotRunning):
 	default:
 		// The store could not take the failure now: leave the instance for
 		// a later claim rather than spinning on it.
 		r.logger.Error("herald: record instance failure", "instance", t.Instance.ID, "err", err)
-		_ = r.store.TurnAbandon(ctx, &storage.TurnAbandonParams{Tenant: r.cfg.Tenant, InstanceID: t.Instance.ID,
-			LockToken: t.LockToken, RetryAt: r.cfg.Now().Add(r.cfg.PollInterval)})
+		_ = r.store.TurnAbandon(ctx, &storage.TurnAbandonParams{Tenant: t.Instance.Tenant, InstanceID: t.Instance.ID,
+			LockToken: t.LockToken, RetryAt: r.cfg.Clock.Now().Add(r.cfg.PollInterval)})
 	}
 }
 
@@ -259,18 +462,18 @@ func (r *Runtime) failUnreplayable(ctx context.Context, t *storage.Turn, kind st
 // with the definition's delete-after-first setting as it is now. A wait on a
 // definition without correlation config can never be reached (puts to it are
 // refused): it is registered anyway, so a timeout still ends it, and logged.
-func (r *Runtime) correlatedWaits(ctx context.Context, instanceID string, ws []replay.CorrelatedWait) []storage.CorrelatedWait {
+func (r *Runtime) correlatedWaits(ctx context.Context, tenant, instanceID string, ws []replay.CorrelatedWait) []storage.CorrelatedWait {
 	if len(ws) == 0 {
 		return nil
 	}
 	out := make([]storage.CorrelatedWait, len(ws))
 	for i, w := range ws {
 		out[i] = storage.CorrelatedWait{TaskSeq: w.TaskSeq, Def: w.Def, Key: w.Key}
-		def, err := r.store.EventDefinitionGet(ctx, &storage.EventDefinitionGetParams{Tenant: r.cfg.Tenant, Name: w.Def})
+		def, err := r.store.EventDefinitionGet(ctx, &storage.EventDefinitionGetParams{Tenant: tenant, Name: w.Def})
 		switch {
 		case err == nil && def.Correlation != nil:
 			out[i].DeleteAfterFirst = def.Correlation.DeleteAfterFirstCorrelation
-		case err == nil || errors.Is(err, storage.ErrNotFound):
+		case err == nil || errors.Is(err, heraldtype.ErrNotFound):
 			r.logger.Warn("herald: correlated wait on a definition without correlation config: no put can reach it",
 				"instance", instanceID, "definition", w.Def, "key", w.Key)
 		default:
@@ -280,27 +483,30 @@ func (r *Runtime) correlatedWaits(ctx context.Context, instanceID string, ws []r
 	return out
 }
 
-// reportDrops logs each drop breadcrumb at WARN and counts every event it
-// stands for: no event is dropped silently. A breadcrumb of a burst of
+// reportDrops logs each drop breadcrumb at WARN and reports every event it
+// stands for to obs: no event is dropped silently. A breadcrumb of a burst of
 // limit drops (history.Event.Count) is one WARN line with the count and the
 // last event id, so that a flood does not flood the log.
-func reportDrops(logger *slog.Logger, stats *Stats, instanceID string, drops []history.Event) {
-	reportDropsAt(logger, slog.LevelWarn, "herald: event dropped", stats, instanceID, drops)
+func reportDrops(logger *slog.Logger, obs Observer, tenant, instanceID string, drops []history.Event) {
+	reportDropsAt(logger, slog.LevelWarn, "herald: event dropped", obs, tenant, instanceID, drops)
 }
 
-// reportContinuedDrops counts the limit drops that continue a burst whose
+// reportContinuedDrops reports the limit drops that continue a burst whose
 // breadcrumb (and WARN line) an earlier turn wrote, and logs them at DEBUG:
 // one WARN per burst, every drop counted, every fate in the ledger.
-func reportContinuedDrops(logger *slog.Logger, stats *Stats, instanceID string, drops []history.Event) {
-	reportDropsAt(logger, slog.LevelDebug, "herald: events dropped, continuing a burst", stats, instanceID, drops)
+func reportContinuedDrops(logger *slog.Logger, obs Observer, tenant, instanceID string, drops []history.Event) {
+	reportDropsAt(logger, slog.LevelDebug, "herald: events dropped, continuing a burst", obs, tenant, instanceID, drops)
 }
 
-func reportDropsAt(logger *slog.Logger, level slog.Level, msg string, stats *Stats, instanceID string, drops []history.Event) {
+func reportDropsAt(logger *slog.Logger, level slog.Level, msg string, obs Observer, tenant, instanceID string, drops []history.Event) {
 	for _, d := range drops {
 		n := max(d.Count, 1)
-		if stats != nil {
-			stats.countDrops(string(d.Reason), int64(n))
+		eventID := d.EventID
+		if n > 1 {
+			eventID = d.LastEventID
 		}
+		obs.EventsDropped(DropReport{Tenant: tenant, InstanceID: instanceID, EventID: eventID, Lane: string(d.Lane),
+			Name: d.Name, Reason: string(d.Reason), Count: n})
 		attrs := []any{"instance", instanceID, "event_id", d.EventID,
 			"name", d.Name, "lane", d.Lane, "reason", d.Reason, "origin_execution", d.OriginExecution}
 		if n > 1 {
@@ -366,30 +572,43 @@ func NonRetryable(err error) error { return &nonRetryable{err} }
 
 // activityLoop claims and runs activities.
 func (r *Runtime) activityLoop(ctx context.Context) {
-	claimLoop(ctx, r, "activities", storage.WorkActivities, r.cfg.ActivityWorkers, func(ctx context.Context, max int) ([]*storage.ActivityTask, error) {
-		return r.store.ActivityClaim(ctx, &storage.ActivityClaimParams{Tenant: r.cfg.Tenant, Now: r.cfg.Now(), Lease: r.cfg.ActivityLease, Max: max})
+	claimLoop(ctx, r, ClaimActivities, storage.WorkActivities, r.cfg.ActivityWorkers, func(ctx context.Context, tenant string, max int) ([]*storage.ActivityTask, error) {
+		tasks, err := r.store.ActivityClaim(ctx, &storage.ActivityClaimParams{Tenant: tenant, Now: r.cfg.Clock.Now(), Lease: r.cfg.ActivityLease, Max: max})
+		for _, t := range tasks {
+			t.Tenant = tenant
+		}
+		return tasks, err
 	}, r.runActivity)
 }
 
 func (r *Runtime) runActivity(base context.Context, t *storage.ActivityTask) {
-	r.stats.ActivitiesRun.Add(1)
+	rep := ActivityReport{Tenant: t.Tenant, InstanceID: t.InstanceID, Execution: t.Execution, Activity: t.Name,
+		Attempt: t.Attempt, Start: time.Now()}
+	defer func() {
+		rep.Duration = time.Since(rep.Start)
+		r.obs.ActivityAttempted(rep)
+	}()
 	fn := r.activity(t.Name)
 	if fn == nil {
-		// Leave it for a runtime that has the activity: let the lease lapse
-		// rather than failing the workflow because of a deployment gap.
-		r.logger.Warn("herald: activity not registered here; releasing it", "activity", t.Name, "instance", t.InstanceID)
+		// Leave it for a runtime that has the activity rather than failing
+		// the workflow because of a deployment gap, and say on the instance
+		// what it waits for.
+		rep.Outcome = ActivityUnregistered
+		r.unregistered(t.Tenant, "activity", t.Name, t.InstanceID)
 		_ = r.store.ActivityRetry(base, &storage.ActivityRetryParams{Tenant: t.Tenant, InstanceID: t.InstanceID,
-			Execution: t.Execution, TaskSeq: t.TaskSeq, LockToken: t.LockToken, RetryAt: r.cfg.Now().Add(r.cfg.PollInterval)})
+			Execution: t.Execution, TaskSeq: t.TaskSeq, LockToken: t.LockToken, RetryAt: r.blockedRetryAt(),
+			Blocked: blockedReason("activity", t.Name)})
 		return
 	}
 	if t.Retry.MaxAttempts > 0 && t.Attempt > t.Retry.MaxAttempts {
 		// Every attempt was lost with its worker (a crash, an OOM kill):
 		// fail the activity rather than retry it forever.
+		rep.Outcome = ActivityLost
 		err := r.store.ActivityComplete(base, &storage.ActivityCompleteParams{Tenant: t.Tenant, InstanceID: t.InstanceID,
-			Execution: t.Execution, TaskSeq: t.TaskSeq, LockToken: t.LockToken, Now: r.cfg.Now(),
+			Execution: t.Execution, TaskSeq: t.TaskSeq, LockToken: t.LockToken, Now: r.cfg.Clock.Now(),
 			Failure: &history.Failure{Kind: replay.FailureActivity, Message: fmt.Sprintf(
 				"attempt %d of %d: the previous attempt's worker was lost (lease expired)", t.Attempt-1, t.Retry.MaxAttempts)}})
-		if err != nil && !errors.Is(err, storage.ErrLeaseLost) {
+		if err != nil && !errors.Is(err, heraldtype.ErrLeaseLost) {
 			r.logger.Error("herald: record activity result", "activity", t.Name, "instance", t.InstanceID, "err", err)
 		}
 		return
@@ -406,18 +625,20 @@ func (r *Runtime) runActivity(base context.Context, t *storage.ActivityTask) {
 	hbWG.Add(1)
 	go func() {
 		defer hbWG.Done()
-		tick := time.NewTicker(r.cfg.ActivityLease / 3)
+		// On the engine's clock, as the lease it extends is.
+		tick := r.cfg.Clock.NewTimer(r.cfg.ActivityHeartbeat)
 		defer tick.Stop()
 		for {
 			select {
 			case <-hbDone:
 				return
-			case <-tick.C:
+			case <-tick.C():
+				tick.Reset(r.cfg.ActivityHeartbeat)
 				cancelReq, err := r.store.ActivityHeartbeat(base, &storage.ActivityHeartbeatParams{
 					Tenant: t.Tenant, InstanceID: t.InstanceID, Execution: t.Execution, TaskSeq: t.TaskSeq,
-					LockToken: t.LockToken, LeaseUntil: r.cfg.Now().Add(r.cfg.ActivityLease),
+					LockToken: t.LockToken, LeaseUntil: r.cfg.Clock.Now().Add(r.cfg.ActivityLease),
 				})
-				if cancelReq || errors.Is(err, storage.ErrLeaseLost) {
+				if cancelReq || errors.Is(err, heraldtype.ErrLeaseLost) {
 					cancel()
 				}
 			}
@@ -428,30 +649,35 @@ func (r *Runtime) runActivity(base context.Context, t *storage.ActivityTask) {
 	hbWG.Wait()
 
 	if err == nil {
-		if reasons := jsonReasons(nil, "result", res, r.cfg.MaxPayloadDepth); len(reasons) > 0 {
+		depth := lowerDepth(r.limits.get(base, t.Tenant).MaxPayloadDepth, r.cfg.MaxPayloadDepth)
+		if reasons := jsonReasons(nil, "result", res, depth); len(reasons) > 0 {
 			// Stored, it would be a history row no turn could read back.
 			err = NonRetryable(fmt.Errorf("activity %s: %s", t.Name, strings.Join(reasons, "; ")))
 		}
 	}
 	var cerr error
+	rep.Err = err
 	if err == nil {
+		rep.Outcome = ActivityCompleted
 		cerr = r.store.ActivityComplete(base, &storage.ActivityCompleteParams{Tenant: t.Tenant, InstanceID: t.InstanceID,
-			Execution: t.Execution, TaskSeq: t.TaskSeq, LockToken: t.LockToken, Result: res, Now: r.cfg.Now()})
+			Execution: t.Execution, TaskSeq: t.TaskSeq, LockToken: t.LockToken, Result: res, Now: r.cfg.Clock.Now()})
 	} else {
 		var nr *nonRetryable
 		if !errors.As(err, &nr) && t.Attempt < t.Retry.MaxAttempts {
-			at := r.cfg.Now().Add(backoff(t.Retry, t.Attempt))
+			rep.Outcome = ActivityRetrying
+			at := r.cfg.Clock.Now().Add(backoff(t.Retry, t.Attempt))
 			r.logger.Info("herald: activity attempt failed; retrying", "activity", t.Name, "instance", t.InstanceID,
 				"attempt", t.Attempt, "retry_at", at, "err", err)
 			cerr = r.store.ActivityRetry(base, &storage.ActivityRetryParams{Tenant: t.Tenant, InstanceID: t.InstanceID,
 				Execution: t.Execution, TaskSeq: t.TaskSeq, LockToken: t.LockToken, RetryAt: at})
 		} else {
+			rep.Outcome = ActivityFailed
 			cerr = r.store.ActivityComplete(base, &storage.ActivityCompleteParams{Tenant: t.Tenant, InstanceID: t.InstanceID,
-				Execution: t.Execution, TaskSeq: t.TaskSeq, LockToken: t.LockToken, Now: r.cfg.Now(),
+				Execution: t.Execution, TaskSeq: t.TaskSeq, LockToken: t.LockToken, Now: r.cfg.Clock.Now(),
 				Failure: &history.Failure{Kind: replay.FailureActivity, Message: err.Error()}})
 		}
 	}
-	if cerr != nil && !errors.Is(cerr, storage.ErrLeaseLost) {
+	if cerr != nil && !errors.Is(cerr, heraldtype.ErrLeaseLost) {
 		r.logger.Error("herald: record activity result", "activity", t.Name, "instance", t.InstanceID, "err", cerr)
 	}
 }

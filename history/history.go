@@ -1,14 +1,15 @@
 // Package history defines the records Herald keeps about a workflow
 // instance: the history events of each execution (the single source of truth
-// for replay), event fates, and failures. It has no dependencies beyond the
-// standard library, so the replay engine, the storage backends and the public
-// client all speak the same types.
+// for replay). Lanes, fates, drop reasons and failures are the shared
+// vocabulary of package heraldtype, re-exported here under the names history
+// events use.
 package history
 
 import (
 	"encoding/json"
-	"fmt"
 	"time"
+
+	"github.com/heraldwf/herald/heraldtype"
 )
 
 // Kind names a history event. Kinds are either inputs (facts that came from
@@ -53,20 +54,14 @@ func (k Kind) IsDecision() bool {
 	return false
 }
 
-// Lane names an event lane.
-type Lane string
+// Lane names an event lane (heraldtype.Lane).
+type Lane = heraldtype.Lane
 
-// Event lanes. The positional lane pairs the Nth event of a name with the Nth
-// active wait of that name (SPEC §3.1).
+// Event lanes (docs/positional.md, docs/queue.md, docs/correlated.md).
 const (
-	LanePositional Lane = "positional"
-	// LaneQueue is the durable mailbox: FIFO per queue name, a cancelled
-	// receive consumes nothing (SPEC §3.2).
-	LaneQueue Lane = "queue"
-	// LaneCorrelated delivers by business key: a correlated event put under
-	// (event definition, key) reaches every instance waiting on that key
-	// (SPEC §3.3). Name is the event definition.
-	LaneCorrelated Lane = "correlated"
+	LanePositional = heraldtype.LanePositional
+	LaneQueue      = heraldtype.LaneQueue
+	LaneCorrelated = heraldtype.LaneCorrelated
 )
 
 // Event is one entry of an execution's history. Fields that do not apply to
@@ -111,8 +106,8 @@ type Event struct {
 	// dropped instead (superseded: a newer message of its latest-value queue
 	// had arrived; withdrawn_wait: a correlated-lane copy, whose correlated
 	// event the store keeps or, with delete-after-first, hands on); otherwise
-	// it is buffered again. A give-back opens no withdrawn question (SPEC
-	// §3.1 rule 3) and is never dropped for a limit.
+	// it is buffered again. A give-back opens no withdrawn question
+	// (docs/positional.md, rule 3) and is never dropped for a limit.
 	Lane    Lane            `json:"lane,omitempty"`
 	EventID string          `json:"event_id,omitempty"`
 	Payload json.RawMessage `json:"payload,omitempty"`
@@ -154,48 +149,31 @@ type Event struct {
 	ReceivedAt time.Time `json:"received_at,omitzero"`
 }
 
-// Failure is an error recorded in history or on an instance. Kind lets typed
-// errors survive storage: "nondeterminism", "activity", "panic",
-// "terminated", "application".
-type Failure struct {
-	Kind    string `json:"kind,omitempty"`
-	Message string `json:"message"`
-	// Detail carries typed fields (for example the position and both sides of
-	// a non-determinism error).
-	Detail json.RawMessage `json:"detail,omitempty"`
-}
+// Failure is an error recorded in history or on an instance
+// (heraldtype.Failure).
+type Failure = heraldtype.Failure
 
-func (f *Failure) Error() string {
-	if f == nil {
-		return "<nil>"
-	}
-	if f.Kind != "" {
-		return fmt.Sprintf("%s: %s", f.Kind, f.Message)
-	}
-	return f.Message
-}
+// Fate is where an external event stands (heraldtype.Fate).
+type Fate = heraldtype.Fate
 
-// Fate is where an external event stands.
-type Fate string
-
-// Fates (SPEC §3).
+// Fates (docs/fates.md).
 const (
-	FatePending   Fate = "pending"   // accepted, not yet seen by the instance
-	FateBuffered  Fate = "buffered"  // in the instance's inbox, no waiter yet
-	FateDelivered Fate = "delivered" // matched to a wait
-	FateDropped   Fate = "dropped"   // see DropReason
+	FatePending   = heraldtype.FatePending
+	FateBuffered  = heraldtype.FateBuffered
+	FateDelivered = heraldtype.FateDelivered
+	FateDropped   = heraldtype.FateDropped
 )
 
-// DropReason says why an event was dropped.
-type DropReason string
+// DropReason says why an event was dropped (heraldtype.DropReason).
+type DropReason = heraldtype.DropReason
 
-// Drop reasons (SPEC §3).
+// Drop reasons (docs/fates.md).
 const (
-	DropWithdrawnWait     DropReason = "withdrawn_wait"
-	DropLimit             DropReason = "limit"
-	DropSuperseded        DropReason = "superseded"
-	DropCarryForwardLimit DropReason = "carry_forward_limit"
-	DropNotCarriedForward DropReason = "not_carried_forward" // ContinueAsNew with DropUnconsumedEvents
-	DropExpired           DropReason = "expired"
-	DropInstanceTerminal  DropReason = "instance_terminal"
+	DropWithdrawnWait     = heraldtype.DropWithdrawnWait
+	DropLimit             = heraldtype.DropLimit
+	DropSuperseded        = heraldtype.DropSuperseded
+	DropCarryForwardLimit = heraldtype.DropCarryForwardLimit
+	DropNotCarriedForward = heraldtype.DropNotCarriedForward
+	DropExpired           = heraldtype.DropExpired
+	DropInstanceTerminal  = heraldtype.DropInstanceTerminal
 )

@@ -2,84 +2,50 @@
 // implements, the parameter structs its methods take, and the sentinel errors
 // backends map their own errors onto.
 //
-// A backend is a dumb, durable, transactional log plus work queues. All
-// workflow semantics (replay, event-lane matching) live in the engine; the
-// store guarantees atomicity (a turn commits in one transaction), fencing
-// (leases with lock tokens) and tenant isolation (every method is scoped to
-// one tenant and never reads across tenants).
+// A backend is a dumb, durable, transactional log plus work queues: it
+// stores, fences and batches, and decides nothing. Workflow semantics
+// (replay, event-lane matching) live in the engine; the few lane rules a
+// store must apply inside its own transactions (the drops when an instance
+// ends, the hand-on of a delete-after-first correlated event) are written
+// once, in Go, in storage/internal/backend, over primitives each backend
+// implements. The store guarantees atomicity (a turn commits in one
+// transaction), fencing (leases with lock tokens) and tenant isolation
+// (every method is scoped to one tenant and never reads across tenants,
+// except those that let one runtime serve many: TenantList, TenantsReady,
+// SubscribeAll and NextWake with AllTenants, which return tenant ids,
+// limits and times, never a tenant's data).
+// A fast path that handles only some fields of a params struct fails
+// closed: any other field set makes it fall back (backend.FieldGuard).
 package storage
 
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"time"
 
+	"github.com/heraldwf/herald/heraldtype"
 	"github.com/heraldwf/herald/history"
 )
-
-// Sentinel errors. Backends wrap them with context; callers use errors.Is.
-var (
-	ErrNotFound           = errors.New("herald: not found")
-	ErrInstanceExists     = errors.New("herald: instance already exists")
-	ErrInstanceNotRunning = errors.New("herald: instance is not running")
-	// ErrLeaseLost: the caller's lock token no longer owns the work (its lease
-	// expired and another worker took it over, or the instance was
-	// terminated). Nothing was written.
-	ErrLeaseLost = errors.New("herald: lease lost")
-	// ErrEventIDConflict: an event id was reused for a different target, lane
-	// or name. Nothing was written.
-	ErrEventIDConflict = errors.New("herald: event id already used for another event")
-	ErrClosed          = errors.New("herald: store closed")
-	// ErrInvalidArgument: a parameter can never be valid (a malformed search
-	// bookmark, an identifier that breaks the text rules). Nothing was
-	// written.
-	ErrInvalidArgument = errors.New("herald: invalid argument")
-	// ErrUnavailable: the store could not be reached or dropped the
-	// connection under the call (PostgreSQL: a terminated backend, a
-	// connection failure). The call's effect is unknown for a write; a read
-	// or an idempotent write (one that carries an event id) may be retried.
-	ErrUnavailable = errors.New("herald: storage unavailable")
-	// ErrCorrupt: a stored row cannot be decoded. It concerns one instance:
-	// a claim hands that instance's turn out with Turn.Err set, and the
-	// runtime fails the instance instead of the claim.
-	ErrCorrupt = errors.New("herald: stored data cannot be decoded")
-	// ErrStorageFull: the database has no room left (a full disk or file
-	// system quota, a database or tablespace size limit). The write that
-	// got it was not made; writes succeed again once room is made, without
-	// reopening the store.
-	ErrStorageFull = errors.New("herald: storage full")
-)
-
-// Status is an instance's status.
-type Status string
-
-// Instance statuses.
-const (
-	StatusPending    Status = "pending" // created, first turn not run yet
-	StatusRunning    Status = "running"
-	StatusCompleted  Status = "completed"
-	StatusFailed     Status = "failed"
-	StatusTerminated Status = "terminated"
-)
-
-// Terminal reports whether s is a final status.
-func (s Status) Terminal() bool {
-	return s == StatusCompleted || s == StatusFailed || s == StatusTerminated
-}
 
 // Instance is one workflow instance.
 type Instance struct {
 	Tenant    string
 	ID        string
 	Workflow  string
-	Status    Status
+	Status    heraldtype.Status
 	Execution int // current execution, 1-based
 	Input     json.RawMessage
 	Output    json.RawMessage
 	Failure   *history.Failure
 	CreatedAt time.Time
 	UpdatedAt time.Time
+	// Blocked says why the instance is not running although it has work
+	// ("" if nothing is known to block it): the reason of the last
+	// TurnAbandon (cleared by the next TurnCommit or TurnAbandon), or else
+	// that of its first activity task released by ActivityRetry with a
+	// reason (cleared when that task completes or is retried without one).
+	// A claimed Turn's Instance carries the first only.
+	Blocked string
 }
 
 // MessageKind names an inbox message.
@@ -127,27 +93,6 @@ type Message struct {
 	CreatedAt time.Time
 }
 
-// EventRecord is the fate ledger's entry for one external event.
-type EventRecord struct {
-	Tenant     string
-	EventID    string
-	InstanceID string
-	Lane       history.Lane
-	Name       string
-	Fate       history.Fate
-	Reason     history.DropReason
-	// Execution the event is buffered in or was delivered in (0 while pending).
-	Execution       int
-	OriginExecution int
-	WaitNumber      int
-	// Key is the correlation key of a correlated-lane event: with Name (the
-	// event definition) it links the event back to the correlated event that
-	// produced it. Empty on the other lanes.
-	Key        string
-	ReceivedAt time.Time
-	UpdatedAt  time.Time
-}
-
 // FateUpdate changes an event's fate in the ledger.
 type FateUpdate struct {
 	EventID         string
@@ -167,21 +112,12 @@ type ActivityTask struct {
 	Name       string
 	Input      json.RawMessage
 	Attempt    int // 1-based attempt about to run
-	Retry      RetryPolicy
+	Retry      heraldtype.RetryPolicy
 	LockToken  string
 	LeaseUntil time.Time
 	// CancelRequested: the workflow no longer wants the result (a select
 	// loser); a worker should stop the activity.
 	CancelRequested bool
-}
-
-// RetryPolicy controls activity retries. Zero values mean the engine
-// defaults (filled in by the engine before it reaches the store).
-type RetryPolicy struct {
-	MaxAttempts        int           `json:"max_attempts,omitempty"`
-	InitialInterval    time.Duration `json:"initial_interval,omitempty"`
-	BackoffCoefficient float64       `json:"backoff_coefficient,omitempty"`
-	MaxInterval        time.Duration `json:"max_interval,omitempty"`
 }
 
 // Turn is a claimed unit of orchestration work: one instance, its current
@@ -219,12 +155,24 @@ type InstanceGetParams struct {
 	ID     string
 }
 
-// InstanceListParams filters instances. Zero fields do not filter.
+// InstanceListParams filters and pages instances. Zero fields do not
+// filter. A page is ordered newest first: by CreatedAt, then ID (bytewise),
+// both descending.
 type InstanceListParams struct {
 	Tenant   string
 	Workflow string
-	Status   Status
-	Limit    int // default 100
+	Status   heraldtype.Status
+	// CreatedAfter and CreatedBefore bound CreatedAt to [CreatedAfter,
+	// CreatedBefore); a zero time is unbounded.
+	CreatedAfter  time.Time
+	CreatedBefore time.Time
+	// Limit is the page size: default 100, at most 1000 (more is read as
+	// 1000).
+	Limit int
+	// After is the opaque cursor a previous page returned ("" = the first
+	// page). Paging is stable across inserts: a page continues after the
+	// last instance of the previous one.
+	After string
 }
 
 // InstanceTerminateParams terminates a running or pending instance: its
@@ -333,7 +281,7 @@ type TurnCommitParams struct {
 	CancelActivities []int // TaskSeqs of activities of this execution to cancel
 	Fates            []FateUpdate
 
-	Status  Status // new status (running, completed, failed)
+	Status  heraldtype.Status // new status (running, completed, failed)
 	Output  json.RawMessage
 	Failure *history.Failure
 
@@ -397,7 +345,7 @@ type ReturnedCorrelated struct {
 	Payload json.RawMessage
 }
 
-// CorrelatedWait is a correlated-lane wait (SPEC §3.3).
+// CorrelatedWait is a correlated-lane wait (docs/correlated.md).
 type CorrelatedWait struct {
 	TaskSeq int
 	Def     string
@@ -427,6 +375,10 @@ type TurnAbandonParams struct {
 	LockToken  string
 	// RetryAt delays the instance's next claim (zero = now).
 	RetryAt time.Time
+	// Blocked is stored as the instance's Blocked reason (why no runtime
+	// could run the turn, e.g. its workflow is registered nowhere); ""
+	// clears it.
+	Blocked string
 }
 
 // ActivityClaimParams claims up to Max visible activity tasks. Taking over a
@@ -464,6 +416,11 @@ type ActivityRetryParams struct {
 	TaskSeq    int
 	LockToken  string
 	RetryAt    time.Time
+	// Blocked is stored on the task as the reason it did not run (e.g. its
+	// activity is registered nowhere); "" clears it. A release with a
+	// reason is no attempt: Attempt is then left as it is. InstanceGet shows it
+	// as the instance's Blocked while the instance has no reason of its own.
+	Blocked string
 }
 
 // ActivityHeartbeatParams extends a claimed task's lease. The result says
@@ -482,54 +439,16 @@ type ActivityHeartbeatParams struct {
 type NextWakeParams struct {
 	Tenant string
 	Now    time.Time
+	// AllTenants asks for the earliest wake of any registered tenant
+	// (Tenant is then ignored).
+	AllTenants bool
 }
 
-// Buffer policies of an event definition.
-const (
-	BufferFIFO   = "fifo"
-	BufferLatest = "latest"
-)
-
-// EventDefinition is a stored, per-tenant declaration of an event name:
-// JSON Schema for its payload, buffering policy, retention, payload cap and
-// correlation config (SPEC §1, seed 003's ExternalEventDef).
-type EventDefinition struct {
-	Tenant string
-	Name   string
-	// Schema is a JSON Schema for the payload; empty accepts any JSON.
-	Schema json.RawMessage
-	// Buffer is BufferFIFO (default) or BufferLatest.
-	Buffer string
-	// Retention is how long an event for an instance that has not started
-	// is kept; 0 means the runtime default (24 h).
-	Retention time.Duration
-	// MaxPayloadBytes caps the payload; 0 means the runtime default.
-	MaxPayloadBytes int
-	// Correlation enables the correlated lane for this name; nil refuses
-	// correlated puts.
-	Correlation *CorrelationConfig
-	// Version increases on every put (1 on the first), also across a
-	// delete and a new put of the name, so caches of compiled schemas know
-	// when to recompile.
-	Version   int64
-	CreatedAt time.Time
-	UpdatedAt time.Time
-}
-
-// CorrelationConfig is an event definition's correlated-lane settings.
-type CorrelationConfig struct {
-	// TTL deletes correlated events older than this; 0 keeps them.
-	TTL time.Duration `json:"ttl,omitempty"`
-	// DeleteAfterFirstCorrelation: exactly one waiter receives a
-	// correlated event, which is then deleted.
-	DeleteAfterFirstCorrelation bool `json:"delete_after_first_correlation,omitempty"`
-}
-
-// EventDefinitionPutParams creates or replaces a definition (Version+1;
-// CreatedAt kept, UpdatedAt = Now; an empty Buffer is stored as BufferFIFO).
+// EventDefinitionPutParams creates or replaces a definition (CreatedAt kept, UpdatedAt = Now; an empty Buffer is stored as BufferFIFO).
 // Events already stored are not rewritten.
 type EventDefinitionPutParams struct {
-	Definition EventDefinition // Tenant and Name identify it; Version, CreatedAt, UpdatedAt are set by the store
+	Tenant     string
+	Definition heraldtype.EventDefinition // Name identifies it (with Tenant); CreatedAt and UpdatedAt are set by the store
 	Now        time.Time
 }
 
@@ -554,32 +473,6 @@ type EventExpireParams struct {
 	Tenant string
 	Now    time.Time
 	Limit  int
-}
-
-// CorrelatedEvent is a piece of data put under (tenant, event definition,
-// key), not addressed to any instance (SPEC §3.3, seed 003).
-type CorrelatedEvent struct {
-	Tenant    string
-	Def       string
-	Key       string
-	Payload   json.RawMessage
-	CreatedAt time.Time
-	UpdatedAt time.Time
-	// ExpiresAt is when TTL expiry deletes it; zero = never.
-	ExpiresAt time.Time
-	// Produced lists the events it produced, oldest first, one per instance
-	// wait it reached (each is an ordinary event with a fate in the ledger,
-	// whose Name and Key are Def and Key).
-	Produced []ProducedEvent
-}
-
-// ProducedEvent links a correlated event to an event it produced.
-type ProducedEvent struct {
-	EventID    string
-	InstanceID string
-	Execution  int
-	TaskSeq    int
-	CreatedAt  time.Time
 }
 
 // CorrelatedPutParams creates or updates (payload, UpdatedAt, ExpiresAt)
@@ -647,99 +540,302 @@ type LeaderElectParams struct {
 	Now    time.Time
 }
 
-// Store is the storage seam. All methods are safe for concurrent use. Every
-// method is scoped to params.Tenant. A write refused for want of room
-// returns an error matching ErrStorageFull, except TurnAbandon,
-// ActivityComplete and ActivityRetry, which hand back work the caller holds:
-// they wait for room (until ctx ends or the store closes).
+// Store is the storage seam: every role a backend plays. All methods are
+// safe for concurrent use, and every method is scoped to params.Tenant (it
+// never reads or writes across tenants; the package comment names the
+// cross-tenant exceptions). A nil params is an error. A write
+// refused for want of room returns an error matching ErrStorageFull, except
+// TurnAbandon, ActivityComplete and ActivityRetry, which hand back work the
+// caller holds: they wait for room (until ctx ends or the store closes).
+// Each method's doc comment below is its contract; the backends' comments
+// only add how they keep it.
 type Store interface {
-	// InstanceCreate returns ErrInstanceExists if the id is taken.
-	InstanceCreate(ctx context.Context, p *InstanceCreateParams) (*Instance, error)
-	// InstanceGet returns ErrNotFound.
-	InstanceGet(ctx context.Context, p *InstanceGetParams) (*Instance, error)
-	InstanceList(ctx context.Context, p *InstanceListParams) ([]*Instance, error)
-	// InstanceTerminate returns the EventDropped breadcrumbs of the events it
-	// dropped (instance_terminal), so the caller can log and count them; or
-	// ErrNotFound, or ErrInstanceNotRunning if the instance already ended.
-	InstanceTerminate(ctx context.Context, p *InstanceTerminateParams) ([]history.Event, error)
+	InstanceStore
+	EventStore
+	DefinitionStore
+	TurnStore
+	ActivityStore
+	CorrelatedStore
+	LeaderStore
+	Notifier
+	TenantStore
 
-	// HistoryList returns ErrNotFound if the instance does not exist.
-	HistoryList(ctx context.Context, p *HistoryListParams) ([]history.Event, error)
-
-	// EventRaise records an event (fate pending) and an inbox message. It
-	// returns ErrInstanceNotRunning (storing nothing) if the instance is
-	// terminal, and ErrEventIDConflict if the id was used for another
-	// target, lane or name. An instance that does not exist yet gets the
-	// event kept in its inbox until it starts.
-	EventRaise(ctx context.Context, p *EventRaiseParams) (*EventRaiseResult, error)
-	// EventGet returns ErrNotFound.
-	EventGet(ctx context.Context, p *EventGetParams) (*EventRecord, error)
-	EventList(ctx context.Context, p *EventListParams) ([]*EventRecord, error)
-
-	// EventDefinitionPut returns the definition as stored. It validates
-	// nothing about the schema (the engine compiles it before calling).
-	EventDefinitionPut(ctx context.Context, p *EventDefinitionPutParams) (*EventDefinition, error)
-	// EventDefinitionGet returns ErrNotFound.
-	EventDefinitionGet(ctx context.Context, p *EventDefinitionGetParams) (*EventDefinition, error)
-	EventDefinitionList(ctx context.Context, p *EventDefinitionListParams) ([]*EventDefinition, error)
-	// EventDefinitionDelete returns ErrNotFound.
-	EventDefinitionDelete(ctx context.Context, p *EventDefinitionGetParams) error
-	// EventExpire returns the ids of the events it dropped.
-	EventExpire(ctx context.Context, p *EventExpireParams) ([]string, error)
-
-	TurnClaim(ctx context.Context, p *TurnClaimParams) ([]*Turn, error)
-	// TurnCommit returns the EventDropped breadcrumbs the store added
-	// itself (instance_terminal drops when the turn ended the instance), so
-	// the caller can log and count them.
-	TurnCommit(ctx context.Context, p *TurnCommitParams) ([]history.Event, error)
-	TurnAbandon(ctx context.Context, p *TurnAbandonParams) error
-
-	ActivityClaim(ctx context.Context, p *ActivityClaimParams) ([]*ActivityTask, error)
-	ActivityComplete(ctx context.Context, p *ActivityCompleteParams) error
-	ActivityRetry(ctx context.Context, p *ActivityRetryParams) error
-	// ActivityHeartbeat returns cancelRequested, or ErrLeaseLost.
-	ActivityHeartbeat(ctx context.Context, p *ActivityHeartbeatParams) (cancelRequested bool, err error)
-
-	// NextWake returns the earliest future time a message or activity task
-	// becomes visible, or ok=false if there is none.
-	NextWake(ctx context.Context, p *NextWakeParams) (at time.Time, ok bool, err error)
-
-	// CorrelatedPut returns the stored correlated event with its produced
-	// list (including what this put produced). With DeleteAfterFirst and a
-	// waiter, the returned event is the one that was delivered and deleted.
-	CorrelatedPut(ctx context.Context, p *CorrelatedPutParams) (*CorrelatedEvent, error)
-	// CorrelatedGet returns ErrNotFound.
-	CorrelatedGet(ctx context.Context, p *CorrelatedGetParams) (*CorrelatedEvent, error)
-	// CorrelatedDelete deletes a correlated event and its produced list (the
-	// ledger keeps each produced event's fate and Key); or ErrNotFound.
-	// Markers are untouched.
-	CorrelatedDelete(ctx context.Context, p *CorrelatedGetParams) error
-	// CorrelatedSearch returns a page and the bookmark of the next page
-	// ("" when there is none).
-	CorrelatedSearch(ctx context.Context, p *CorrelatedSearchParams) ([]*CorrelatedEvent, string, error)
-	// CorrelatedExpire returns the keys of the correlated events it deleted,
-	// in the order it deleted them.
-	CorrelatedExpire(ctx context.Context, p *CorrelatedExpireParams) ([]string, error)
-
-	// LeaderElect makes Holder the leader if no live lease is held by
-	// another holder (a lease whose end is before Now is not live), renewing
-	// it if Holder already leads; it reports whether Holder leads until
-	// Now+Lease.
-	LeaderElect(ctx context.Context, p *LeaderElectParams) (bool, error)
-	// LeaderResign gives up the leadership if Holder has it.
-	LeaderResign(ctx context.Context, p *LeaderElectParams) error
-
-	// Subscribe returns a channel that receives a value (coalesced) whenever
-	// this store writes new work for the tenant, so idle workers wake at once.
-	Subscribe(tenant string) (ch <-chan struct{}, cancel func())
-	// SubscribeKinds is Subscribe for the work of the kinds in the mask, so
-	// that a worker loop for turns is not woken (and does not make an empty
-	// claim) for a new activity task, and the other way round. A store that
-	// cannot tell may wake a subscriber for any kind.
-	SubscribeKinds(tenant string, kinds WorkKind) (ch <-chan struct{}, cancel func())
-
+	// Close releases the store; later calls return ErrClosed.
 	Close() error
 }
+
+// InstanceStore keeps instances and their histories.
+type InstanceStore interface {
+	// InstanceCreate creates an instance (status pending, execution 1) with
+	// its ExecutionStarted event (seq 1) and a kick message visible at
+	// p.Now, in one transaction. Events raised for the id before it existed
+	// stay in its inbox and no longer expire (see EventExpire). It returns
+	// ErrInstanceExists, writing nothing, if (tenant, id) is taken, and
+	// refuses an empty id or workflow name.
+	InstanceCreate(ctx context.Context, p *InstanceCreateParams) (*Instance, error)
+	// InstanceGet returns the instance, or ErrNotFound.
+	InstanceGet(ctx context.Context, p *InstanceGetParams) (*Instance, error)
+	// InstanceList returns a page of the tenant's instances, newest first,
+	// filtered by workflow, status and creation time when set, at most
+	// p.Limit (default 100, at most 1000; see InstanceListParams), and the
+	// cursor of the next page ("" when there is none); ErrInvalidArgument
+	// for a cursor it did not make.
+	InstanceList(ctx context.Context, p *InstanceListParams) ([]*Instance, string, error)
+	// InstanceTerminate ends a pending or running instance in one
+	// transaction: status terminated with failure {Kind: "terminated",
+	// Message: p.Reason} and ExecutionTerminated appended to the current
+	// execution's history (with p.Failure: status failed and
+	// ExecutionFailed); then, as every end of an instance does, every event
+	// still pending or buffered for it is dropped (instance_terminal) with
+	// an EventDropped breadcrumb, and its inbox, activity tasks and
+	// correlation markers are deleted; its lease is cleared, so an
+	// in-flight turn's commit fails with ErrLeaseLost. It returns the
+	// breadcrumbs, so the caller can log and count the drops; or
+	// ErrNotFound, or ErrInstanceNotRunning if the instance already ended.
+	InstanceTerminate(ctx context.Context, p *InstanceTerminateParams) ([]history.Event, error)
+	// HistoryList returns one execution's history (Execution 0: the current
+	// one) ordered by seq: the events after p.AfterSeq, at most p.Limit (0
+	// = all), read in one snapshot. It returns ErrNotFound if the instance
+	// does not exist.
+	HistoryList(ctx context.Context, p *HistoryListParams) ([]history.Event, error)
+}
+
+// EventStore keeps external events and their fate ledger.
+type EventStore interface {
+	// EventRaise records an external event in one transaction:
+	//
+	//   - if the event id is already in the tenant's ledger for the same
+	//     instance, lane and name, it returns the first receipt with
+	//     Duplicate set and writes nothing; for another target it returns
+	//     ErrEventIDConflict;
+	//   - if the instance is terminal it returns ErrInstanceNotRunning and
+	//     stores nothing;
+	//   - if the instance does not exist and p.StartIfAbsent is set, it
+	//     creates it as InstanceCreate does (Started set; the tenant and id
+	//     are those of p);
+	//   - it adds the ledger row (fate pending, received at p.Now) and an
+	//     event message to the instance's inbox, visible at once, with
+	//     Latest from p.Latest. An instance that does not exist yet keeps
+	//     the message until it is created, or until p.ExpiresAt (when set)
+	//     has passed and EventExpire drops it. p.ExpiresAt is ignored when
+	//     the instance exists.
+	EventRaise(ctx context.Context, p *EventRaiseParams) (*EventRaiseResult, error)
+	// EventGet returns an event's ledger entry, or ErrNotFound.
+	EventGet(ctx context.Context, p *EventGetParams) (*heraldtype.EventRecord, error)
+	// EventList returns an instance's ledger entries in the order they were
+	// received, filtered by lane, name and fate when set, at most p.Limit
+	// (default 1000). An empty InstanceID lists the whole tenant's ledger.
+	EventList(ctx context.Context, p *EventListParams) ([]*heraldtype.EventRecord, error)
+	// EventExpire drops, in one transaction, up to p.Limit (default 1000)
+	// event messages of the tenant kept for instance ids that do not exist,
+	// whose ExpiresAt (from EventRaise) is set and not after p.Now: most
+	// overdue first (by ExpiresAt, then in raise order). Each message is
+	// deleted from the inbox and its ledger entry gets fate dropped, reason
+	// expired, updated at p.Now; the ledger entry stays, so a later raise of
+	// the same id is still a duplicate. No history breadcrumb is written
+	// (there is no instance). It returns the dropped event ids in that
+	// order (nil if none). Events of an instance that exists never expire
+	// this way. Concurrent calls drop disjoint events.
+	EventExpire(ctx context.Context, p *EventExpireParams) ([]string, error)
+}
+
+// DefinitionStore keeps event definitions.
+type DefinitionStore interface {
+	// EventDefinitionPut creates the definition of (p.Tenant,
+	// Definition.Name) with version 1, or replaces every field of an
+	// existing one, keeping its CreatedAt and incrementing its version (a
+	// column of the stored row; heraldtype.EventDefinition does not carry
+	// it). A definition created again after EventDefinitionDelete continues
+	// the deleted one's version (a name and version never denote two
+	// different definitions) but gets a new CreatedAt. UpdatedAt (and CreatedAt on
+	// creation) is p.Now; an empty Buffer is stored as BufferFIFO. It
+	// returns the definition as stored. The schema is stored unchecked (the
+	// engine compiles it before calling); an unknown buffer policy or a
+	// negative retention, payload cap or correlation TTL is refused.
+	EventDefinitionPut(ctx context.Context, p *EventDefinitionPutParams) (*heraldtype.EventDefinition, error)
+	// EventDefinitionGet returns a definition, or ErrNotFound (also for a
+	// deleted one).
+	EventDefinitionGet(ctx context.Context, p *EventDefinitionGetParams) (*heraldtype.EventDefinition, error)
+	// EventDefinitionList returns the tenant's definitions (not the deleted
+	// ones) ordered by name, bytewise.
+	EventDefinitionList(ctx context.Context, p *EventDefinitionListParams) ([]*heraldtype.EventDefinition, error)
+	// EventDefinitionDelete deletes a definition, or returns ErrNotFound.
+	// Events already stored are not touched; from then on the definition's
+	// rules no longer apply to them (a delete-after-first event is no
+	// longer handed on, see TurnCommit).
+	EventDefinitionDelete(ctx context.Context, p *EventDefinitionGetParams) error
+}
+
+// TurnStore hands out and commits the turns of instances.
+type TurnStore interface {
+	// TurnClaim claims up to p.Max (default 1) instances of the tenant that
+	// are not terminal, have at least one inbox message visible at p.Now,
+	// have no live lease (none, or one that ended before p.Now) and are not
+	// delayed by TurnAbandon's RetryAt. The instance that has waited
+	// longest comes first: instances are ordered by the visible_at of their
+	// earliest message (ties in creation order). Each gets a new lock token
+	// (no two turns share one) and a lease until p.Now+p.Lease (default
+	// 30 s); its turn holds the current execution's whole history and its
+	// visible messages in id order, at most p.MaxMessages (default 1000).
+	// Messages for instance ids that do not exist are never claimed. A row
+	// of an instance that cannot be decoded fails that turn (Turn.Err,
+	// wrapping ErrCorrupt), not the claim. A claim may return fewer turns
+	// than there is work (PostgreSQL skips rows other transactions hold):
+	// callers claim again when woken.
+	TurnClaim(ctx context.Context, p *TurnClaimParams) ([]*Turn, error)
+	// TurnCommit commits a claimed turn in one transaction. It fails with
+	// ErrLeaseLost, writing nothing, unless p.LockToken still owns the
+	// instance (the lease may have run out as long as no one else claimed
+	// the instance since) and the instance is not terminal. Any other
+	// failure (a NewEvents seq already taken, a bad status, a turn that ran
+	// on another execution) writes nothing either.
+	//
+	// In order it: appends NewEvents to p.Execution's history (their Seq
+	// set by the caller); deletes ConsumedMessages; schedules Activities
+	// (attempt 1, visible at once; Tenant, InstanceID and a zero Execution
+	// are taken from p); adds Timers as timer_fired messages visible at
+	// FireAt; deletes the timers of CancelTimers; cancels CancelActivities
+	// (an unleased task, or one whose lease ran out, is deleted; a leased
+	// one is marked cancel_requested); applies Fates to the instance's
+	// ledger rows (the last update of an id wins; ids not in the ledger are
+	// ignored). Then the correlated lane (see CorrelatedWaits,
+	// CancelCorrelatedWaits and ReturnedCorrelated on TurnCommitParams):
+	// unless the turn ends the execution, the markers of
+	// CancelCorrelatedWaits are deleted and the delete-after-first events a
+	// put delivered to those waits while the turn ran are handed on, and
+	// CorrelatedWaits are handled (a wait also withdrawn is skipped; a live
+	// correlated event is delivered at once, otherwise a marker is
+	// stored); a turn that ends the execution hands on such deliveries made
+	// to any wait of the execution; the delete-after-first events of
+	// ReturnedCorrelated are handed on the same way, after the waits. A
+	// hand-on follows the event definition as it is at the commit: a
+	// definition deleted since has no rule to follow, and nothing is handed
+	// on. It then sets status (empty means running), output and failure. A
+	// terminal status drops the instance's pending and buffered events
+	// (instance_terminal) with EventDropped breadcrumbs appended after
+	// NewEvents, and deletes its inbox, activity tasks and correlation
+	// markers. ContinueAsNew moves the instance to execution p.Execution+1
+	// (status running, its input), writes StartEvents as that execution's
+	// history, deletes the old executions' timers and activity results and
+	// the instance's correlation markers, deletes their unleased activity
+	// tasks and marks leased ones cancel_requested, and adds a kick
+	// message. Finally the lease is cleared.
+	//
+	// It returns the EventDropped breadcrumbs of the instance_terminal
+	// drops, so the caller can log and count them.
+	TurnCommit(ctx context.Context, p *TurnCommitParams) ([]history.Event, error)
+	// TurnAbandon releases a claimed turn without committing it; with
+	// RetryAt set the instance cannot be claimed before RetryAt. It returns
+	// ErrLeaseLost if p.LockToken no longer owns the instance.
+	TurnAbandon(ctx context.Context, p *TurnAbandonParams) error
+}
+
+// ActivityStore hands out activity tasks and takes their results.
+type ActivityStore interface {
+	// ActivityClaim claims up to p.Max (default 1) activity tasks of the
+	// tenant that are visible at p.Now and have no live lease, oldest
+	// first, giving each a new random lock token and a lease until
+	// p.Now+p.Lease (default 30 s). Taking over a task whose lease expired
+	// increments its Attempt. Tasks whose cancellation was requested are
+	// not handed out again: once their lease runs out they are deleted.
+	ActivityClaim(ctx context.Context, p *ActivityClaimParams) ([]*ActivityTask, error)
+	// ActivityComplete finishes a claimed task: the task is deleted and,
+	// unless the instance is terminal or gone, has moved to another
+	// execution, or the task's cancellation was requested, an
+	// activity_completed (p.Failure nil) or activity_failed message
+	// carrying p.Result or p.Failure is added to the instance's inbox,
+	// visible at p.Now. It returns ErrLeaseLost, writing nothing, if
+	// p.LockToken no longer owns the task.
+	ActivityComplete(ctx context.Context, p *ActivityCompleteParams) error
+	// ActivityRetry releases a failed attempt of a claimed task: Attempt is
+	// incremented and the task becomes visible at p.RetryAt (zero: at
+	// once). A task whose cancellation was requested is deleted instead.
+	// It returns ErrLeaseLost if p.LockToken no longer owns the task.
+	ActivityRetry(ctx context.Context, p *ActivityRetryParams) error
+	// ActivityHeartbeat extends a claimed task's lease to p.LeaseUntil (a
+	// zero LeaseUntil leaves it as it is) and reports whether the workflow
+	// asked to cancel the activity. It returns ErrLeaseLost if p.LockToken
+	// no longer owns the task.
+	ActivityHeartbeat(ctx context.Context, p *ActivityHeartbeatParams) (cancelRequested bool, err error)
+}
+
+// CorrelatedStore keeps correlated events (docs/correlated.md).
+type CorrelatedStore interface {
+	// CorrelatedPut creates the correlated event under (Tenant, Def, Key),
+	// or updates its payload, UpdatedAt and ExpiresAt (CreatedAt is kept),
+	// and delivers it in the same transaction as CorrelatedPutParams says.
+	// A correlated event whose ExpiresAt has passed but that
+	// CorrelatedExpire has not deleted yet is replaced as if it did not
+	// exist (new CreatedAt, empty produced list). It returns the stored
+	// event with its produced list (including what this put produced);
+	// with DeleteAfterFirst and a waiter, the event that was delivered and
+	// deleted.
+	CorrelatedPut(ctx context.Context, p *CorrelatedPutParams) (*heraldtype.CorrelatedEvent, error)
+	// CorrelatedGet returns a correlated event with its produced list
+	// (oldest first), or ErrNotFound. An event past its ExpiresAt is
+	// returned until CorrelatedExpire deletes it.
+	CorrelatedGet(ctx context.Context, p *CorrelatedGetParams) (*heraldtype.CorrelatedEvent, error)
+	// CorrelatedDelete deletes a correlated event and its produced list
+	// (the ledger keeps each produced event's fate and Key), or returns
+	// ErrNotFound. Markers are untouched.
+	CorrelatedDelete(ctx context.Context, p *CorrelatedGetParams) error
+	// CorrelatedSearch returns the correlated events of p.Def ordered by
+	// (CreatedAt, Key bytewise), filtered as p says, each with its produced
+	// list, and the bookmark of the next page ("" when this page is the
+	// last). A bookmark names the last event of its page, so events
+	// created meanwhile never shift a page. A malformed bookmark wraps
+	// ErrInvalidArgument.
+	CorrelatedSearch(ctx context.Context, p *CorrelatedSearchParams) ([]*heraldtype.CorrelatedEvent, string, error)
+	// CorrelatedExpire deletes, in one transaction, up to p.Limit (default
+	// 1000) correlated events of the tenant whose ExpiresAt is set and not
+	// after p.Now, most overdue first (then by definition and key), with
+	// their produced lists, and returns their keys in that order (nil if
+	// none). Markers are untouched. Concurrent calls delete disjoint
+	// events.
+	CorrelatedExpire(ctx context.Context, p *CorrelatedExpireParams) ([]string, error)
+}
+
+// LeaderStore elects the node that runs a tenant's maintenance.
+type LeaderStore interface {
+	// LeaderElect makes p.Holder the leader of (p.Tenant, p.Name) until
+	// p.Now+p.Lease if nobody holds it, if p.Holder already holds it (a
+	// renewal, even of a lease that ran out), or if another holder's lease
+	// ended before p.Now; it reports whether p.Holder leads. A lease ending
+	// exactly at p.Now is still live. A non-positive Lease is refused.
+	LeaderElect(ctx context.Context, p *LeaderElectParams) (bool, error)
+	// LeaderResign ends p.Holder's leadership of (p.Tenant, p.Name) at
+	// once, if it has it; otherwise it does nothing.
+	LeaderResign(ctx context.Context, p *LeaderElectParams) error
+}
+
+// Notifier tells idle workers when to look for work.
+type Notifier interface {
+	// SubscribeKinds returns a channel that receives a value (coalesced:
+	// its buffer holds one) whenever new work of the kinds in the mask is
+	// committed for the tenant, so that idle workers wake at once and a
+	// loop for turns is not woken (and does not make an empty claim) for a
+	// new activity task, and the other way round. A store that cannot tell
+	// may wake a subscriber for any kind. Writers never block on the
+	// channel; it is never closed. cancel unsubscribes and is idempotent.
+	SubscribeKinds(tenant string, kinds WorkKind) (ch <-chan struct{}, cancel func())
+	// NextWake returns the earliest time after p.Now at which work of the
+	// tenant may become claimable (a message or activity task becoming
+	// visible, a TurnAbandon RetryAt passing, a lease running out so that
+	// its work can be taken over), or ok=false if there is none. A store
+	// may leave out a time its own commits signal (see the backends).
+	NextWake(ctx context.Context, p *NextWakeParams) (at time.Time, ok bool, err error)
+	// SubscribeAll is SubscribeKinds for every tenant: the channel receives
+	// a value (coalesced) whenever work of the kinds is written for any
+	// tenant, and drain returns (and forgets) the tenants notified since
+	// the previous drain, in no particular order. drain returns AnyTenant
+	// among them when notifications may have been lost (PostgreSQL: the
+	// LISTEN connection was re-established): any tenant may have work.
+	SubscribeAll(kinds WorkKind) (ch <-chan struct{}, drain func() []string, cancel func())
+}
+
+// AnyTenant, among the tenants a SubscribeAll drain returns, means that any
+// tenant may have new work. It is no valid tenant id.
+const AnyTenant = ""
 
 // WorkKind is a kind of work a wake-up announces: the bits of a mask.
 type WorkKind uint8

@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/heraldwf/herald"
@@ -14,41 +16,172 @@ import (
 	"github.com/heraldwf/herald/examples/mailbox"
 	"github.com/heraldwf/herald/examples/signing"
 	"github.com/heraldwf/herald/history"
+	"github.com/heraldwf/herald/internal/storeurl"
+	"github.com/heraldwf/herald/internal/timeline"
 )
 
-// runDemo runs the example workflows on a fresh SQLite file: events raised
-// before an instance exists and before and after its waits, a wait racing a
-// deadline (and the late answer it then drops), and a loop that continues as
-// new with buffered events carried over. It prints each timeline.
-func runDemo(ctx context.Context, args []string, w io.Writer) error {
+const demoUsage = `usage: herald demo [--db LOCATION | --postgres URL [--schema NAME]] [--fresh]
+
+Runs the example workflows (approval, meter, mailbox, document signing) end to
+end and prints each instance's timeline and the fate of every event.
+
+The demo writes only to a store it creates. By default that is a new SQLite
+file in a temporary directory, removed when the demo ends. A store named with
+--db or --postgres must not exist yet (the demo creates it and leaves it for
+you to look at); if it does, the demo refuses to touch it unless --fresh is
+given.
+
+flags:
+  --db LOCATION    the store: a SQLite file (a plain path or sqlite:PATH) or a
+                   postgres:// URL (as --postgres)
+  --postgres URL   run on PostgreSQL, e.g.
+                   postgres://postgres@127.0.0.1:5432/test?sslmode=disable;
+                   HERALD_DATABASE_URL is not read: write
+                   --postgres "$HERALD_DATABASE_URL" to use it
+  --schema NAME    the PostgreSQL schema (default herald_demo, or the URL's
+                   schema= parameter)
+  --fresh          if the file or schema exists, delete it and start again;
+                   only a Herald store (or an empty one) is deleted, never
+                   anything else
+  -h, --help       this text
+`
+
+// errStoreExists refuses a demo on a store that is already there: the demo
+// deletes only what it created, or what --fresh tells it to.
+var errStoreExists = errors.New("already exists")
+
+// defaultDemoSchema keeps the demo away from "herald", the schema a real
+// deployment uses by default.
+const defaultDemoSchema = "herald_demo"
+
+// runDemo runs `herald demo args` and returns the exit code.
+func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	sf := addStoreFlags(fs, "herald-demo.db", "herald_demo")
-	if err := fs.Parse(args); err != nil {
-		return err
+	db := fs.String("db", "", "")
+	pg := fs.String("postgres", "", "")
+	schema := fs.String("schema", "", "")
+	fresh := fs.Bool("fresh", false, "")
+	if code, ok := parseFlags(fs, args, demoUsage, stdout, stderr); !ok {
+		return code
 	}
-	store, err := sf.open(ctx, true)
+	loc, err := demoLocation(*db, *pg, *schema)
 	if err != nil {
-		return err
+		return usageError(stderr, "demo: "+err.Error(), demoUsage)
+	}
+
+	temporary := loc == nil
+	if temporary {
+		if os.Getenv("HERALD_DATABASE_URL") != "" {
+			fmt.Fprintln(stderr, `herald demo: HERALD_DATABASE_URL is set but the demo does not read it; `+
+				`to run the demo on that database: herald demo --postgres "$HERALD_DATABASE_URL"`)
+		}
+		dir, err := os.MkdirTemp("", "herald-demo-")
+		if err != nil {
+			return failed(stderr, err)
+		}
+		defer os.RemoveAll(dir)
+		loc = &storeurl.Location{Backend: storeurl.SQLite, Path: filepath.Join(dir, "demo.db")}
+	}
+
+	what := loc.Describe()
+	if temporary {
+		fmt.Fprintf(stdout, "Herald demo on %s (new, in a temporary directory removed when the demo ends; --db FILE keeps one)\n", what)
+	} else {
+		exists, err := loc.Exists(ctx)
+		if err != nil {
+			return failed(stderr, err)
+		}
+		switch {
+		case exists && !*fresh:
+			return failed(stderr, fmt.Errorf("demo: %s %w; the demo writes only to a store it creates: "+
+				"name a new one, or add --fresh to delete it and start again", what, errStoreExists))
+		case exists:
+			if err := loc.Drop(ctx); err != nil {
+				return failed(stderr, fmt.Errorf("demo: --fresh: %w", err))
+			}
+			fmt.Fprintf(stdout, "Herald demo on %s (deleted and created again: --fresh)\n", what)
+		default:
+			fmt.Fprintf(stdout, "Herald demo on %s (new)\n", what)
+		}
+	}
+
+	store, err := loc.Open(ctx)
+	if err != nil {
+		return failed(stderr, err)
 	}
 	defer store.Close()
-
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	rt, err := herald.NewRuntime(store, &herald.Config{Logger: logger})
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	rt, err := herald.NewRuntime(store, &herald.Config{ClientConfig: herald.ClientConfig{Logger: logger}})
 	if err != nil {
-		return err
+		return failed(stderr, err)
 	}
 	approval.Register(rt)
 	mailbox.Register(rt)
 	signing.Register(rt)
 	if err := rt.Start(ctx); err != nil {
-		return err
+		return failed(stderr, err)
 	}
 	defer rt.Stop(context.Background())
-	c := rt.Client()
+	c, err := rt.Client(herald.DefaultTenant)
+	if err != nil {
+		return failed(stderr, err)
+	}
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	fmt.Fprintf(w, "Herald demo on %s\n", sf.describe())
+	if err := demo(ctx, c, stdout); err != nil {
+		return failed(stderr, fmt.Errorf("demo: %w", err))
+	}
+	return exitOK
+}
 
+// demoLocation returns the store the flags name, or nil for the default (a
+// temporary SQLite file). The environment plays no part: a store is used
+// only when a flag names it.
+func demoLocation(db, pg, schema string) (*storeurl.Location, error) {
+	if db != "" && pg != "" {
+		return nil, errors.New("--db and --postgres both name a store; give one")
+	}
+	var loc *storeurl.Location
+	switch {
+	case pg != "":
+		l, err := storeurl.Parse(pg)
+		if err != nil {
+			return nil, fmt.Errorf("--postgres: %w", err)
+		}
+		if l.Backend != storeurl.Postgres {
+			return nil, fmt.Errorf("--postgres wants a postgres:// URL, got %s (a SQLite file goes in --db)", l)
+		}
+		loc = l
+	case db != "":
+		l, err := storeurl.Parse(db)
+		if err != nil {
+			return nil, fmt.Errorf("--db: %w", err)
+		}
+		loc = l
+	}
+	if loc == nil || loc.Backend != storeurl.Postgres {
+		if schema != "" {
+			return nil, errors.New("--schema is for PostgreSQL (--postgres URL)")
+		}
+		return loc, nil
+	}
+	switch {
+	case schema != "" && loc.Schema != "" && schema != loc.Schema:
+		return nil, fmt.Errorf("--schema %s and the URL's schema=%s differ", schema, loc.Schema)
+	case schema != "":
+		loc.Schema = schema
+	case loc.Schema == "":
+		loc.Schema = defaultDemoSchema
+	}
+	return loc, nil
+}
+
+// demo runs the example workflows through c: events raised before an
+// instance exists and before and after its waits, a wait racing a deadline
+// (and the late answer it then drops), loops that continue as new with
+// buffered events carried over, the queue lane and the correlated lane. It
+// prints each timeline to w.
+func demo(ctx context.Context, c *herald.Client, w io.Writer) error {
 	// 1. A decision raised before the instance exists is kept, and the
 	//    workflow receives it, buffered, the moment it waits.
 	if _, err := c.RaiseEvent(ctx, "order-1", "decision", approval.Decision{Approved: true, By: "alice"},
@@ -143,15 +276,11 @@ func runDemo(ctx context.Context, args []string, w io.Writer) error {
 		herald.WithInstanceID("mailbox-1")); err != nil {
 		return err
 	}
-	for {
+	if err := waitUntil(ctx, "mailbox-1's third execution", func() (bool, error) {
 		info, err := c.Status(ctx, "mailbox-1")
-		if err != nil {
-			return err
-		}
-		if info.Execution == 3 {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
+		return err == nil && info.Execution == 3, err
+	}); err != nil {
+		return err
 	}
 	if err := waitHistory(ctx, c, "mailbox-1", history.TimerFired); err != nil {
 		return err
@@ -197,7 +326,7 @@ func runDemo(ctx context.Context, args []string, w io.Writer) error {
 		}
 	}
 	for _, id := range ids {
-		if err := printTimeline(ctx, w, c, id); err != nil {
+		if err := timeline.Print(ctx, w, c, id); err != nil {
 			return err
 		}
 	}
@@ -209,18 +338,31 @@ func runDemo(ctx context.Context, args []string, w io.Writer) error {
 
 // waitHistory waits until the instance's current history has an event of kind.
 func waitHistory(ctx context.Context, c *herald.Client, id string, kind history.Kind) error {
-	for {
+	return waitUntil(ctx, fmt.Sprintf("%s in %s", kind, id), func() (bool, error) {
 		evs, err := c.History(ctx, id, 0)
-		if err == nil {
-			for _, ev := range evs {
-				if ev.Kind == kind {
-					return nil
-				}
+		if err != nil {
+			return false, nil // not started yet
+		}
+		for _, ev := range evs {
+			if ev.Kind == kind {
+				return true, nil
 			}
+		}
+		return false, nil
+	})
+}
+
+// waitUntil polls cond until it holds, fails, or ctx ends. The demo polls
+// because it watches instances as any client would, through the Client.
+func waitUntil(ctx context.Context, what string, cond func() (bool, error)) error {
+	for {
+		ok, err := cond()
+		if err != nil || ok {
+			return err
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("waiting for %s in %s: %w", kind, id, ctx.Err())
+			return fmt.Errorf("waiting for %s: %w", what, ctx.Err())
 		case <-time.After(10 * time.Millisecond):
 		}
 	}

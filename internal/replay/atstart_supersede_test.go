@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldwf/herald/heraldtype"
 	"github.com/heraldwf/herald/history"
 	"github.com/heraldwf/herald/internal/replay"
 	"github.com/heraldwf/herald/storage"
@@ -47,7 +48,7 @@ func TestSupersededAtStartReplays(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out.Status != storage.StatusCompleted || string(out.Result) != "2" {
+	if out.Status != heraldtype.StatusCompleted || string(out.Result) != "2" {
 		t.Fatalf("status %s result %s failure %v", out.Status, out.Result, out.Failure)
 	}
 }

@@ -54,7 +54,7 @@ func loopHistory(b *testing.B, size int) []history.Event {
 
 // BenchmarkReplay times one turn of an instance whose history has size
 // events: replay the whole history, then take one new event. The ns/event
-// metric stays flat if replay grows linearly with history length (SPEC §6).
+// metric stays flat if replay grows linearly with history length (a target in bench/README.md).
 func BenchmarkReplay(b *testing.B) {
 	for _, size := range []int{10, 100, 1000, 10000} {
 		b.Run(fmt.Sprintf("events=%d", size), func(b *testing.B) {

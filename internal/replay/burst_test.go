@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldwf/herald/heraldtype"
 	"github.com/heraldwf/herald/history"
 	"github.com/heraldwf/herald/internal/replay"
 	"github.com/heraldwf/herald/storage"
@@ -152,7 +153,7 @@ func TestEngineLimitBursts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if out.Status != storage.StatusRunning || len(out.NewEvents) != 0 {
+		if out.Status != heraldtype.StatusRunning || len(out.NewEvents) != 0 {
 			t.Fatalf("output %+v", out)
 		}
 		wantFates(t, out, "x5:dropped/limit@1")

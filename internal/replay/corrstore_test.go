@@ -10,7 +10,7 @@ import (
 	"github.com/heraldwf/herald/storage"
 )
 
-// corrStore simulates the correlated store (SPEC §3.3) around the
+// corrStore simulates the correlated store (docs/correlated.md) around the
 // harness's one instance, as storage.TurnCommitParams and
 // storage.CorrelatedPutParams describe it: correlated events stored under
 // (definition, key), the instance's waits as markers, a put delivering to

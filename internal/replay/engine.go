@@ -32,6 +32,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/heraldwf/herald/heraldtype"
 	"github.com/heraldwf/herald/history"
 	"github.com/heraldwf/herald/storage"
 )
@@ -39,7 +40,7 @@ import (
 // WorkflowFunc is the engine's view of a workflow: JSON in, JSON out.
 type WorkflowFunc func(s *State, input json.RawMessage) (json.RawMessage, error)
 
-// Limits are the event-lane limits (SPEC §3.1).
+// Limits are the event-lane limits (docs/positional.md, docs/queue.md).
 type Limits struct {
 	// MaxUnconsumedEvents caps buffered positional events per instance
 	// across names. Default 100.
@@ -87,7 +88,7 @@ type Output struct {
 	CancelTimers     []int
 	CancelActivities []int
 	Fates            []storage.FateUpdate
-	Status           storage.Status
+	Status           heraldtype.Status
 	Result           json.RawMessage
 	Failure          *history.Failure
 	ContinueAsNew    *storage.ContinueAsNewParams
@@ -285,7 +286,7 @@ func Run(in *Input) (*Output, error) {
 		hist:        in.History,
 		cursor:      1,
 		nextSeq:     in.History[len(in.History)-1].Seq + 1,
-		out:         &Output{Status: storage.StatusRunning},
+		out:         &Output{Status: heraldtype.StatusRunning},
 		waitNumbers: map[int]int{},
 		receives:    map[string]int{},
 		bursts:      map[string]burst{},
@@ -783,7 +784,7 @@ func (s *State) failed(nd *NondeterminismError) *Output {
 	for _, m := range s.in.Messages {
 		ids = append(ids, m.ID)
 	}
-	return &Output{NewEvents: []history.Event{ev}, Consumed: ids, Status: storage.StatusFailed, Failure: ev.Failure}
+	return &Output{NewEvents: []history.Event{ev}, Consumed: ids, Status: heraldtype.StatusFailed, Failure: ev.Failure}
 }
 
 // ---- coroutine ----
@@ -883,13 +884,13 @@ func (s *State) complete(res json.RawMessage, err error) {
 	case err != nil:
 		f := ToFailure(err)
 		s.decide(history.Event{Kind: history.ExecutionFailed, Failure: f})
-		s.out.Status, s.out.Failure = storage.StatusFailed, f
+		s.out.Status, s.out.Failure = heraldtype.StatusFailed, f
 	default:
 		if res == nil {
 			res = json.RawMessage("null")
 		}
 		s.decide(history.Event{Kind: history.ExecutionCompleted, Result: res})
-		s.out.Status, s.out.Result = storage.StatusCompleted, res
+		s.out.Status, s.out.Result = heraldtype.StatusCompleted, res
 	}
 	s.finished = true
 }
@@ -912,7 +913,7 @@ func ToFailure(err error) *history.Failure {
 }
 
 // continueAsNew builds the next execution's start: ExecutionStarted, then
-// every unconsumed event of both lanes carried (SPEC §3.1 rule 5, §3.2) or
+// every unconsumed event of both lanes carried (docs/positional.md, rule 5; docs/queue.md) or
 // dropped with its reason. Carried events keep their lane, order and origin
 // execution and are placed before anything newer.
 func (s *State) continueAsNew() {
@@ -964,7 +965,7 @@ func (s *State) continueAsNew() {
 		carry(b)
 	}
 	s.out.ContinueAsNew = &storage.ContinueAsNewParams{Input: s.can.Input, StartEvents: start}
-	s.out.Status = storage.StatusRunning
+	s.out.Status = heraldtype.StatusRunning
 }
 
 // ---- workflow-facing operations ----
@@ -980,7 +981,7 @@ func (s *State) newFuture(seq int, name string) *Future {
 }
 
 // CallActivity schedules an activity.
-func (s *State) CallActivity(name string, input json.RawMessage, retry storage.RetryPolicy) *Future {
+func (s *State) CallActivity(name string, input json.RawMessage, retry heraldtype.RetryPolicy) *Future {
 	seq, isNew := s.decide(history.Event{Kind: history.ActivityScheduled, Name: name, Input: input})
 	if isNew {
 		s.out.Activities = append(s.out.Activities, storage.ActivityTask{
@@ -1072,7 +1073,7 @@ func (s *State) wait(lane history.Lane, name string, timeout time.Duration) *Fut
 }
 
 // WaitCorrelated waits for a correlated event of definition def under key
-// (SPEC §3.3). The store registers the wait and delivers a correlated event
+// (docs/correlated.md). The store registers the wait and delivers a correlated event
 // put under that key, now or later. With timeout > 0 the wait fails with
 // ErrEventTimeout; a timed-out or cancelled wait removes its marker.
 func (s *State) WaitCorrelated(def, key string, timeout time.Duration) *Future {

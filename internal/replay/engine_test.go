@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldwf/herald/heraldtype"
 	"github.com/heraldwf/herald/history"
 	"github.com/heraldwf/herald/internal/replay"
 	"github.com/heraldwf/herald/storage"
@@ -49,7 +50,7 @@ func wantKinds(t testing.TB, what string, evs []history.Event, want ...history.K
 	}
 }
 
-func wantStatus(t testing.TB, out *replay.Output, want storage.Status) {
+func wantStatus(t testing.TB, out *replay.Output, want heraldtype.Status) {
 	t.Helper()
 	if out.Status != want {
 		t.Fatalf("status %s (failure %v), want %s", out.Status, out.Failure, want)
@@ -58,7 +59,7 @@ func wantStatus(t testing.TB, out *replay.Output, want storage.Status) {
 
 func wantResult(t testing.TB, out *replay.Output, want string) {
 	t.Helper()
-	wantStatus(t, out, storage.StatusCompleted)
+	wantStatus(t, out, heraldtype.StatusCompleted)
 	if string(out.Result) != want {
 		t.Fatalf("result %s, want %s", out.Result, want)
 	}
@@ -239,7 +240,7 @@ func TestEngineEventsOfOneNameInOrder(t *testing.T) {
 				return waitAll(h, s, "x", "x", "x")
 			}
 			tt.drive(h)
-			if h.status != storage.StatusCompleted || string(h.result) != `["x1","x2","x3"]` {
+			if h.status != heraldtype.StatusCompleted || string(h.result) != `["x1","x2","x3"]` {
 				t.Fatalf("status %s result %s\n%s", h.status, h.result, dumpEvents(h.cur()))
 			}
 			for i, id := range []string{"x1", "x2", "x3"} {
@@ -262,7 +263,7 @@ func TestEngineTwoOutstandingWaits(t *testing.T) {
 	wantKinds(t, "first turn", h.turn().NewEvents, history.EventSubscribed, history.EventSubscribed)
 	h.raise("x", "x1", "")
 	out := h.turn()
-	wantStatus(t, out, storage.StatusRunning)
+	wantStatus(t, out, heraldtype.StatusRunning)
 	if ev := out.NewEvents[0]; ev.TaskSeq != 2 || ev.WaitNumber != 1 {
 		t.Fatalf("x1 went to %+v, want the first wait (seq 2)", ev)
 	}
@@ -300,7 +301,7 @@ func TestEngineEventsOfDifferentNames(t *testing.T) {
 
 // ---- rule 3: withdrawn waits ----
 
-// selectThenWait is seed 002 test 7b: select(wait x, timer); when the timer
+// selectThenWait is from seed 002's test plan, test 7b (docs/positional.md, rule 3): select(wait x, timer); when the timer
 // wins the workflow is busy (sleeping) for a while, then waits for x again.
 func selectThenWait(h *harness) replay.WorkflowFunc {
 	return func(s *replay.State, _ json.RawMessage) (json.RawMessage, error) {
@@ -575,7 +576,7 @@ func TestEngineLimit(t *testing.T) {
 
 func TestEngineActivity(t *testing.T) {
 	t.Parallel()
-	retry := storage.RetryPolicy{MaxAttempts: 3, InitialInterval: time.Second}
+	retry := heraldtype.RetryPolicy{MaxAttempts: 3, InitialInterval: time.Second}
 	wf := func(s *replay.State, _ json.RawMessage) (json.RawMessage, error) {
 		v, err := s.CallActivity("charge", json.RawMessage(`{"amount":5}`), retry).Get()
 		if err != nil {
@@ -597,7 +598,7 @@ func TestEngineActivity(t *testing.T) {
 			func(t *testing.T, out *replay.Output) { wantResult(t, out, `{"ok":true}`) }},
 		{"failed", func(h *harness, seq int) { h.failActivity(1, seq, "card declined") }, history.ActivityFailed,
 			func(t *testing.T, out *replay.Output) {
-				wantStatus(t, out, storage.StatusFailed)
+				wantStatus(t, out, heraldtype.StatusFailed)
 				if out.Failure.Kind != replay.FailureActivity || !strings.Contains(out.Failure.Message, "payment: activity charge failed: card declined") {
 					t.Fatalf("failure %+v", out.Failure)
 				}
@@ -629,7 +630,7 @@ func TestEngineSelectLoserActivity(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, "", nil)
 	h.wf = func(s *replay.State, _ json.RawMessage) (json.RawMessage, error) {
-		a := s.CallActivity("slow", nil, storage.RetryPolicy{})
+		a := s.CallActivity("slow", nil, heraldtype.RetryPolicy{})
 		if s.Select(a, s.NewTimer(time.Minute)) != 1 {
 			return nil, errors.New("the activity won")
 		}
@@ -876,16 +877,16 @@ func TestEngineStaleMessagesIgnored(t *testing.T) {
 	h := newHarness(t, `{}`, nil)
 	h.wf = func(s *replay.State, _ json.RawMessage) (json.RawMessage, error) {
 		if s.Execution() == 1 {
-			s.CallActivity("old", nil, storage.RetryPolicy{}) // seq 2
-			s.NewTimer(time.Hour)                             // seq 3
-			if err := sleep(s); err != nil {                  // seq 4
+			s.CallActivity("old", nil, heraldtype.RetryPolicy{}) // seq 2
+			s.NewTimer(time.Hour)                                // seq 3
+			if err := sleep(s); err != nil {                     // seq 4
 				return nil, err
 			}
 			return nil, &replay.ContinueAsNewError{Input: json.RawMessage(`{}`)}
 		}
 		// Execution 2 reuses seqs 2 and 3.
-		a := s.CallActivity("new", nil, storage.RetryPolicy{}) // seq 2
-		tm := s.NewTimer(time.Hour)                            // seq 3
+		a := s.CallActivity("new", nil, heraldtype.RetryPolicy{}) // seq 2
+		tm := s.NewTimer(time.Hour)                               // seq 3
 		if s.Select(a, tm) == 1 {
 			return jsonOf("timer"), nil
 		}
@@ -902,7 +903,7 @@ func TestEngineStaleMessagesIgnored(t *testing.T) {
 	h.failActivity(1, 2, "stale failure")
 	h.fire(1, 3)
 	out = h.turn()
-	if len(out.NewEvents) != 0 || len(out.Consumed) != 3 || out.Status != storage.StatusRunning {
+	if len(out.NewEvents) != 0 || len(out.Consumed) != 3 || out.Status != heraldtype.StatusRunning {
 		t.Fatalf("stale messages should be consumed and ignored: %+v\n%s", out, dumpEvents(out.NewEvents))
 	}
 	h.completeActivity(2, 2, `"fresh"`)
@@ -956,15 +957,15 @@ func orderWorkflow(variant string) replay.WorkflowFunc {
 		if variant == "rename" {
 			name = "reserve-v2"
 		}
-		r := s.CallActivity(name, nil, storage.RetryPolicy{})        // 2
-		audit := s.CallActivity("audit", nil, storage.RetryPolicy{}) // 3
+		r := s.CallActivity(name, nil, heraldtype.RetryPolicy{})        // 2
+		audit := s.CallActivity("audit", nil, heraldtype.RetryPolicy{}) // 3
 		if variant == "wait-audit" {
 			audit.Get()
 		} else {
 			r.Get() // result: 4
 		}
 		if variant == "extra" {
-			s.CallActivity("extra", nil, storage.RetryPolicy{})
+			s.CallActivity("extra", nil, heraldtype.RetryPolicy{})
 		}
 		if variant != "no-timer" {
 			s.NewTimer(time.Minute).Get() // 5, fired: 6
@@ -981,9 +982,9 @@ func orderWorkflow(variant string) replay.WorkflowFunc {
 		if variant == "return-early" {
 			return nil, nil
 		}
-		ship := s.CallActivity("ship", nil, storage.RetryPolicy{}) // 9
+		ship := s.CallActivity("ship", nil, heraldtype.RetryPolicy{}) // 9
 		if variant == "extra-at-end" {
-			s.CallActivity("notify", nil, storage.RetryPolicy{})
+			s.CallActivity("notify", nil, heraldtype.RetryPolicy{})
 		}
 		return ship.Get()
 	}
@@ -1023,12 +1024,12 @@ func TestEngineNondeterminism(t *testing.T) {
 			wantKinds(t, "history", h.cur(), history.ExecutionStarted, history.ActivityScheduled, history.ActivityScheduled,
 				history.ActivityCompleted, history.TimerCreated, history.TimerFired, history.EventSubscribed,
 				history.EventRaised, history.ActivityScheduled)
-			wantStatus(t, out, storage.StatusRunning)
+			wantStatus(t, out, heraldtype.StatusRunning)
 
 			h.wf = orderWorkflow(tt.variant)
 			h.raise("x", "e2", "") // a message of the failing turn: consumed with it
 			out = h.turn()
-			wantStatus(t, out, storage.StatusFailed)
+			wantStatus(t, out, heraldtype.StatusFailed)
 			wantKinds(t, "failing turn", out.NewEvents, history.ExecutionFailed)
 			if out.NewEvents[0].Seq != 10 || out.Failure != out.NewEvents[0].Failure || out.Failure.Kind != replay.FailureNondeterminism {
 				t.Fatalf("failure event %+v, output failure %+v", out.NewEvents[0], out.Failure)
@@ -1070,7 +1071,7 @@ func TestEngineNowAndUUIDAreReplayed(t *testing.T) {
 			st := stamp{Now: s.Now(), UUID: s.NewUUID()}
 			seen = append(seen, st)
 			h.note("%d %v %s", i, st.Now, st.UUID)
-			s.CallActivity("stamp", jsonOf(st), storage.RetryPolicy{})
+			s.CallActivity("stamp", jsonOf(st), heraldtype.RetryPolicy{})
 			if i == 0 {
 				if err := sleep(s); err != nil {
 					return nil, err
@@ -1182,11 +1183,11 @@ func TestEnginePanic(t *testing.T) {
 			})
 			out := h.turn()
 			if afterTimer {
-				wantStatus(t, out, storage.StatusRunning)
+				wantStatus(t, out, heraldtype.StatusRunning)
 				h.fireNext()
 				out = h.turn()
 			}
-			wantStatus(t, out, storage.StatusFailed)
+			wantStatus(t, out, heraldtype.StatusFailed)
 			if out.Failure.Kind != replay.FailurePanic || !strings.Contains(out.Failure.Message, "assignment to entry in nil map") ||
 				!strings.Contains(out.Failure.Message, "engine_test.go") {
 				t.Fatalf("failure %+v", out.Failure)
@@ -1204,7 +1205,7 @@ func TestEngineApplicationError(t *testing.T) {
 		return nil, errors.New("invalid order")
 	})
 	out := h.turn()
-	wantStatus(t, out, storage.StatusFailed)
+	wantStatus(t, out, heraldtype.StatusFailed)
 	if out.Failure.Kind != replay.FailureApplication || out.Failure.Message != "invalid order" {
 		t.Fatalf("failure %+v", out.Failure)
 	}

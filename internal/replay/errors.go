@@ -2,53 +2,22 @@ package replay
 
 import (
 	"encoding/json"
-	"errors"
-	"fmt"
 
-	"github.com/heraldwf/herald/history"
+	"github.com/heraldwf/herald/heraldtype"
 )
 
-// Errors a workflow sees from futures.
+// Errors a workflow sees from futures (heraldtype's).
 var (
-	// ErrEventTimeout: a wait's timeout elapsed before an event arrived. The
-	// wait counts as cancelled (withdrawn).
-	ErrEventTimeout = errors.New("herald: timed out waiting for event")
-	// ErrCanceled: the future lost a Select and was cancelled.
-	ErrCanceled = errors.New("herald: canceled")
+	ErrEventTimeout = heraldtype.ErrEventTimeout
+	ErrCanceled     = heraldtype.ErrCanceled
 )
 
-// NondeterminismError says the workflow code no longer matches its history:
-// at history position Seq, history recorded Expected and the code did
-// Actual.
-type NondeterminismError struct {
-	InstanceID string `json:"instance_id,omitempty"`
-	Execution  int    `json:"execution,omitempty"`
-	Seq        int    `json:"seq"`
-	Expected   string `json:"expected"`
-	Actual     string `json:"actual"`
-}
-
-func (e *NondeterminismError) Error() string {
-	return fmt.Sprintf("herald: non-deterministic workflow %s (execution %d) at history seq %d: history has %s, code did %s",
-		e.InstanceID, e.Execution, e.Seq, e.Expected, e.Actual)
-}
-
-// Failure converts the error into its stored form.
-func (e *NondeterminismError) Failure() *history.Failure {
-	d, _ := json.Marshal(e)
-	return &history.Failure{Kind: FailureNondeterminism, Message: e.Error(), Detail: d}
-}
+// NondeterminismError says the workflow code no longer matches its history.
+type NondeterminismError = heraldtype.NondeterminismError
 
 // ActivityError is the error a future returns when its activity failed
 // after its last attempt.
-type ActivityError struct {
-	Name    string
-	Message string
-}
-
-func (e *ActivityError) Error() string {
-	return fmt.Sprintf("activity %s failed: %s", e.Name, e.Message)
-}
+type ActivityError = heraldtype.ActivityError
 
 // PanicError is a panic in workflow code; the instance fails with it.
 type PanicError struct {
@@ -70,11 +39,11 @@ func (e *ContinueAsNewError) Error() string { return "herald: continue as new" }
 
 // Failure kinds.
 const (
-	FailureNondeterminism = "nondeterminism"
-	FailureActivity       = "activity"
-	FailurePanic          = "panic"
-	FailureApplication    = "application"
-	FailureTerminated     = "terminated"
+	FailureNondeterminism = heraldtype.FailureNondeterminism
+	FailureActivity       = heraldtype.FailureActivity
+	FailurePanic          = heraldtype.FailurePanic
+	FailureApplication    = heraldtype.FailureApplication
+	FailureTerminated     = heraldtype.FailureTerminated
 )
 
 // nondeterminism is the panic value used to unwind workflow code when it

@@ -10,12 +10,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldwf/herald/heraldtype"
 	"github.com/heraldwf/herald/history"
 	"github.com/heraldwf/herald/internal/replay"
 	"github.com/heraldwf/herald/storage"
 )
 
-// FuzzMixedLanes drives the queue lane (SPEC §3.2) and the positional lane
+// FuzzMixedLanes drives the queue lane (docs/queue.md) and the positional lane
 // together through the simulated store of harness_test.go. The script
 // format is FuzzPositionalLane's: bytes with the high bit clear are the
 // workflow's program, bytes with the high bit set what happens outside;
@@ -246,7 +247,7 @@ func mixedWorkflow(h *harness) replay.WorkflowFunc {
 						err = got(op, "c", v, e)
 					}
 				default:
-					activity(op, s.CallActivity("work", jsonOf(op), storage.RetryPolicy{}))
+					activity(op, s.CallActivity("work", jsonOf(op), heraldtype.RetryPolicy{}))
 				}
 			case mqContinue:
 				input, _ := json.Marshal(fuzzInput{Prog: in.Prog[i+1:], Step: op + 1})
@@ -258,7 +259,7 @@ func mixedWorkflow(h *harness) replay.WorkflowFunc {
 				case 0:
 					f2 = s.Dequeue(other, 0)
 				case 1:
-					f2 = s.CallActivity("work", jsonOf(op), storage.RetryPolicy{})
+					f2 = s.CallActivity("work", jsonOf(op), heraldtype.RetryPolicy{})
 				default:
 					f2 = s.Dequeue(name, 0)
 				}
@@ -882,7 +883,7 @@ func (r *mixedRun) checkEnd() {
 			t.Fatalf("event %s is %s on a %s instance", ev.id, f.Fate, h.status)
 		}
 	}
-	if h.status == storage.StatusFailed {
+	if h.status == heraldtype.StatusFailed {
 		t.Fatalf("workflow failed: %v", h.failure)
 	}
 }
@@ -896,21 +897,21 @@ func xv(op, name, variant int) byte { return x(op, name) | byte(variant)<<5 }
 const nL = 3 // the index of the latest-value queue in mixedNames
 
 var mixedSeeds = [][]byte{
-	// seed 002 test 5, 6: basic delivery, message before the Dequeue
+	// from seed 002's test plan, tests 5, 6: basic delivery, message before the Dequeue
 	{w(mqDequeue, 0), w(mqWork, 0), w(mqDequeue, 0), x(mxTurn, 0), x(mxEnqueue, 0), x(mxTurn, 0), x(mxEnqueue, 0), x(mxTurn, 0),
 		x(mxFire, 0), x(mxTurn, 0)},
-	// seed 002 test 7: select(Dequeue a, timer), the timer wins, a arrives while busy, the next Dequeue a gets it
+	// from seed 002's test plan, test 7: select(Dequeue a, timer), the timer wins, a arrives while busy, the next Dequeue a gets it
 	{w(mqSelectTimer, 0), w(mqWork, 0), w(mqDequeue, 0), x(mxTurn, 0), x(mxFire, 0), x(mxTurn, 0), x(mxEnqueue, 0), x(mxTurn, 0),
 		x(mxFire, 0), x(mxTurn, 0)},
-	// seed 002 test 8: FIFO, two outstanding receives, the limit
+	// from seed 002's test plan, test 8: FIFO, two outstanding receives, the limit
 	{x(mxEnqueue, 0), x(mxEnqueue, 0), x(mxEnqueue, 1), x(mxEnqueue, 0), x(mxTurn, 0), w(mqDequeue, 0), w(mqDequeue, 0),
 		wv(mqSelectOther, 1, 3), x(mxEnqueue, 1), x(mxEnqueue, 1), x(mxTurn, 0), wv(mqTry, 0, 2)},
-	// seed 002 test 9: carried across continue-as-new, then the limit lowered and the overflow dropped
+	// from seed 002's test plan, test 9: carried across continue-as-new, then the limit lowered and the overflow dropped
 	// (limits 3 → 2 → 4: four buffered; → 3: one dropped at the boundary)
 	{w(mqWork, 0), w(mqContinue, 0), w(mqWork, 0), w(mqContinue, 0), wv(mqTry, 0, 2), wv(mqTry, 1, 2),
 		xv(mxOther, 0, 1), xv(mxOther, 0, 1), x(mxTurn, 0), x(mxEnqueue, 0), x(mxEnqueue, 1), x(mxEnqueue, 0), x(mxEnqueue, 0),
 		x(mxTurn, 0), xv(mxOther, 0, 1), x(mxFire, 0), x(mxTurn, 0), x(mxTurn, 0), x(mxEnqueue, 2), x(mxFire, 0), x(mxTurn, 0)},
-	// seed 002 test 10: the same name on both lanes
+	// from seed 002's test plan, test 10: the same name on both lanes
 	{wv(mqPositional, 0, 3), wv(mqPositional, 0, 1), w(mqDequeue, 0), wv(mqPositional, 0, 0),
 		x(mxTurn, 0), x(mxRaise, 0), x(mxEnqueue, 0), x(mxTurn, 0), x(mxFire, 0), x(mxEnqueue, 0), x(mxTurn, 0), x(mxRaise, 0), x(mxTurn, 0)},
 	// latest-value queue: superseded before start, while buffered, carried and superseded after continue-as-new
@@ -972,7 +973,7 @@ func TestMixedLanesSeeds(t *testing.T) {
 					}
 				}
 			}
-			if r.h.status != storage.StatusCompleted {
+			if r.h.status != heraldtype.StatusCompleted {
 				t.Fatalf("status %s", r.h.status)
 			}
 		})

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldwf/herald/heraldtype"
 	"github.com/heraldwf/herald/history"
 	"github.com/heraldwf/herald/internal/replay"
-	"github.com/heraldwf/herald/storage"
 )
 
 // The fuzz script is a byte string. Bytes with the high bit clear are the
@@ -157,7 +157,7 @@ func fuzzWorkflow(h *harness) replay.WorkflowFunc {
 					return nil, err
 				}
 			case wfActivity:
-				v, err := s.CallActivity("work", jsonOf(op), storage.RetryPolicy{}).Get()
+				v, err := s.CallActivity("work", jsonOf(op), heraldtype.RetryPolicy{}).Get()
 				var ae *replay.ActivityError
 				if errors.As(err, &ae) {
 					h.note("%d activity failed: %s", op, ae.Message)
@@ -180,7 +180,7 @@ func fuzzWorkflow(h *harness) replay.WorkflowFunc {
 				case 0:
 					f2 = s.WaitEvent(other, 0)
 				case 1:
-					f2, isActivity = s.CallActivity("work", jsonOf(op), storage.RetryPolicy{}), true
+					f2, isActivity = s.CallActivity("work", jsonOf(op), heraldtype.RetryPolicy{}), true
 				default:
 					f2 = s.WaitEvent(name, 0)
 				}
@@ -397,7 +397,7 @@ func checkFuzzEnd(t testing.TB, h *harness) {
 			t.Fatalf("event %s is %s on a %s instance", r.id, f.Fate, h.status)
 		}
 	}
-	if h.status == storage.StatusFailed {
+	if h.status == heraldtype.StatusFailed {
 		t.Fatalf("workflow failed: %v", h.failure)
 	}
 }
@@ -418,7 +418,7 @@ func x(op, name int) byte { return 0x80 | byte(op) | byte(name)<<3 }
 var fuzzSeeds = [][]byte{
 	// raise before wait, same turn and earlier turn
 	{x(exRaise, 0), x(exTurn, 0), w(wfWait, 0), w(wfSleep, 0), x(exRaise, 0), x(exTurn, 0), w(wfWait, 0), x(exFire, 0), x(exTurn, 0)},
-	// seed 002 test 7b: select(wait a, timer), timer wins, late a dropped, fresh a received
+	// from seed 002's test plan, test 7b (docs/positional.md, rule 3): select(wait a, timer), timer wins, late a dropped, fresh a received
 	{w(wfSelectTimer, 0), w(wfSleep, 0), w(wfWait, 0), x(exTurn, 0), x(exFire, 0), x(exTurn, 0), x(exRaise, 0), x(exTurn, 0),
 		x(exFire, 0), x(exTurn, 0), x(exRaise, 0), x(exTurn, 0)},
 	// several names, FIFO, limit 3

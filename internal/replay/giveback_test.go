@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldwf/herald/heraldtype"
 	"github.com/heraldwf/herald/history"
 	"github.com/heraldwf/herald/internal/replay"
 	"github.com/heraldwf/herald/storage"
@@ -72,7 +73,7 @@ func subscribed(evs []history.Event, lane history.Lane, name string) []history.E
 }
 
 // TestEngineGiveBack: a receive that loses a Select after it received
-// gives the event back, as if it had never been taken (SPEC §3, the
+// gives the event back, as if it had never been taken (docs/events.md, the
 // README's "a Dequeue that loses a Select consumes nothing").
 func TestEngineGiveBack(t *testing.T) {
 	t.Parallel()
@@ -434,7 +435,7 @@ func TestEngineGiveBackReplay(t *testing.T) {
 		history.EventSubscribed, history.EventSubscribedCancelled, history.EventSubscribed)
 	wantGiveBack(t, out.NewEvents, "b1", 5, 0, "")
 	today := append([]history.Event{start}, out.NewEvents...)
-	if out := run(today); out.Status != storage.StatusRunning || len(out.NewEvents) != 0 {
+	if out := run(today); out.Status != heraldtype.StatusRunning || len(out.NewEvents) != 0 {
 		t.Fatalf("replay: %+v", out)
 	}
 	wantResult(t, run(today, msg(3, "c")), `"canceled"`)
@@ -455,7 +456,7 @@ func TestEngineGiveBackReplay(t *testing.T) {
 		bad := slices.Clone(today)
 		change(&bad[5])
 		out := run(bad)
-		if out.Status != storage.StatusFailed || out.Failure.Kind != replay.FailureNondeterminism ||
+		if out.Status != heraldtype.StatusFailed || out.Failure.Kind != replay.FailureNondeterminism ||
 			!strings.Contains(out.Failure.Message, "giving back b1") {
 			t.Fatalf("altered give-back %+v: status %s, failure %v", bad[5], out.Status, out.Failure)
 		}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldwf/herald/heraldtype"
 	"github.com/heraldwf/herald/history"
 	"github.com/heraldwf/herald/internal/replay"
 	"github.com/heraldwf/herald/storage"
@@ -17,7 +18,7 @@ import (
 // harness simulates the store around replay.Run: it keeps every
 // execution's history, an inbox of messages, the fate ledger, scheduled
 // timers and activities, and commits each turn's output the way a backend
-// does. After every turn it checks the invariants of SPEC §2 and §3.1 (see
+// does. After every turn it checks the invariants of docs/engine.md and docs/positional.md (see
 // check) and that replaying the committed history reproduces the turn.
 type harness struct {
 	t      testing.TB
@@ -31,7 +32,7 @@ type harness struct {
 	nextMsg int64
 	fates   map[string]storage.FateUpdate
 	raised  []raisedEvent // in raise order
-	status  storage.Status
+	status  heraldtype.Status
 	result  json.RawMessage
 	failure *history.Failure
 	timers  []task // scheduled and not fired or cancelled, any execution
@@ -73,7 +74,7 @@ var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 // turn reach the instance before its code runs.
 func newHarness(t testing.TB, input string, wf replay.WorkflowFunc) *harness {
 	h := &harness{t: t, wf: wf, id: "inst-1", now: t0, fates: map[string]storage.FateUpdate{},
-		status: storage.StatusPending, execNotes: map[int][]string{}, consumedAt: map[string][2]int{}}
+		status: heraldtype.StatusPending, execNotes: map[int][]string{}, consumedAt: map[string][2]int{}}
 	var in json.RawMessage
 	if input != "" {
 		in = json.RawMessage(input)
@@ -239,7 +240,7 @@ func (h *harness) commit(exec int, out *replay.Output) {
 	h.corrCommit(exec, out)
 	h.status, h.result, h.failure = out.Status, out.Result, out.Failure
 	if can := out.ContinueAsNew; can != nil {
-		if out.Status != storage.StatusRunning {
+		if out.Status != heraldtype.StatusRunning {
 			h.t.Fatalf("turn %d: continue-as-new with status %s", h.turns, out.Status)
 		}
 		if len(can.StartEvents) == 0 || can.StartEvents[0].Kind != history.ExecutionStarted || can.StartEvents[0].Execution != exec+1 {

@@ -7,7 +7,7 @@ import (
 	"github.com/heraldwf/herald/history"
 )
 
-// Positional is the pure state machine of the positional lane (SPEC §3.1)
+// Positional is the pure state machine of the positional lane (docs/positional.md)
 // for one execution. It knows nothing about futures or storage: it pairs
 // waits with arrivals by name, in order, and decides the fate of each
 // arrival. The replay engine drives it from history; tests drive it

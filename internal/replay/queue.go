@@ -6,7 +6,7 @@ import (
 	"github.com/heraldwf/herald/history"
 )
 
-// Queue is the pure state machine of the queue lane (SPEC §3.2): a durable
+// Queue is the pure state machine of the queue lane (docs/queue.md): a durable
 // FIFO mailbox per queue name. Unlike the positional lane it has no
 // causality: a cancelled receive consumes nothing and leaves no withdrawn
 // question, so a message always waits for the next receive.

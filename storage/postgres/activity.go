@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/heraldwf/herald/heraldtype"
 	"github.com/heraldwf/herald/storage"
 	"github.com/heraldwf/herald/storage/internal/backend"
 )
@@ -74,15 +75,9 @@ UPDATE activities a SET lock_token = replace(gen_random_uuid()::text, '-', ''), 
 WHERE a.ctid = ANY(ARRAY(SELECT ctid FROM pick))
 RETURNING ` + activityColsA + `, a.visible_at, a.rid`
 
-// ActivityClaim claims up to p.Max (default 1) activity tasks of the tenant
-// that are visible at p.Now and have no live lease, oldest first, giving
-// each a new random lock token and a lease until p.Now+p.Lease (default
-// 30 s), in one statement. Taking over a task whose lease ran out
-// increments its Attempt (the attempt that held the lease was lost with its
-// worker). Tasks whose cancellation was requested are not
-// handed out again: once their lease runs out they are deleted. Tasks other
-// transactions hold at that moment are skipped, so concurrent claims never
-// wait for each other and never overlap.
+// ActivityClaim: see storage.ActivityStore. One statement; tasks other
+// transactions hold at that moment are skipped (SKIP LOCKED), so
+// concurrent claims never wait for each other and never overlap.
 func (s *Store) ActivityClaim(ctx context.Context, p *storage.ActivityClaimParams) ([]*storage.ActivityTask, error) {
 	if p == nil {
 		return nil, errors.New("postgres: claim activities: nil params")
@@ -161,13 +156,8 @@ const completeSQL = `WITH task AS (
 )
 SELECT EXISTS (SELECT 1 FROM task), EXISTS (SELECT 1 FROM msg)`
 
-// ActivityComplete finishes a claimed task in one transaction: the task is
-// deleted and, unless the instance is terminal or gone, has moved to another
-// execution, or the task's cancellation was requested, an activity_completed
-// (p.Failure nil) or activity_failed message carrying p.Result or p.Failure
-// is added to the instance's inbox, visible at p.Now. It returns
-// storage.ErrLeaseLost, writing nothing, if p.LockToken no longer owns the
-// task.
+// ActivityComplete: see storage.ActivityStore. One transaction, fenced by
+// the task row's lock token.
 func (s *Store) ActivityComplete(ctx context.Context, p *storage.ActivityCompleteParams) error {
 	if p == nil {
 		return errors.New("postgres: complete activity: nil params")
@@ -194,7 +184,7 @@ func (s *Store) ActivityComplete(ctx context.Context, p *storage.ActivityComplet
 			return err
 		}
 		if !found {
-			return storage.ErrLeaseLost
+			return heraldtype.ErrLeaseLost
 		}
 		return nil
 	})
@@ -207,10 +197,7 @@ func (s *Store) ActivityComplete(ctx context.Context, p *storage.ActivityComplet
 	return nil
 }
 
-// ActivityRetry releases a failed attempt of a claimed task: Attempt is
-// incremented and the task becomes visible at p.RetryAt (zero: at once). A
-// task whose cancellation was requested is deleted instead. It returns
-// storage.ErrLeaseLost if p.LockToken no longer owns the task.
+// ActivityRetry: see storage.ActivityStore.
 func (s *Store) ActivityRetry(ctx context.Context, p *storage.ActivityRetryParams) error {
 	if p == nil {
 		return errors.New("postgres: retry activity: nil params")
@@ -221,10 +208,10 @@ func (s *Store) ActivityRetry(ctx context.Context, p *storage.ActivityRetryParam
 		b.execTag("reschedule task", func(ct pgconn.CommandTag) error {
 			retried = ct.RowsAffected()
 			return nil
-		}, `UPDATE activities SET attempt = attempt + 1, visible_at = $6, lock_token = NULL, lease_until = 0
+		}, `UPDATE activities SET attempt = attempt + CASE WHEN $7 = '' THEN 1 ELSE 0 END, visible_at = $6, lock_token = NULL, lease_until = 0, blocked = $7
 			WHERE tenant = $1 AND instance_id = $2 AND execution = $3 AND task_seq = $4 AND lock_token = $5
 			  AND NOT cancel_requested`,
-			p.Tenant, p.InstanceID, p.Execution, p.TaskSeq, p.LockToken, backend.Nanos(p.RetryAt))
+			p.Tenant, p.InstanceID, p.Execution, p.TaskSeq, p.LockToken, backend.Nanos(p.RetryAt), p.Blocked)
 		b.execTag("delete cancelled task", func(ct pgconn.CommandTag) error {
 			deleted = ct.RowsAffected()
 			return nil
@@ -236,7 +223,7 @@ func (s *Store) ActivityRetry(ctx context.Context, p *storage.ActivityRetryParam
 			return err
 		}
 		if retried+deleted == 0 {
-			return storage.ErrLeaseLost
+			return heraldtype.ErrLeaseLost
 		}
 		return nil
 	})
@@ -249,10 +236,7 @@ func (s *Store) ActivityRetry(ctx context.Context, p *storage.ActivityRetryParam
 	return nil
 }
 
-// ActivityHeartbeat extends a claimed task's lease to p.LeaseUntil (a zero
-// LeaseUntil leaves it as it is) and reports whether the workflow asked to
-// cancel the activity. It returns storage.ErrLeaseLost if p.LockToken no
-// longer owns the task.
+// ActivityHeartbeat: see storage.ActivityStore.
 func (s *Store) ActivityHeartbeat(ctx context.Context, p *storage.ActivityHeartbeatParams) (bool, error) {
 	if p == nil {
 		return false, errors.New("postgres: activity heartbeat: nil params")
@@ -270,7 +254,7 @@ func (s *Store) ActivityHeartbeat(ctx context.Context, p *storage.ActivityHeartb
 	err := s.do(ctx, func(ctx context.Context) error {
 		err := s.pool.QueryRow(ctx, q, args...).Scan(&cancel)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return storage.ErrLeaseLost
+			return heraldtype.ErrLeaseLost
 		}
 		return err
 	})

@@ -8,12 +8,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldwf/herald/heraldtype"
 	"github.com/heraldwf/herald/history"
 	"github.com/heraldwf/herald/storage"
 	"github.com/heraldwf/herald/storage/postgres"
+	"github.com/heraldwf/herald/storage/storagetest"
 )
 
-// BenchmarkEventRoundTrip measures the store's side of SPEC §6's scenario
+// BenchmarkEventRoundTrip measures the store's side of the round-trip scenario (bench/README.md)
 // on 1 and 3 nodes (stores with their own pools on one schema): N instances
 // start, each waits for one event, the events are raised and every instance
 // completes. Every node claims and commits from many goroutines. One op is
@@ -108,7 +110,7 @@ func BenchmarkEventRoundTrip(b *testing.B) {
 			})
 			runTurns(func(t *storage.Turn, p *storage.TurnCommitParams) {
 				e := history.Event{Seq: 2, Kind: history.EventSubscribed, Name: "go", Time: now}
-				p.NewEvents, p.Status = []history.Event{e}, storage.StatusRunning
+				p.NewEvents, p.Status = []history.Event{e}, heraldtype.StatusRunning
 			})
 			parallel(b.N, func(s *postgres.Store, i int) {
 				if _, err := s.EventRaise(ctx, &storage.EventRaiseParams{Tenant: tenant, InstanceID: fmt.Sprint(i), EventID: fmt.Sprint("e", i),
@@ -123,7 +125,7 @@ func BenchmarkEventRoundTrip(b *testing.B) {
 					{Seq: 4, Kind: history.ExecutionCompleted, Time: now},
 				}
 				p.Fates = []storage.FateUpdate{{EventID: m.EventID, Fate: history.FateDelivered, Execution: 1, OriginExecution: 1, WaitNumber: 1}}
-				p.Status = storage.StatusCompleted
+				p.Status = heraldtype.StatusCompleted
 			})
 			el := time.Since(start)
 			b.ReportMetric(float64(b.N)/el.Seconds(), "instances/s")
@@ -132,7 +134,7 @@ func BenchmarkEventRoundTrip(b *testing.B) {
 	}
 }
 
-// BenchmarkRaiseToResumed measures SPEC §6's isolated latency: one node
+// BenchmarkRaiseToResumed measures the isolated latency (bench/README.md): one node
 // raises an event to an idle instance, and a worker on another node (its
 // own store and pool, as another process would have) is woken by NOTIFY,
 // claims the turn and commits it. One op is one raise; p50 and p99 are
@@ -145,7 +147,7 @@ func BenchmarkRaiseToResumed(b *testing.B) {
 	const tenant = "lat"
 	now := time.Now()
 	done := make(chan int, 1) // messages of each committed turn
-	wake, unsubscribe := worker.Subscribe(tenant)
+	wake, unsubscribe := worker.SubscribeKinds(tenant, storage.WorkAll)
 	defer unsubscribe()
 	go func() {
 		for ctx.Err() == nil {
@@ -195,4 +197,25 @@ func BenchmarkRaiseToResumed(b *testing.B) {
 	slices.Sort(lat)
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+}
+
+// BenchmarkCorrelated measures the correlated lane's hot paths (see
+// storagetest.BenchCorrelated) with synchronous_commit on, and off, which
+// takes the WAL flushes (most of the time, and of its noise) out; and,
+// with flushes off, the same paths run by the Go rules
+// (backend.RegisterWaits, backend.CorrelatedPut) instead of the
+// one-statement SQL: the figures behind keeping the SQL on this backend.
+func BenchmarkCorrelated(b *testing.B) {
+	for _, sync := range []string{"on", "off"} {
+		b.Run("sync="+sync, func(b *testing.B) {
+			storagetest.BenchCorrelated(b, func(b *testing.B) storage.Store {
+				return open(b, newSchema(b), postgres.WithSynchronousCommit(sync))
+			})
+		})
+	}
+	b.Run("sync=off/rules=go", func(b *testing.B) {
+		storagetest.BenchCorrelated(b, func(b *testing.B) storage.Store {
+			return open(b, newSchema(b), postgres.WithSynchronousCommit("off"), postgres.WithGoCorrelatedRules())
+		})
+	})
 }

@@ -9,13 +9,14 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/heraldwf/herald/heraldtype"
 	"github.com/heraldwf/herald/storage"
 	"github.com/heraldwf/herald/storage/internal/backend"
 )
 
 const definitionCols = `tenant, name, schema, buffer, retention_ns, max_payload_bytes, correlation, version, created_at, updated_at`
 
-func scanDefinition(row pgx.Row) (*storage.EventDefinition, error) {
+func scanDefinition(row pgx.Row) (*heraldtype.EventDefinition, error) {
 	var r backend.DefinitionRow
 	if err := row.Scan(r.Dest()...); err != nil {
 		return nil, err
@@ -23,16 +24,9 @@ func scanDefinition(row pgx.Row) (*storage.EventDefinition, error) {
 	return r.Definition()
 }
 
-// EventDefinitionPut creates the definition of (Definition.Tenant,
-// Definition.Name) with Version 1, or replaces every field of an existing
-// one, keeping its CreatedAt and incrementing its Version. A definition
-// created again after EventDefinitionDelete continues the deleted one's
-// Version (so a name and version never denote two different definitions)
-// but gets a new CreatedAt. UpdatedAt (and CreatedAt on creation) is p.Now.
-// An empty Buffer is stored as storage.BufferFIFO. It returns the definition
-// as stored. The schema is stored as given, unchecked; an unknown buffer
-// policy or a negative retention, payload cap or correlation TTL is refused.
-func (s *Store) EventDefinitionPut(ctx context.Context, p *storage.EventDefinitionPutParams) (*storage.EventDefinition, error) {
+// EventDefinitionPut: see storage.DefinitionStore. The version is a column
+// of the row, which EventDefinitionDelete keeps.
+func (s *Store) EventDefinitionPut(ctx context.Context, p *storage.EventDefinitionPutParams) (*heraldtype.EventDefinition, error) {
 	if p == nil {
 		return nil, errors.New("postgres: put event definition: nil params")
 	}
@@ -43,12 +37,12 @@ func (s *Store) EventDefinitionPut(ctx context.Context, p *storage.EventDefiniti
 	}
 	var correlation any
 	if d.Correlation != nil {
-		if correlation, err = jsonArg(d.Correlation); err != nil {
+		if correlation, err = jsonArg(backend.StoredCorrelation(d.Correlation)); err != nil {
 			return nil, fmt.Errorf("postgres: put event definition %q: %w", d.Name, err)
 		}
 	}
 	now := backend.NowOr(p.Now).UnixNano()
-	var out *storage.EventDefinition
+	var out *heraldtype.EventDefinition
 	err = s.do(ctx, func(ctx context.Context) error {
 		var err error
 		out, err = scanDefinition(s.pool.QueryRow(ctx, `INSERT INTO event_definitions AS d
@@ -61,7 +55,7 @@ func (s *Store) EventDefinitionPut(ctx context.Context, p *storage.EventDefiniti
 				created_at = CASE WHEN d.deleted THEN excluded.created_at ELSE d.created_at END,
 				deleted = false
 			RETURNING `+definitionCols,
-			d.Tenant, d.Name, backend.RawArg(d.Schema), buffer, int64(d.Retention), int64(d.MaxPayloadBytes), correlation, now))
+			p.Tenant, d.Name, backend.RawArg(d.Schema), buffer, int64(d.Retention), int64(d.MaxPayloadBytes), correlation, now))
 		return err
 	})
 	if err != nil {
@@ -70,8 +64,8 @@ func (s *Store) EventDefinitionPut(ctx context.Context, p *storage.EventDefiniti
 	return out, nil
 }
 
-// EventDefinitionGet returns a definition, or storage.ErrNotFound.
-func (s *Store) EventDefinitionGet(ctx context.Context, p *storage.EventDefinitionGetParams) (*storage.EventDefinition, error) {
+// EventDefinitionGet: see storage.DefinitionStore.
+func (s *Store) EventDefinitionGet(ctx context.Context, p *storage.EventDefinitionGetParams) (*heraldtype.EventDefinition, error) {
 	if p == nil {
 		return nil, errors.New("postgres: get event definition: nil params")
 	}
@@ -94,7 +88,7 @@ type defGetCall struct {
 	ctx          context.Context
 	tenant, name string
 
-	def *storage.EventDefinition
+	def *heraldtype.EventDefinition
 	err error
 }
 
@@ -104,7 +98,7 @@ func (s *Store) defGetOne(ctx context.Context, c *defGetCall) error {
 		var err error
 		c.def, err = scanDefinition(s.pool.QueryRow(ctx, defGetSQL, c.tenant, c.name))
 		if errors.Is(err, pgx.ErrNoRows) {
-			return storage.ErrNotFound
+			return heraldtype.ErrNotFound
 		}
 		return err
 	})
@@ -130,7 +124,7 @@ func (s *Store) defGetBatch(calls []*combined[*defGetCall]) {
 	}
 	type key struct{ tenant, name string }
 	type read struct {
-		def *storage.EventDefinition
+		def *heraldtype.EventDefinition
 		err error
 	}
 	reads := make(map[key]*read)
@@ -145,7 +139,7 @@ func (s *Store) defGetBatch(calls []*combined[*defGetCall]) {
 		b.queryRow("", func(row pgx.Row) error {
 			r.def, r.err = scanDefinition(row)
 			if errors.Is(r.err, pgx.ErrNoRows) {
-				r.err = storage.ErrNotFound
+				r.err = heraldtype.ErrNotFound
 			} else if r.err != nil {
 				return r.err
 			}
@@ -167,7 +161,7 @@ func (s *Store) defGetBatch(calls []*combined[*defGetCall]) {
 }
 
 // copyDefinition is a copy of d that shares nothing with it.
-func copyDefinition(d *storage.EventDefinition) *storage.EventDefinition {
+func copyDefinition(d *heraldtype.EventDefinition) *heraldtype.EventDefinition {
 	if d == nil {
 		return nil
 	}
@@ -180,13 +174,13 @@ func copyDefinition(d *storage.EventDefinition) *storage.EventDefinition {
 	return &c
 }
 
-// EventDefinitionList returns all the tenant's definitions ordered by name
-// (bytewise, whatever the database's collation).
-func (s *Store) EventDefinitionList(ctx context.Context, p *storage.EventDefinitionListParams) ([]*storage.EventDefinition, error) {
+// EventDefinitionList: see storage.DefinitionStore. Names are compared
+// COLLATE "C", so the order is bytewise whatever the database's collation.
+func (s *Store) EventDefinitionList(ctx context.Context, p *storage.EventDefinitionListParams) ([]*heraldtype.EventDefinition, error) {
 	if p == nil {
 		return nil, errors.New("postgres: list event definitions: nil params")
 	}
-	var out []*storage.EventDefinition
+	var out []*heraldtype.EventDefinition
 	err := s.do(ctx, func(ctx context.Context) error {
 		out = nil
 		rows, err := s.pool.Query(ctx,
@@ -210,9 +204,9 @@ func (s *Store) EventDefinitionList(ctx context.Context, p *storage.EventDefinit
 	return out, nil
 }
 
-// EventDefinitionDelete deletes a definition, or returns storage.ErrNotFound.
-// Events already stored are not touched. The row is kept as a tombstone, so
-// that a later put of the same name continues its Version.
+// EventDefinitionDelete: see storage.DefinitionStore. The row is kept as a
+// tombstone (deleted set), so that a later put of the name continues its
+// version.
 func (s *Store) EventDefinitionDelete(ctx context.Context, p *storage.EventDefinitionGetParams) error {
 	if p == nil {
 		return errors.New("postgres: delete event definition: nil params")
@@ -225,7 +219,7 @@ func (s *Store) EventDefinitionDelete(ctx context.Context, p *storage.EventDefin
 			return err
 		}
 		if ct.RowsAffected() == 0 {
-			return storage.ErrNotFound
+			return heraldtype.ErrNotFound
 		}
 		return nil
 	})
@@ -254,16 +248,8 @@ const expireSQL = `WITH expired AS MATERIALIZED (
 )
 SELECT event_id FROM expired ORDER BY expires_at, id`
 
-// EventExpire drops, in one transaction, up to p.Limit (default 1000) event
-// messages of the tenant kept for instance ids that do not exist, whose
-// ExpiresAt (from EventRaise) is set and not after p.Now: most overdue first
-// (by ExpiresAt, then in raise order). Each message is deleted from the
-// inbox and its ledger entry gets fate dropped, reason expired, updated at
-// p.Now; the ledger entry stays, so a later raise of the same id is still a
-// duplicate. No history breadcrumb is written (there is no instance). It
-// returns the dropped event ids in that order (nil if none). Events of an
-// instance that exists never expire this way. Concurrent calls drop disjoint
-// events.
+// EventExpire: see storage.EventStore. The expired messages are locked
+// with SKIP LOCKED, so concurrent calls drop disjoint events.
 func (s *Store) EventExpire(ctx context.Context, p *storage.EventExpireParams) ([]string, error) {
 	if p == nil {
 		return nil, errors.New("postgres: expire events: nil params")

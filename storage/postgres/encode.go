@@ -3,10 +3,10 @@ package postgres
 import (
 	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/heraldwf/herald/heraldtype"
 	"github.com/heraldwf/herald/history"
 	"github.com/heraldwf/herald/storage"
 	"github.com/heraldwf/herald/storage/internal/backend"
@@ -34,7 +34,7 @@ func failureArg(f *history.Failure) (any, error) {
 
 // ---- instances ----
 
-const instanceCols = `tenant, id, workflow, status, execution, input, output, failure, created_at, updated_at, lock_token, lease_until`
+const instanceCols = `tenant, id, workflow, status, execution, input, output, failure, created_at, updated_at, blocked, lock_token, lease_until`
 
 // instanceRow is an instance with its lease.
 type instanceRow struct {
@@ -134,7 +134,7 @@ const lowerReadySQL = `UPDATE instances SET ready_at = LEAST(COALESCE(ready_at, 
 
 const eventCols = `tenant, event_id, instance_id, lane, name, fate, reason, execution, origin_execution, wait_number, key, received_at, updated_at`
 
-func scanEvent(row pgx.Row) (*storage.EventRecord, error) {
+func scanEvent(row pgx.Row) (*heraldtype.EventRecord, error) {
 	var r backend.EventRow
 	if err := row.Scan(r.Dest()...); err != nil {
 		return nil, err
@@ -142,31 +142,10 @@ func scanEvent(row pgx.Row) (*storage.EventRecord, error) {
 	return r.Event(), nil
 }
 
-// endInstanceSQL does what every terminal transition does after the final
-// history event, for $1 tenant, $2 instance, $3 execution, $4 now (nanos),
-// $5 now (RFC 3339): every event still pending or buffered for the instance
-// is dropped (instance_terminal) with an EventDropped breadcrumb appended to
-// the execution's history in ledger order, and the inbox, activity tasks
-// and correlation markers are deleted (herald_end, migration 0004). The
-// caller then updates the instance row (its ready_at becomes NULL). $6 and
-// $7 false say that the instance has no activity task, no correlation
-// marker: their deletes are skipped.
-const endInstanceSQL = `SELECT seq, event_id, lane, name FROM herald_end($1, $2, $3, $4, $5, $6, $7)`
-
-// queueEnd queues endInstanceSQL; the breadcrumbs it appends go to
-// *dropped. tasks and markers false skip the deletes of activity tasks and
-// correlation markers (the caller knows there are none).
-func (b *batch) queueEnd(dropped *[]history.Event, tenant, id string, execution int, now time.Time, tasks, markers bool) {
-	b.query("end instance", func(rows pgx.Rows) error {
-		for rows.Next() {
-			ev := history.Event{Time: now, Kind: history.EventDropped, Reason: history.DropInstanceTerminal}
-			var lane string
-			if err := rows.Scan(&ev.Seq, &ev.EventID, &lane, &ev.Name); err != nil {
-				return err
-			}
-			ev.Lane = history.Lane(lane)
-			*dropped = append(*dropped, ev)
-		}
-		return nil
-	}, endInstanceSQL, tenant, id, execution, now.UnixNano(), now.Format(time.RFC3339Nano), tasks, markers)
+// queueClear queues herald_end (migration 0007): what an ended instance
+// leaves behind is cleared (its inbox; its activity tasks and correlation
+// markers unless tasks, markers say it has none). With check it aborts the
+// batch with codeEndDrops if the instance still has an event to drop.
+func (b *batch) queueClear(tenant, id string, tasks, markers, check bool) {
+	b.exec("end instance", `SELECT herald_end($1, $2, $3, $4, $5)`, tenant, id, tasks, markers, check)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/heraldwf/herald/heraldtype"
 	"github.com/heraldwf/herald/storage"
 	"github.com/heraldwf/herald/storage/internal/backend"
 )
@@ -39,25 +40,17 @@ const raiseSQL = `WITH inst AS MATERIALIZED (
 )
 SELECT (SELECT status FROM inst), EXISTS (SELECT 1 FROM msg)`
 
-// EventRaise records an external event in one transaction:
-//
-//   - if the event id is already in the tenant's ledger for the same
-//     instance, lane and name, it returns the first receipt with Duplicate
-//     set and writes nothing; for another target it returns
-//     storage.ErrEventIDConflict;
-//   - if the instance is terminal it returns storage.ErrInstanceNotRunning
-//     and stores nothing;
-//   - if the instance does not exist and p.StartIfAbsent is set, it creates
-//     it as InstanceCreate does (Started set; the StartIfAbsent tenant and id
-//     are those of p);
-//   - it adds the ledger row (fate pending, received at p.Now) and an event
-//     message to the instance's inbox, visible at once, with Latest set from
-//     p.Latest. An instance that does not exist yet keeps the message until
-//     it is created, or until p.ExpiresAt (when set) has passed and
-//     EventExpire drops it. p.ExpiresAt is ignored when the instance exists.
-//
-// An event for a pending or running instance takes one statement; the other
-// cases run a second transaction.
+// raiseFast is the fast path's guard: raiseSQL handles these fields of
+// EventRaiseParams (ExpiresAt and StartIfAbsent matter only for an instance
+// that does not exist, which raiseSQL leaves to the general path); a raise
+// that sets any other field takes the general path.
+var raiseFast = backend.NewFieldGuard[storage.EventRaiseParams](
+	"Tenant", "InstanceID", "EventID", "Lane", "Name", "Payload", "Now", "Latest", "ExpiresAt", "StartIfAbsent")
+
+// EventRaise: see storage.EventStore. An event for a pending or running
+// instance takes one statement (raiseSQL, in a batch shared with concurrent
+// raises, see raiseBatch) unless a field raiseFast does not list is set;
+// the other cases run a second transaction.
 func (s *Store) EventRaise(ctx context.Context, p *storage.EventRaiseParams) (*storage.EventRaiseResult, error) {
 	if p == nil {
 		return nil, errors.New("postgres: raise event: nil params")
@@ -70,7 +63,13 @@ func (s *Store) EventRaise(ctx context.Context, p *storage.EventRaiseParams) (*s
 		return nil, fmt.Errorf("postgres: raise event %q: start if absent: %w", p.EventID, err)
 	}
 	c := &raiseCall{ctx: ctx, p: p, start: start, now: backend.NowOr(p.Now)}
-	if s.closed.Load() {
+	if !raiseFast.Only(p) {
+		c.err = s.do(ctx, func(ctx context.Context) error {
+			var err error
+			c.res, c.stored, err = s.raiseSlow(ctx, c.p, c.start, c.now.UnixNano())
+			return err
+		})
+	} else if s.closed.Load() {
 		c.err = s.raiseOne(ctx, c)
 	} else if err := s.raises.do(ctx, c); err != nil {
 		c.err = err
@@ -192,8 +191,8 @@ func (s *Store) raiseSlow(ctx context.Context, p *storage.EventRaiseParams, star
 		}
 		started := false
 		switch {
-		case storage.Status(status).Terminal():
-			return fmt.Errorf("instance %q is %s: %w", p.InstanceID, status, storage.ErrInstanceNotRunning)
+		case heraldtype.Status(status).Terminal():
+			return fmt.Errorf("instance %q is %s: %w", p.InstanceID, status, heraldtype.ErrInstanceNotRunning)
 		case status == "" && start != nil:
 			var b batch
 			if _, err := s.queueCreate(&b, start); err != nil {
@@ -265,7 +264,7 @@ func ledgerReceipt(ctx context.Context, tx pgx.Tx, p *storage.EventRaiseParams) 
 	}
 	if instanceID != p.InstanceID || lane != string(p.Lane) || name != p.Name {
 		return nil, fmt.Errorf("first raised for instance %q, lane %q, name %q: %w",
-			instanceID, lane, name, storage.ErrEventIDConflict)
+			instanceID, lane, name, heraldtype.ErrEventIDConflict)
 	}
 	return &storage.EventRaiseResult{EventID: p.EventID, ReceivedAt: backend.FromNanos(receivedAt), Duplicate: true}, nil
 }
@@ -285,18 +284,18 @@ func lockInstance(ctx context.Context, tx pgx.Tx, tenant, id string) (string, er
 	return status, nil
 }
 
-// EventGet returns an event's ledger entry, or storage.ErrNotFound.
-func (s *Store) EventGet(ctx context.Context, p *storage.EventGetParams) (*storage.EventRecord, error) {
+// EventGet: see storage.EventStore.
+func (s *Store) EventGet(ctx context.Context, p *storage.EventGetParams) (*heraldtype.EventRecord, error) {
 	if p == nil {
 		return nil, errors.New("postgres: get event: nil params")
 	}
-	var e *storage.EventRecord
+	var e *heraldtype.EventRecord
 	err := s.do(ctx, func(ctx context.Context) error {
 		var err error
 		e, err = scanEvent(s.pool.QueryRow(ctx, `SELECT `+eventCols+` FROM events WHERE tenant = $1 AND event_id = $2`,
 			p.Tenant, p.EventID))
 		if errors.Is(err, pgx.ErrNoRows) {
-			return storage.ErrNotFound
+			return heraldtype.ErrNotFound
 		}
 		return err
 	})
@@ -306,10 +305,8 @@ func (s *Store) EventGet(ctx context.Context, p *storage.EventGetParams) (*stora
 	return e, nil
 }
 
-// EventList returns an instance's ledger entries in the order they were
-// received, filtered by lane, name and fate when set, at most p.Limit
-// (default 1000). An empty InstanceID lists the whole tenant's ledger.
-func (s *Store) EventList(ctx context.Context, p *storage.EventListParams) ([]*storage.EventRecord, error) {
+// EventList: see storage.EventStore.
+func (s *Store) EventList(ctx context.Context, p *storage.EventListParams) ([]*heraldtype.EventRecord, error) {
 	if p == nil {
 		return nil, errors.New("postgres: list events: nil params")
 	}
@@ -335,7 +332,7 @@ func (s *Store) EventList(ctx context.Context, p *storage.EventListParams) ([]*s
 	args = append(args, limit)
 	q := `SELECT ` + eventCols + ` FROM events WHERE ` + strings.Join(where, " AND ") +
 		` ORDER BY rid LIMIT $` + strconv.Itoa(len(args))
-	var out []*storage.EventRecord
+	var out []*heraldtype.EventRecord
 	err := s.do(ctx, func(ctx context.Context) error {
 		out = nil
 		rows, err := s.pool.Query(ctx, q, args...)

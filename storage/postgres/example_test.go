@@ -22,7 +22,7 @@ func Example() {
 	}
 	defer store.Close()
 
-	wake, cancel := store.Subscribe("default")
+	wake, cancel := store.SubscribeKinds("default", storage.WorkAll)
 	defer cancel()
 	for {
 		turns, err := store.TurnClaim(ctx, &storage.TurnClaimParams{Tenant: "default", Lease: 30 * time.Second, Max: 16})

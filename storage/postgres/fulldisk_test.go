@@ -18,7 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/heraldwf/herald"
-	"github.com/heraldwf/herald/storage"
+	"github.com/heraldwf/herald/heraldtype"
 	"github.com/heraldwf/herald/storage/postgres"
 )
 
@@ -89,7 +89,7 @@ func TestFullDisk(t *testing.T) {
 		c.ConnConfig.RuntimeParams["default_tablespace"] = ts
 	}))
 	rt, err := herald.NewRuntime(st, &herald.Config{
-		Logger:       slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError + 4})),
+		ClientConfig: herald.ClientConfig{Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError + 4}))},
 		TurnLease:    time.Minute,
 		PollInterval: 50 * time.Millisecond,
 	})
@@ -107,7 +107,10 @@ func TestFullDisk(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rt.Stop(context.Background()) })
-	c := rt.Client()
+	c, err := rt.Client(herald.DefaultTenant)
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	const n = 50
 	for i := range n {
@@ -128,7 +131,7 @@ func TestFullDisk(t *testing.T) {
 		switch {
 		case err == nil:
 			acked[i] = true
-		case errors.Is(err, storage.ErrStorageFull):
+		case errors.Is(err, heraldtype.ErrStorageFull):
 			full++
 		default:
 			t.Fatalf("raise %s on a full disk: %v (want ErrStorageFull)", id, err)
@@ -147,7 +150,7 @@ func TestFullDisk(t *testing.T) {
 	// A refused raise wrote nothing: its event id is unknown.
 	for i := range n {
 		id := fmt.Sprintf("i%03d", i)
-		if _, err := c.EventFate(ctx, id+"/go"); !acked[i] && !errors.Is(err, storage.ErrNotFound) {
+		if _, err := c.EventFate(ctx, id+"/go"); !acked[i] && !errors.Is(err, heraldtype.ErrNotFound) {
 			t.Errorf("refused event %s/go on a full disk: fate read %v, want ErrNotFound", id, err)
 		}
 	}

@@ -6,19 +6,17 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/heraldwf/herald/heraldtype"
 	"github.com/heraldwf/herald/history"
 	"github.com/heraldwf/herald/storage"
 	"github.com/heraldwf/herald/storage/internal/backend"
 )
 
-// InstanceCreate creates an instance (status pending, execution 1) with its
-// ExecutionStarted event (seq 1) and a kick message visible at p.Now, in one
-// transaction. Events raised for the id before it existed stay in its inbox
-// (and no longer expire: see EventExpire). It returns
-// storage.ErrInstanceExists if (tenant, id) is taken.
+// InstanceCreate: see storage.InstanceStore.
 func (s *Store) InstanceCreate(ctx context.Context, p *storage.InstanceCreateParams) (*storage.Instance, error) {
 	if p == nil {
 		return nil, errors.New("postgres: create instance: nil params")
@@ -46,7 +44,7 @@ func (s *Store) InstanceCreate(ctx context.Context, p *storage.InstanceCreatePar
 // createErr maps the duplicate key of an instance to ErrInstanceExists.
 func createErr(err error) error {
 	if pgConstraint(err) == "instances_pkey" {
-		return storage.ErrInstanceExists
+		return heraldtype.ErrInstanceExists
 	}
 	return err
 }
@@ -93,7 +91,7 @@ func (s *Store) queueCreate(b *batch, p *storage.InstanceCreateParams) (*storage
 		Tenant:    p.Tenant,
 		ID:        p.ID,
 		Workflow:  p.Workflow,
-		Status:    storage.StatusPending,
+		Status:    heraldtype.StatusPending,
 		Execution: 1,
 		Input:     backend.RawOf(p.Input),
 		CreatedAt: now,
@@ -101,7 +99,7 @@ func (s *Store) queueCreate(b *batch, p *storage.InstanceCreateParams) (*storage
 	}, nil
 }
 
-// InstanceGet returns storage.ErrNotFound if the instance does not exist.
+// InstanceGet: see storage.InstanceStore.
 func (s *Store) InstanceGet(ctx context.Context, p *storage.InstanceGetParams) (*storage.Instance, error) {
 	if p == nil {
 		return nil, errors.New("postgres: get instance: nil params")
@@ -110,9 +108,9 @@ func (s *Store) InstanceGet(ctx context.Context, p *storage.InstanceGetParams) (
 	err := s.do(ctx, func(ctx context.Context) error {
 		var err error
 		r, err = scanInstance(s.pool.QueryRow(ctx,
-			`SELECT `+instanceCols+` FROM instances WHERE tenant = $1 AND id = $2`, p.Tenant, p.ID))
+			`SELECT `+shownInstanceCols+` FROM instances WHERE tenant = $1 AND id = $2`, p.Tenant, p.ID))
 		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("instance %q: %w", p.ID, storage.ErrNotFound)
+			return fmt.Errorf("instance %q: %w", p.ID, heraldtype.ErrNotFound)
 		}
 		return err
 	})
@@ -122,59 +120,69 @@ func (s *Store) InstanceGet(ctx context.Context, p *storage.InstanceGetParams) (
 	return &r.Instance, nil
 }
 
-// InstanceList returns the tenant's instances, newest first, filtered by
-// workflow and status when set, at most p.Limit (default 100).
-func (s *Store) InstanceList(ctx context.Context, p *storage.InstanceListParams) ([]*storage.Instance, error) {
+// InstanceList: see storage.InstanceStore. A page is one range scan of the
+// instances_created index (migration 0006).
+func (s *Store) InstanceList(ctx context.Context, p *storage.InstanceListParams) ([]*storage.Instance, string, error) {
 	if p == nil {
-		return nil, errors.New("postgres: list instances: nil params")
+		return nil, "", errors.New("postgres: list instances: nil params")
+	}
+	createdAt, afterID, paged, err := backend.ListCursor(p.After)
+	if err != nil {
+		return nil, "", fmt.Errorf("postgres: list instances: %w", err)
 	}
 	// rid > 0 (always true) names the partial index instances_created.
 	where := []string{"tenant = $1", "rid > 0"}
 	args := []any{p.Tenant}
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
 	if p.Workflow != "" {
-		args = append(args, p.Workflow)
-		where = append(where, "workflow = $"+strconv.Itoa(len(args)))
+		where = append(where, "workflow = "+arg(p.Workflow))
 	}
 	if p.Status != "" {
-		args = append(args, string(p.Status))
-		where = append(where, "status = $"+strconv.Itoa(len(args)))
+		where = append(where, "status = "+arg(string(p.Status)))
+	}
+	if !p.CreatedAfter.IsZero() {
+		where = append(where, "created_at >= "+arg(p.CreatedAfter.UnixNano()))
+	}
+	if !p.CreatedBefore.IsZero() {
+		where = append(where, "created_at < "+arg(p.CreatedBefore.UnixNano()))
+	}
+	if paged {
+		where = append(where, `(created_at, id COLLATE "C") < (`+arg(createdAt)+`, `+arg(afterID)+`)`)
 	}
 	limit := backend.ListLimit(p.Limit)
-	args = append(args, limit)
-	q := `SELECT ` + instanceCols + ` FROM instances WHERE ` + strings.Join(where, " AND ") +
-		` ORDER BY created_at DESC, rid DESC LIMIT $` + strconv.Itoa(len(args))
+	q := `SELECT ` + shownInstanceCols + ` FROM instances WHERE ` + strings.Join(where, " AND ") +
+		` ORDER BY created_at DESC, id COLLATE "C" DESC LIMIT ` + arg(limit+1)
 	var out []*storage.Instance
-	err := s.do(ctx, func(ctx context.Context) error {
+	err = s.do(ctx, func(ctx context.Context) error {
 		out = nil
-		rows, err := s.pool.Query(ctx, q, args...)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			r, err := scanInstance(rows)
-			if err != nil {
-				return err
+		// With the plan settings of the claims: a plan made while the
+		// table looked small would sort a bitmap scan of the tenant's
+		// whole index instead of walking it backward from the cursor.
+		var b batch
+		b.exec("", scanSettings)
+		b.query("", func(rows pgx.Rows) error {
+			for rows.Next() {
+				r, err := scanInstance(rows)
+				if err != nil {
+					return err
+				}
+				out = append(out, &r.Instance)
 			}
-			out = append(out, &r.Instance)
-		}
-		return rows.Err()
+			return nil
+		}, q, args...)
+		return b.send(ctx, s.pool)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("postgres: list instances: %w", err)
+		return nil, "", fmt.Errorf("postgres: list instances: %w", err)
 	}
-	return out, nil
+	page, next := backend.ListPage(out, limit)
+	return page, next, nil
 }
 
-// InstanceTerminate ends a pending or running instance in one transaction,
-// and returns the EventDropped breadcrumbs it appended:
-// status terminated with failure {Kind: "terminated", Message: p.Reason},
-// ExecutionTerminated (with p.Failure: status failed, ExecutionFailed) appended to the current execution's history, every
-// pending or buffered event dropped (instance_terminal) with an EventDropped
-// breadcrumb, its inbox and activity tasks deleted and its lease cleared, so
-// an in-flight turn's commit fails with ErrLeaseLost. It returns
-// storage.ErrNotFound, or storage.ErrInstanceNotRunning if the instance
-// already ended.
+// InstanceTerminate: see storage.InstanceStore.
 func (s *Store) InstanceTerminate(ctx context.Context, p *storage.InstanceTerminateParams) ([]history.Event, error) {
 	if p == nil {
 		return nil, errors.New("postgres: terminate instance: nil params")
@@ -193,30 +201,39 @@ func (s *Store) InstanceTerminate(ctx context.Context, p *storage.InstanceTermin
 				status         string
 				execution, seq int
 			)
-			err := tx.QueryRow(ctx, `SELECT i.status, i.execution,
-					(SELECT COALESCE(MAX(h.seq), 0) FROM history h
-					 WHERE h.tenant = i.tenant AND h.instance_id = i.id AND h.execution = i.execution)
-				FROM instances i WHERE i.tenant = $1 AND i.id = $2
-				FOR NO KEY UPDATE OF i`, p.Tenant, p.ID).Scan(&status, &execution, &seq)
+			// Lock the instance first and read its history's end in a
+			// later statement: a statement that waited for the lock (a
+			// turn was committing) sees the locked row's new version but
+			// keeps its own snapshot for everything else, so a history
+			// read in the same statement would miss the turn it waited for.
+			err := tx.QueryRow(ctx, `SELECT status, execution FROM instances WHERE tenant = $1 AND id = $2
+				FOR NO KEY UPDATE`, p.Tenant, p.ID).Scan(&status, &execution)
 			if errors.Is(err, pgx.ErrNoRows) {
-				return fmt.Errorf("instance %q: %w", p.ID, storage.ErrNotFound)
+				return fmt.Errorf("instance %q: %w", p.ID, heraldtype.ErrNotFound)
 			}
 			if err != nil {
 				return fmt.Errorf("load instance: %w", err)
 			}
-			if storage.Status(status).Terminal() {
-				return fmt.Errorf("instance is %s: %w", status, storage.ErrInstanceNotRunning)
+			if heraldtype.Status(status).Terminal() {
+				return fmt.Errorf("instance is %s: %w", status, heraldtype.ErrInstanceNotRunning)
 			}
-			var b batch
+			if err := tx.QueryRow(ctx, `SELECT COALESCE(MAX(seq), 0) FROM history
+				WHERE tenant = $1 AND instance_id = $2 AND execution = $3`, p.Tenant, p.ID, execution).Scan(&seq); err != nil {
+				return fmt.Errorf("load history end: %w", err)
+			}
+			lt := newLaneTx(ctx, tx, p.Tenant, p.ID, now)
 			ev := history.Event{Seq: seq + 1, Time: now, Kind: kind, Failure: failure}
-			if err := b.queueHistory("append history", p.Tenant, p.ID, execution, []history.Event{ev}); err != nil {
+			if err := lt.b.queueHistory("append history", p.Tenant, p.ID, execution, []history.Event{ev}); err != nil {
 				return err
 			}
-			b.queueEnd(&dropped, p.Tenant, p.ID, execution, now, true, true)
-			b.exec("update instance", `UPDATE instances SET status = $5, failure = $3, updated_at = $4,
+			if dropped, err = backend.EndInstance(lt, execution, now); err != nil {
+				return err
+			}
+			lt.b.queueClear(p.Tenant, p.ID, true, true, false)
+			lt.b.exec("update instance", `UPDATE instances SET status = $5, failure = $3, updated_at = $4,
 				lock_token = NULL, lease_until = 0, not_before = 0, ready_at = NULL
 				WHERE tenant = $1 AND id = $2`, p.Tenant, p.ID, f, now.UnixNano(), string(endStatus))
-			return b.send(ctx, tx)
+			return lt.flush()
 		})
 	})
 	if err != nil {
@@ -226,10 +243,7 @@ func (s *Store) InstanceTerminate(ctx context.Context, p *storage.InstanceTermin
 	return dropped, nil
 }
 
-// HistoryList returns one execution's history (Execution 0: the current
-// one) ordered by seq: the events after p.AfterSeq, at most p.Limit (0 =
-// all). It returns storage.ErrNotFound if the instance does not exist. The
-// execution number and the events are read in one statement (one snapshot).
+// HistoryList: see storage.InstanceStore.
 func (s *Store) HistoryList(ctx context.Context, p *storage.HistoryListParams) ([]history.Event, error) {
 	if p == nil {
 		return nil, errors.New("postgres: list history: nil params")
@@ -270,7 +284,7 @@ func (s *Store) HistoryList(ctx context.Context, p *storage.HistoryListParams) (
 			return err
 		}
 		if !found {
-			return fmt.Errorf("instance %q: %w", p.InstanceID, storage.ErrNotFound)
+			return fmt.Errorf("instance %q: %w", p.InstanceID, heraldtype.ErrNotFound)
 		}
 		return nil
 	})
@@ -278,4 +292,77 @@ func (s *Store) HistoryList(ctx context.Context, p *storage.HistoryListParams) (
 		return nil, fmt.Errorf("postgres: list history: %w", err)
 	}
 	return evs, nil
+}
+
+// laneTx is the primitives of the lane rules of package backend (EndTx,
+// HandOnTx) in a transaction, for one instance of a tenant at now. Writes
+// are queued in b and sent with the next read (or flush), so a rule costs
+// a round trip per read it makes, not per statement.
+type laneTx struct {
+	ctx        context.Context
+	tx         pgx.Tx
+	b          *batch
+	tenant, id string
+	now        time.Time
+
+	delivered bool // Produce was called
+}
+
+func newLaneTx(ctx context.Context, tx pgx.Tx, tenant, id string, now time.Time) *laneTx {
+	return &laneTx{ctx: ctx, tx: tx, b: &batch{}, tenant: tenant, id: id, now: now}
+}
+
+// flush sends the queued statements.
+func (t *laneTx) flush() error {
+	if len(t.b.steps) == 0 {
+		return nil
+	}
+	err := t.b.send(t.ctx, t.tx)
+	*t.b = batch{}
+	return err
+}
+
+func (t *laneTx) Undelivered(execution int) ([]backend.Undelivered, int, error) {
+	var (
+		evs     []backend.Undelivered
+		lastSeq int
+	)
+	// events_instance in rid order (see herald_end).
+	t.b.query("load undelivered events", func(rows pgx.Rows) error {
+		for rows.Next() {
+			var (
+				e    backend.Undelivered
+				lane string
+			)
+			if err := rows.Scan(&e.EventID, &lane, &e.Name); err != nil {
+				return err
+			}
+			e.Lane = history.Lane(lane)
+			evs = append(evs, e)
+		}
+		return nil
+	}, `SELECT event_id, lane, name FROM events
+		WHERE tenant = $1 AND instance_id = $2 AND fate IN ('pending', 'buffered') ORDER BY rid`, t.tenant, t.id)
+	t.b.queryRow("load last seq", func(row pgx.Row) error { return row.Scan(&lastSeq) },
+		`SELECT COALESCE(MAX(seq), 0) FROM history WHERE tenant = $1 AND instance_id = $2 AND execution = $3`,
+		t.tenant, t.id, execution)
+	if err := t.flush(); err != nil {
+		return nil, 0, err
+	}
+	return evs, lastSeq, nil
+}
+
+func (t *laneTx) AppendHistory(execution int, evs []history.Event) error {
+	return t.b.queueHistory("append history", t.tenant, t.id, execution, evs)
+}
+
+func (t *laneTx) DropEvents(ids []string, reason history.DropReason, execution int) error {
+	// One statement per event: a primary-key lookup whatever the plan.
+	for _, eid := range ids {
+		t.b.exec("drop event", `UPDATE events SET fate = 'dropped', reason = $4,
+				execution = CASE WHEN execution = 0 THEN $5 ELSE execution END, updated_at = $6
+			WHERE tenant = $1 AND event_id = $3 AND instance_id = $2`,
+			t.tenant, t.id, eid, string(reason), execution, t.now.UnixNano())
+	}
+	return nil
 }

@@ -4,10 +4,16 @@ import (
 	"github.com/heraldwf/herald/storage"
 )
 
-// SubscribeKinds is Subscribe for the work of the kinds in the mask: a
-// subscriber to turns is not woken by a new activity task, nor one to
-// activities by a raised event, whichever store on the schema wrote them
-// (the NOTIFY payload carries the kinds, see notifyPayload).
+// SubscribeKinds: see storage.Notifier. A subscriber is woken whenever
+// new work of its kinds is committed for the tenant, by this store or,
+// through NOTIFY, by any other store on the same schema (the NOTIFY
+// payload carries the kinds, see notifyPayload); a subscriber to turns is
+// not woken by a new activity task, nor one to activities by a raised
+// event. It is also woken whenever the store's LISTEN connection is
+// re-established after it was lost, because notifications sent meanwhile
+// are lost. The first call starts that connection and waits (at most 5 s)
+// until LISTEN is in effect, so that a write committed after
+// SubscribeKinds returns wakes the subscriber wherever it happens.
 func (s *Store) SubscribeKinds(tenant string, kinds storage.WorkKind) (<-chan struct{}, func()) {
 	ch, cancel := s.hub.SubscribeKinds(tenant, kinds)
 	if !s.closed.Load() {

@@ -11,12 +11,7 @@ import (
 	"github.com/heraldwf/herald/storage/internal/backend"
 )
 
-// LeaderElect makes p.Holder the leader of (p.Tenant, p.Name) until
-// p.Now+p.Lease if nobody holds it, if p.Holder already holds it (a renewal,
-// even of a lease that ran out), or if another holder's lease ended before
-// p.Now; it reports whether p.Holder leads. A lease ending exactly at p.Now
-// is still live. A non-positive Lease is refused. One atomic upsert: of
-// concurrent candidates exactly one wins a free leadership.
+// LeaderElect: see storage.LeaderStore.
 func (s *Store) LeaderElect(ctx context.Context, p *storage.LeaderElectParams) (bool, error) {
 	if p == nil {
 		return false, errors.New("postgres: elect leader: nil params")
@@ -48,8 +43,7 @@ func (s *Store) LeaderElect(ctx context.Context, p *storage.LeaderElectParams) (
 	return won, nil
 }
 
-// LeaderResign ends p.Holder's leadership of (p.Tenant, p.Name) at once, if
-// it has it; otherwise it does nothing.
+// LeaderResign: see storage.LeaderStore.
 func (s *Store) LeaderResign(ctx context.Context, p *storage.LeaderElectParams) error {
 	if p == nil {
 		return errors.New("postgres: resign leadership: nil params")

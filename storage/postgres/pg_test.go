@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/heraldwf/herald/heraldtype"
 	"github.com/heraldwf/herald/history"
 	"github.com/heraldwf/herald/storage"
 	"github.com/heraldwf/herald/storage/postgres"
@@ -134,7 +135,7 @@ func TestCloseThenErrClosed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ch, cancel := s.Subscribe("t") // starts the listener, which Close must stop
+	ch, cancel := s.SubscribeKinds("t", storage.WorkAll) // starts the listener, which Close must stop
 	defer cancel()
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
@@ -143,10 +144,10 @@ func TestCloseThenErrClosed(t *testing.T) {
 		t.Fatalf("second Close: %v", err)
 	}
 	ctx := context.Background()
-	if _, err := s.InstanceGet(ctx, &storage.InstanceGetParams{Tenant: "t", ID: "i"}); !errors.Is(err, storage.ErrClosed) {
+	if _, err := s.InstanceGet(ctx, &storage.InstanceGetParams{Tenant: "t", ID: "i"}); !errors.Is(err, heraldtype.ErrClosed) {
 		t.Fatalf("InstanceGet after Close: %v, want ErrClosed", err)
 	}
-	if _, err := s.EventRaise(ctx, &storage.EventRaiseParams{Tenant: "t", InstanceID: "i", EventID: "e", Now: t0}); !errors.Is(err, storage.ErrClosed) {
+	if _, err := s.EventRaise(ctx, &storage.EventRaiseParams{Tenant: "t", InstanceID: "i", EventID: "e", Now: t0}); !errors.Is(err, heraldtype.ErrClosed) {
 		t.Fatalf("EventRaise after Close: %v, want ErrClosed", err)
 	}
 	select {
@@ -163,9 +164,9 @@ func TestNotifyWakesOtherStore(t *testing.T) {
 	writer, reader := open(t, schema), open(t, schema)
 	ctx := context.Background()
 
-	ch, cancel := reader.Subscribe("t")
+	ch, cancel := reader.SubscribeKinds("t", storage.WorkAll)
 	defer cancel()
-	other, cancelOther := reader.Subscribe("other")
+	other, cancelOther := reader.SubscribeKinds("other", storage.WorkAll)
 	defer cancelOther()
 
 	if _, err := writer.InstanceCreate(ctx, &storage.InstanceCreateParams{Tenant: "t", ID: "i", Workflow: "wf", Now: t0}); err != nil {
@@ -229,7 +230,7 @@ func TestNotifyKinds(t *testing.T) {
 		ids[i] = m.ID
 	}
 	if _, err := writer.TurnCommit(ctx, &storage.TurnCommitParams{Tenant: "t", InstanceID: "i", LockToken: turn[0].LockToken,
-		Execution: 1, Now: t0, ConsumedMessages: ids, Status: storage.StatusRunning,
+		Execution: 1, Now: t0, ConsumedMessages: ids, Status: heraldtype.StatusRunning,
 		NewEvents:  []history.Event{{Seq: 2, Kind: history.ActivityScheduled, Name: "a", Time: t0}},
 		Activities: []storage.ActivityTask{{TaskSeq: 2, Name: "a"}}}); err != nil {
 		t.Fatal(err)
@@ -269,7 +270,7 @@ func TestListenerReconnects(t *testing.T) {
 	schema := newSchema(t)
 	writer, reader := open(t, schema), open(t, schema)
 	ctx := context.Background()
-	ch, cancel := reader.Subscribe("t")
+	ch, cancel := reader.SubscribeKinds("t", storage.WorkAll)
 	defer cancel()
 
 	conn := connect(t)
@@ -537,7 +538,7 @@ func TestCommitBatchFailsAlone(t *testing.T) {
 				token += "-stale"
 			}
 			_, errs[i] = s.TurnCommit(ctx, &storage.TurnCommitParams{Tenant: "t", InstanceID: turn.Instance.ID, LockToken: token,
-				Execution: 1, Now: t0, ConsumedMessages: ids, Status: storage.StatusCompleted, Output: json.RawMessage(`1`),
+				Execution: 1, Now: t0, ConsumedMessages: ids, Status: heraldtype.StatusCompleted, Output: json.RawMessage(`1`),
 				NewEvents: []history.Event{{Seq: 2, Kind: history.ExecutionCompleted, Time: t0}}})
 		}()
 	}
@@ -552,10 +553,10 @@ func TestCommitBatchFailsAlone(t *testing.T) {
 			t.Fatal(err)
 		}
 		if stale(i) {
-			if !errors.Is(errs[i], storage.ErrLeaseLost) {
+			if !errors.Is(errs[i], heraldtype.ErrLeaseLost) {
 				t.Errorf("%s, stale token: %v, want ErrLeaseLost", turn.Instance.ID, errs[i])
 			}
-			if inst.Status != storage.StatusPending || len(h) != 1 {
+			if inst.Status != heraldtype.StatusPending || len(h) != 1 {
 				t.Errorf("%s, stale token: status %s, %d history events; want pending, 1", turn.Instance.ID, inst.Status, len(h))
 			}
 			continue
@@ -563,7 +564,7 @@ func TestCommitBatchFailsAlone(t *testing.T) {
 		if errs[i] != nil {
 			t.Errorf("%s: %v", turn.Instance.ID, errs[i])
 		}
-		if inst.Status != storage.StatusCompleted || len(h) != 2 {
+		if inst.Status != heraldtype.StatusCompleted || len(h) != 2 {
 			t.Errorf("%s: status %s, %d history events; want completed, 2", turn.Instance.ID, inst.Status, len(h))
 		}
 	}
@@ -618,7 +619,7 @@ func TestRaiseBatchOutcomes(t *testing.T) {
 		p := raise(i)
 		switch {
 		case p.InstanceID == "i00":
-			if !errors.Is(o.err, storage.ErrInstanceNotRunning) {
+			if !errors.Is(o.err, heraldtype.ErrInstanceNotRunning) {
 				t.Errorf("raise %d to the ended instance: %v, want ErrInstanceNotRunning", i, o.err)
 			}
 		case o.err != nil:
@@ -667,7 +668,7 @@ func TestDefinitionGetsBatched(t *testing.T) {
 	schema := newSchema(t)
 	s := open(t, schema, postgres.WithMaxConns(2))
 	ctx := context.Background()
-	get := func(name string) (*storage.EventDefinition, error) {
+	get := func(name string) (*heraldtype.EventDefinition, error) {
 		return s.EventDefinitionGet(ctx, &storage.EventDefinitionGetParams{Tenant: "t", Name: name})
 	}
 	var wg sync.WaitGroup
@@ -675,26 +676,26 @@ func TestDefinitionGetsBatched(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := get("d"); !errors.Is(err, storage.ErrNotFound) {
+			if _, err := get("d"); !errors.Is(err, heraldtype.ErrNotFound) {
 				t.Errorf("before the put: %v, want ErrNotFound", err)
 			}
 		}()
 	}
 	wg.Wait()
-	if _, err := s.EventDefinitionPut(ctx, &storage.EventDefinitionPutParams{Now: t0, Definition: storage.EventDefinition{
-		Tenant: "t", Name: "d", Schema: json.RawMessage(`{"type":"object"}`)}}); err != nil {
+	if _, err := s.EventDefinitionPut(ctx, &storage.EventDefinitionPutParams{Tenant: "t", Now: t0, Definition: heraldtype.EventDefinition{
+		Name: "d", Schema: json.RawMessage(`{"type":"object"}`)}}); err != nil {
 		t.Fatal(err)
 	}
-	defs := make([]*storage.EventDefinition, 50)
+	defs := make([]*heraldtype.EventDefinition, 50)
 	for i := range defs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			d, err := get([]string{"d", "other"}[i%2])
 			switch {
-			case i%2 == 1 && !errors.Is(err, storage.ErrNotFound):
+			case i%2 == 1 && !errors.Is(err, heraldtype.ErrNotFound):
 				t.Errorf("another name: %v, want ErrNotFound", err)
-			case i%2 == 0 && (err != nil || d.Version != 1 || string(d.Schema) != `{"type":"object"}`):
+			case i%2 == 0 && (err != nil || string(d.Schema) != `{"type":"object"}`):
 				t.Errorf("after the put: %+v, %v", d, err)
 			}
 			defs[i] = d
@@ -754,7 +755,7 @@ func TestRoundTripsPerCall(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	commit(turn, &storage.TurnCommitParams{Status: storage.StatusRunning,
+	commit(turn, &storage.TurnCommitParams{Status: heraldtype.StatusRunning,
 		NewEvents: []history.Event{{Seq: 2, Kind: history.EventSubscribed, Name: "go", Time: t0}}})
 
 	count := func(what string, fn func()) {
@@ -766,7 +767,7 @@ func TestRoundTripsPerCall(t *testing.T) {
 		}
 	}
 	count("EventDefinitionGet", func() {
-		if _, err := s.EventDefinitionGet(ctx, &storage.EventDefinitionGetParams{Tenant: "t", Name: "go"}); !errors.Is(err, storage.ErrNotFound) {
+		if _, err := s.EventDefinitionGet(ctx, &storage.EventDefinitionGetParams{Tenant: "t", Name: "go"}); !errors.Is(err, heraldtype.ErrNotFound) {
 			t.Fatal(err)
 		}
 	})
@@ -778,7 +779,7 @@ func TestRoundTripsPerCall(t *testing.T) {
 	count("TurnClaim", func() { turn = claimOneTurn(t, s) })
 	count("TurnCommit", func() {
 		m := turn.Messages[0]
-		commit(turn, &storage.TurnCommitParams{Status: storage.StatusCompleted, Output: json.RawMessage(`1`),
+		commit(turn, &storage.TurnCommitParams{Status: heraldtype.StatusCompleted, Output: json.RawMessage(`1`),
 			NewEvents: []history.Event{{Seq: 3, Kind: history.EventRaised, EventID: m.EventID, Name: "go", Time: t0},
 				{Seq: 4, Kind: history.ExecutionCompleted, Time: t0}},
 			Fates: []storage.FateUpdate{{EventID: m.EventID, Fate: history.FateDelivered, Execution: 1, OriginExecution: 1, WaitNumber: 1}}})

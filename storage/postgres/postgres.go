@@ -31,8 +31,11 @@
 // id, so that the event cannot be left in the inbox of an instance that is
 // not ready to be claimed. TurnCommit first locks the instance row and
 // checks the lock token; any mismatch aborts the whole batch with
-// storage.ErrLeaseLost. The common turn commit (history, consumed messages,
-// fates, status) is one statement, herald_commit (migration 0005).
+// heraldtype.ErrLeaseLost. The common turn commit (history, consumed messages,
+// fates, status) is one statement, herald_commit (migration 0007). The
+// lane rules a commit applies (the instance-end drops, the hand-on of a
+// delete-after-first correlated event) are package backend's, in Go, run
+// over laneTx's primitives; the schema's functions decide none of them.
 //
 // # Group commit
 //
@@ -69,7 +72,7 @@
 // that changes the inbox); instances whose lease ran out come from an index
 // on lease_until. A claim is committed with synchronous_commit off: losing
 // one in a database crash only loses the lease, and the token it handed out
-// then fails to commit (storage.ErrLeaseLost), so nothing is duplicated.
+// then fails to commit (heraldtype.ErrLeaseLost), so nothing is duplicated.
 // Every other write is committed with the database's synchronous_commit
 // setting. A turn claim is one round trip: the statement that leases the
 // instances, then, in the same transaction (each statement with a snapshot
@@ -141,7 +144,7 @@
 //     raise order).
 //   - EventDefinitionPut refuses an unknown buffer policy and a negative
 //     retention, payload cap or correlation TTL. A definition put again
-//     after EventDefinitionDelete continues the deleted one's Version (with
+//     after EventDefinitionDelete continues the deleted one's version (with
 //     a new CreatedAt).
 //   - Correlated lane: a wait made and withdrawn in the same turn (its seq
 //     in both CorrelatedWaits and CancelCorrelatedWaits) is neither
@@ -184,6 +187,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/heraldwf/herald/heraldtype"
 	"github.com/heraldwf/herald/storage"
 	"github.com/heraldwf/herald/storage/internal/backend"
 )
@@ -201,6 +205,10 @@ type config struct {
 	maxRetries int
 	syncCommit string
 	poolConfig func(*pgxpool.Config)
+	// goCorrelated applies the correlated lane's Go rules (package
+	// backend) instead of their one-statement SQL; tests only (see
+	// commitWaitSQL).
+	goCorrelated bool
 }
 
 // Option configures Open.
@@ -293,6 +301,8 @@ type Store struct {
 	warm     statsWarmer
 	notifier notifier
 	listener listener
+
+	tenantsSeen sync.Map // tenant id → struct{}: known to be registered
 }
 
 var _ storage.Store = (*Store)(nil)
@@ -378,7 +388,7 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 
 // Close stops the listener, sends the notifications still queued, and closes
 // the pool (waiting for the calls in flight to release their connections).
-// Calls made after Close return storage.ErrClosed. Close is idempotent;
+// Calls made after Close return heraldtype.ErrClosed. Close is idempotent;
 // Subscribe channels are not closed.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
@@ -398,25 +408,6 @@ func (s *Store) Schema() string { return s.cfg.schema }
 // Channel returns the name of the NOTIFY channel the store's wake-ups use
 // ("herald_<schema>").
 func (s *Store) Channel() string { return s.channel }
-
-// Subscribe returns a channel that receives a value (coalesced: its buffer
-// holds one) whenever new work for the tenant is committed: by this store
-// (an instance created, an event raised, a turn committed that left or added
-// work, an activity result or retry, an abandoned turn, a termination), or,
-// through NOTIFY, by any other store on the same schema. It also receives a
-// value whenever the store's LISTEN connection is re-established after it
-// was lost, because notifications sent meanwhile are lost. The first call
-// starts that connection and waits (at most 5 s) until LISTEN is in effect,
-// so that a write committed after Subscribe returns wakes the subscriber
-// wherever it happens. Writers never block on the channel. cancel
-// unsubscribes; it is idempotent. The channel is never closed.
-func (s *Store) Subscribe(tenant string) (<-chan struct{}, func()) {
-	ch, cancel := s.hub.Subscribe(tenant)
-	if !s.closed.Load() {
-		s.listener.ensure()
-	}
-	return ch, cancel
-}
 
 // signal tells subscribers, here and in other processes, that tenant has new
 // work of the kinds in the mask. Call it after the write has committed.
@@ -441,10 +432,14 @@ func (s *Store) instanceLockKey(tenant, id string) int64 {
 const (
 	codeLeaseLost      = "HL001"
 	codeWrongExecution = "HL002"
+	// codeEndDrops: herald_end was asked to end an instance that still has
+	// events to drop; the commit runs again in a transaction that drops
+	// them (backend.EndInstance).
+	codeEndDrops = "HL003"
 )
 
 // codeDiskFull is disk_full: the server could not extend a file (the
-// transaction was rolled back). do marks it with storage.ErrStorageFull.
+// transaction was rolled back). do marks it with heraldtype.ErrStorageFull.
 // Out of memory (53200) and the program limits (class 54) are not about
 // room to store and stay as they are.
 const codeDiskFull = "53100"
@@ -469,7 +464,7 @@ func pgConstraint(err error) string {
 // failed or was closed by it under the call: SQLSTATE class 08 (connection
 // exception), 57P01–57P03 (the backend was terminated, the server is
 // shutting down or starting), or a network error with no SQLSTATE. Such an
-// error is mapped onto storage.ErrUnavailable.
+// error is mapped onto heraldtype.ErrUnavailable.
 func connectionLost(err error) bool {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
@@ -488,28 +483,28 @@ func connectionLost(err error) bool {
 // pgconn says happened before anything was sent (SafeToRetry). fn must be
 // safe to run again: every attempt is a new transaction, and a failed one
 // wrote nothing. Any other lost connection is returned wrapped in
-// storage.ErrUnavailable: a write may or may not have committed, so only the
+// heraldtype.ErrUnavailable: a write may or may not have committed, so only the
 // caller knows whether it may retry.
 func (s *Store) do(ctx context.Context, fn func(ctx context.Context) error) error {
 	if s.closed.Load() {
-		return storage.ErrClosed
+		return heraldtype.ErrClosed
 	}
 	for attempt := 0; ; attempt++ {
 		err := fn(ctx)
 		if err == nil {
 			return nil
 		}
-		if s.closed.Load() && !errors.Is(err, storage.ErrClosed) {
-			return fmt.Errorf("%w (%v)", storage.ErrClosed, err)
+		if s.closed.Load() && !errors.Is(err, heraldtype.ErrClosed) {
+			return fmt.Errorf("%w (%v)", heraldtype.ErrClosed, err)
 		}
 		code := pgCode(err)
 		if code == codeDiskFull {
-			return fmt.Errorf("%w (%w)", err, storage.ErrStorageFull)
+			return fmt.Errorf("%w (%w)", err, heraldtype.ErrStorageFull)
 		}
 		retry := code == "40001" || code == "40P01" || (pgconn.SafeToRetry(err) && ctx.Err() == nil)
 		if !retry || attempt >= s.cfg.maxRetries {
-			if connectionLost(err) && !errors.Is(err, storage.ErrUnavailable) {
-				return fmt.Errorf("%w: %w", storage.ErrUnavailable, err)
+			if connectionLost(err) && !errors.Is(err, heraldtype.ErrUnavailable) {
+				return fmt.Errorf("%w: %w", heraldtype.ErrUnavailable, err)
 			}
 			return err
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/heraldwf/herald/heraldtype"
 	"github.com/heraldwf/herald/history"
 	"github.com/heraldwf/herald/storage"
 	"github.com/heraldwf/herald/storage/internal/backend"
@@ -50,7 +51,7 @@ const claimTurnsSQL = `WITH ready AS MATERIALIZED (
 SELECT c.*, s.ids FROM claimed c
 CROSS JOIN (SELECT set_config('herald.claimed', (SELECT array_agg(id)::text FROM claimed), true) AS ids) s`
 
-const instanceColsI = `i.tenant, i.id, i.workflow, i.status, i.execution, i.input, i.output, i.failure, i.created_at, i.updated_at, i.lock_token, i.lease_until`
+const instanceColsI = `i.tenant, i.id, i.workflow, i.status, i.execution, i.input, i.output, i.failure, i.created_at, i.updated_at, i.blocked, i.lock_token, i.lease_until`
 
 // claimedIDs is the SQL of the ids the claim statement before it in the
 // same transaction claimed (none if it claimed none: the setting is then
@@ -102,23 +103,11 @@ const claimStateSQL = `SELECT c.id, w.x IS NOT NULL, a.x IS NOT NULL FROM ` + cl
 
 const messageColsM = `m.id, m.kind, m.execution, m.task_seq, m.lane, m.event_id, m.name, m.key, m.payload, m.latest, m.result, m.failure, m.visible_at, m.created_at`
 
-// TurnClaim claims up to p.Max (default 1) instances of the tenant that are
-// not terminal, have at least one inbox message visible at p.Now, have no
-// live lease (none, or one that ended before p.Now) and are not delayed by
-// TurnAbandon's RetryAt. The instance that has waited longest comes first:
-// instances are ordered by the visible_at of their earliest message (ties in
-// creation order). Each gets a new random lock token and a lease until
-// p.Now+p.Lease (default 30 s); its turn holds the current execution's whole
-// history and its visible messages in id order, at most p.MaxMessages
-// (default 1000). Messages for instance ids that do not exist are never
-// claimed.
-//
-// Instances another transaction holds at that moment (a concurrent claim, a
-// commit, a raise) are skipped, so a claim may return fewer turns than there
-// is work: callers claim again when woken. The whole claim is one round
-// trip: one transaction, committed without waiting for a disk flush (see the
-// package comment), that leases the instances and then reads their
-// histories and messages.
+// TurnClaim: see storage.TurnStore. Instances another transaction holds at
+// that moment (a concurrent claim, a commit, a raise) are skipped. The
+// whole claim is one round trip: one transaction, committed without waiting
+// for a disk flush (see the package comment), that leases the instances and
+// then reads their histories and messages.
 func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*storage.Turn, error) {
 	if p == nil {
 		return nil, errors.New("postgres: claim turns: nil params")
@@ -150,7 +139,7 @@ func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*s
 					ids *string
 				)
 				r, err := scanInstance(rows, &c.readyAt, &c.rid, &ids)
-				if err != nil && (r == nil || !errors.Is(err, storage.ErrCorrupt)) {
+				if err != nil && (r == nil || !errors.Is(err, heraldtype.ErrCorrupt)) {
 					return err
 				}
 				c.turn = &storage.Turn{Instance: r.Instance, LockToken: *r.lockToken, LeaseUntil: leaseUntil, Err: err}
@@ -197,7 +186,7 @@ func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*s
 					return fmt.Errorf("message of %q, which was not claimed", id)
 				}
 				if err != nil {
-					if t == nil || !errors.Is(err, storage.ErrCorrupt) {
+					if t == nil || !errors.Is(err, heraldtype.ErrCorrupt) {
 						return err
 					}
 					if t.Err == nil {
@@ -261,6 +250,7 @@ func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*s
 // not load every message).
 type claimState struct {
 	markers, tasks, deliveries bool
+	blocked                    bool // the instance had a Blocked reason (see unblockSQL)
 }
 
 // claimNotes remembers, by lock token, what this store's claims saw of the
@@ -311,7 +301,7 @@ func (n *claimNotes) take(token string) claimState {
 	defer n.mu.Unlock()
 	note, ok := n.notes[token]
 	if !ok {
-		return claimState{markers: true, tasks: true, deliveries: true}
+		return claimState{markers: true, tasks: true, deliveries: true, blocked: true}
 	}
 	delete(n.notes, token)
 	return note.claimState
@@ -321,6 +311,7 @@ func (n *claimNotes) take(token string) claimState {
 // messages is a correlated-lane event (or not all of them were loaded).
 func (s *Store) noteClaim(t *storage.Turn, maxMessages int, st claimState) {
 	st.deliveries = len(t.Messages) >= maxMessages
+	st.blocked = t.Instance.Blocked != ""
 	for i := range t.Messages {
 		if t.Messages[i].Lane == history.LaneCorrelated {
 			st.deliveries = true
@@ -344,41 +335,13 @@ func (s *Store) releaseClaims(tenant string, turns []*storage.Turn) {
 		WHERE i.tenant = $1 AND i.id = t.id AND i.lock_token = t.token`, tenant, ids, tokens)
 }
 
-// TurnCommit commits a claimed turn in one transaction, sent as one batch
-// (a transaction that the commits of concurrent turns may share, see
-// commitBatch; the outcome is this turn's alone).
-// It fails with storage.ErrLeaseLost, writing nothing, unless p.LockToken
-// still owns the instance (the lease may have run out as long as no one else
-// claimed the instance since) and the instance is not terminal. Any other
-// failure (a NewEvents seq already taken, a bad status) writes nothing
-// either.
-//
-// In order it: appends NewEvents to p.Execution's history (their Seq set by
-// the caller); deletes ConsumedMessages; schedules Activities (attempt 1,
-// visible at once; Tenant, InstanceID and a zero Execution are taken from
-// p); adds Timers as timer_fired messages visible at FireAt; deletes the
-// timers of CancelTimers; cancels CancelActivities (an unleased task, or one
-// whose lease ran out, is deleted; a leased one is marked cancel_requested);
-// applies Fates to the instance's ledger rows (ids not in the ledger are
-// ignored); unless the turn ends the execution, deletes the markers of
-// CancelCorrelatedWaits, hands on the delete-after-first events a put
-// delivered to those waits while the turn ran (rerouteWithdrawn /
-// rerouteSQL: to the oldest other waiter, or stored again), and handles
-// CorrelatedWaits (a wait that was also withdrawn is skipped; a live
-// correlated event is delivered at once, otherwise a marker is stored); a
-// turn that ends the execution hands on such deliveries made to any wait
-// of the execution; hands on the delete-after-first events of
-// ReturnedCorrelated the same way (after the waits, so that a wait of this
-// very turn can receive one); sets status (empty means running), output
-// and failure. A terminal status then drops the instance's pending and
-// buffered events (instance_terminal) with EventDropped breadcrumbs appended
-// after NewEvents, and deletes its inbox, activity tasks and correlation
-// markers. ContinueAsNew moves the instance to execution p.Execution+1
-// (status running, its input), writes StartEvents as that execution's
-// history, deletes the old executions' timers and activity results and the
-// instance's correlation markers, deletes their unleased activity tasks and
-// marks leased ones cancel_requested, and adds a kick message. Finally the
-// lease is cleared.
+// TurnCommit: see storage.TurnStore. Most commits are one batch (a
+// transaction that the commits of concurrent turns may share, see
+// commitBatch; the outcome is this turn's alone), and the common one a
+// single herald_commit call (simpleCommit). A commit that must hand on a
+// correlated delivery, or that ends an instance with events to drop (which
+// herald_end refuses with codeEndDrops), runs in an interactive
+// transaction that applies package backend's rules (laneTx).
 //
 // A commit with correlated waits first takes the advisory locks of their
 // (tenant, definition, key), as CorrelatedPut does, so that a put and the
@@ -428,7 +391,7 @@ func (s *Store) TurnCommit(ctx context.Context, p *storage.TurnCommitParams) ([]
 type commitCall struct {
 	ctx    context.Context
 	p      *storage.TurnCommitParams
-	status storage.Status
+	status heraldtype.Status
 	now    time.Time
 	seen   claimState
 
@@ -439,19 +402,28 @@ type commitCall struct {
 // ending reports whether the commit ends the execution.
 func (c *commitCall) ending() bool { return c.status.Terminal() || c.p.ContinueAsNew != nil }
 
+// batchableFields are the fields of TurnCommitParams a commit may set and
+// still share a transaction with others: all but those that make it take
+// advisory locks (correlated waits made, withdrawn or given back). A field
+// added after this list was written makes a commit run on its own.
+var batchableFields = backend.NewFieldGuard[storage.TurnCommitParams](
+	"Tenant", "InstanceID", "LockToken", "Execution", "Now",
+	"NewEvents", "ConsumedMessages", "Activities", "Timers", "CancelTimers", "CancelActivities", "Fates",
+	"Status", "Output", "Failure", "ContinueAsNew")
+
 // batchable reports whether the commit takes no advisory lock: it
 // registers no correlated wait, withdraws none, returns no correlated
 // event, and cannot have to hand on a delivery (its claim saw no marker and
 // no correlated event, or it ends nothing). Those commits may share a
 // transaction (see commitBatch).
 func (c *commitCall) batchable() bool {
-	if len(c.p.CancelCorrelatedWaits) > 0 || len(c.p.ReturnedCorrelated) > 0 {
+	if !batchableFields.Only(c.p) {
 		return false
 	}
 	if c.ending() {
 		return !c.seen.markers && !c.seen.deliveries
 	}
-	return len(c.p.CorrelatedWaits) == 0
+	return true
 }
 
 // commitOne commits c in a transaction of its own, retried on serialization
@@ -471,10 +443,24 @@ func (s *Store) commitOne(ctx context.Context, c *commitCall) error {
 				return err
 			}
 		}
-		if c.res, err = s.queueCommit(&b, c.p, c.status, gone, c.seen, c.now); err != nil {
-			return err
+		// One batch, unless a delivery is to be handed on; and if the
+		// instance ends with events to drop (herald_end says so), again in
+		// an interactive transaction.
+		if len(gone) == 0 && len(c.p.ReturnedCorrelated) == 0 && !(s.cfg.goCorrelated && !c.ending() && len(backend.Waits(c.p)) > 0) {
+			if c.res, err = s.queueCommit(&b, c.p, c.status, nil, c.seen, c.now, nil); err != nil {
+				return err
+			}
+			if err = b.send(ctx, s.pool); pgCode(err) != codeEndDrops {
+				return commitErr(err)
+			}
 		}
-		return commitErr(b.send(ctx, s.pool))
+		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			lt := newLaneTx(ctx, tx, c.p.Tenant, c.p.InstanceID, c.now)
+			if c.res, err = s.queueCommit(lt.b, c.p, c.status, gone, c.seen, c.now, lt); err != nil {
+				return commitErr(err)
+			}
+			return commitErr(lt.flush())
+		})
 	})
 }
 
@@ -518,7 +504,7 @@ func (s *Store) commitBatch(calls []*combined[*commitCall]) {
 	)
 	for _, cc := range calls {
 		c := cc.call
-		if c.res, err = s.queueCommit(&b, c.p, c.status, nil, c.seen, c.now); err != nil {
+		if c.res, err = s.queueCommit(&b, c.p, c.status, nil, c.seen, c.now, nil); err != nil {
 			break
 		}
 	}
@@ -552,7 +538,7 @@ func commitErr(err error) error {
 	if errors.As(err, &pe) {
 		switch {
 		case pe.Code == codeLeaseLost:
-			return fmt.Errorf("%s: %w", pe.Message, storage.ErrLeaseLost)
+			return fmt.Errorf("%s: %w", pe.Message, heraldtype.ErrLeaseLost)
 		case pe.Code == codeWrongExecution:
 			return errors.New(pe.Message)
 		case pe.ConstraintName == "activities_pkey":
@@ -564,7 +550,12 @@ func commitErr(err error) error {
 
 // queueCommit queues TurnCommit's statements; res is filled in as the batch
 // runs.
-func (s *Store) queueCommit(b *batch, p *storage.TurnCommitParams, status storage.Status, gone []withdrawnWait, seen claimState, now time.Time) (res *commitResult, err error) {
+//
+// With lt (an interactive transaction; b is then lt.b) it also runs the
+// rules that read as they go (backend.HandOnWithdrawn, HandOnReturned,
+// EndInstance); without, the commit is one batch and its caller has made
+// sure no delivery is to be handed on (gone and ReturnedCorrelated empty).
+func (s *Store) queueCommit(b *batch, p *storage.TurnCommitParams, status heraldtype.Status, gone []withdrawnWait, seen claimState, now time.Time, lt *laneTx) (res *commitResult, err error) {
 	tenant, id, execution, nowN := p.Tenant, p.InstanceID, p.Execution, now.UnixNano()
 	res = &commitResult{added: len(p.Activities) > 0 || len(p.Timers) > 0}
 
@@ -574,10 +565,16 @@ func (s *Store) queueCommit(b *batch, p *storage.TurnCommitParams, status storag
 	var waits []storage.CorrelatedWait
 	ending := status.Terminal() || p.ContinueAsNew != nil
 	if !ending {
-		waits = correlatedWaits(p)
+		waits = backend.Waits(p)
 	}
-	if simpleCommit(p, waits, gone) {
-		return res, s.queueSimpleCommit(b, res, p, status, seen, now)
+	if lt == nil && simpleCommit(p, gone) {
+		if err := s.queueSimpleCommit(b, res, p, status, seen, now); err != nil {
+			return nil, err
+		}
+		if seen.blocked {
+			b.exec("clear blocked", unblockSQL, tenant, id)
+		}
+		return res, nil
 	}
 	s.queueCorrelatedLocks(b, tenant, waits, gone, p.ReturnedCorrelated)
 	b.exec("", `SELECT herald_fence($1, $2, $3, $4)`, tenant, id, p.LockToken, execution)
@@ -587,9 +584,9 @@ func (s *Store) queueCommit(b *batch, p *storage.TurnCommitParams, status storag
 			return nil, err
 		}
 	}
-	// A terminal commit deletes the whole inbox (queueEnd); the consumed
+	// A terminal commit deletes the whole inbox (queueClear); the consumed
 	// messages go first only if a withdrawn wait's delivery must be told
-	// from them (queueReroute).
+	// from them (the hand-on).
 	if len(p.ConsumedMessages) > 0 && (!status.Terminal() || len(gone) > 0) {
 		b.exec("delete consumed messages", `DELETE FROM inbox WHERE tenant = $1 AND instance_id = $2 AND id = ANY($3::bigint[])`,
 			tenant, id, p.ConsumedMessages)
@@ -668,17 +665,55 @@ func (s *Store) queueCommit(b *batch, p *storage.TurnCommitParams, status storag
 		}
 	}
 
-	if !ending {
-		queueCorrelatedWaits(b, p, waits, gone, nowN)
-	} else {
-		// The turn ends the execution: every wait is withdrawn.
-		queueReroute(b, p, gone, true, nowN)
+	// Correlated-lane work, in order: the withdrawn waits' markers go and
+	// the deliveries a put made to them are handed on (with ending, those
+	// of every wait of the execution), the new waits are registered, and
+	// the returned events are handed on (a wait of this very turn can
+	// receive one). The hand-on reads, so it runs only in an interactive
+	// transaction (lt); without one the caller has made sure there is
+	// nothing to hand on.
+	if !ending && len(p.CancelCorrelatedWaits) > 0 {
+		b.exec("cancel correlated waits", `DELETE FROM correlated_waits
+			WHERE tenant = $1 AND instance_id = $2 AND execution = $3 AND task_seq = ANY($4::integer[])`,
+			tenant, id, execution, p.CancelCorrelatedWaits)
 	}
-	queueHandOnReturned(b, p, ending, nowN)
+	if lt != nil {
+		if len(gone) > 0 {
+			if err := backend.HandOnWithdrawn(lt, execution, p.CancelCorrelatedWaits, ending, now); err != nil {
+				return nil, err
+			}
+		}
+	} else if len(gone) > 0 || len(p.ReturnedCorrelated) > 0 {
+		return nil, errors.New("postgres: a commit that hands on correlated events needs a transaction")
+	}
+	if s.cfg.goCorrelated && len(waits) > 0 {
+		// The reference rule (tests only; see commitWaitSQL).
+		if lt == nil {
+			return nil, errors.New("postgres: the Go correlated rules need a transaction")
+		}
+		if err := backend.RegisterWaits(lt, p); err != nil {
+			return nil, err
+		}
+	} else {
+		queueCorrelatedWaits(b, p, waits, nowN)
+	}
+	if lt != nil {
+		if err := backend.HandOnReturned(lt, p.ReturnedCorrelated, ending, now); err != nil {
+			return nil, err
+		}
+	}
 
 	if status.Terminal() {
 		// Tasks scheduled by this very commit are deleted with the others.
-		b.queueEnd(&res.dropped, tenant, id, execution, now, seen.tasks || len(p.Activities) > 0, seen.markers)
+		// Without a transaction to drop undelivered events in, herald_end
+		// refuses an instance that has some (codeEndDrops) and the commit
+		// runs again in one.
+		if lt != nil {
+			if res.dropped, err = backend.EndInstance(lt, execution, now); err != nil {
+				return nil, err
+			}
+		}
+		b.queueClear(tenant, id, seen.tasks || len(p.Activities) > 0, seen.markers, lt == nil)
 	}
 
 	next := execution
@@ -720,7 +755,7 @@ func (s *Store) queueCommit(b *batch, p *storage.TurnCommitParams, status storag
 		return row.Scan(&res.ready)
 	}, `UPDATE instances SET status = $3, output = $4, failure = $5, updated_at = $6,
 			execution = $7, input = CASE WHEN $8 THEN $9 ELSE input END,
-			lock_token = NULL, lease_until = 0, not_before = 0, ready_at = `+readyAtSQL+`
+			lock_token = NULL, lease_until = 0, not_before = 0, blocked = '', ready_at = `+readyAtSQL+`
 		WHERE tenant = $1 AND id = $2
 		RETURNING ready_at`,
 		tenant, id, string(status), backend.RawArg(p.Output), failure, nowN, next, p.ContinueAsNew != nil, input)
@@ -728,23 +763,27 @@ func (s *Store) queueCommit(b *batch, p *storage.TurnCommitParams, status storag
 	return res, nil
 }
 
-// simpleCommit reports whether herald_commit can do p's commit: it appends
-// history, consumes messages, updates fates and sets the status, and
-// nothing else (no activity, timer, cancellation, continue-as-new or
-// correlated-lane work, returned correlated events included).
-func simpleCommit(p *storage.TurnCommitParams, waits []storage.CorrelatedWait, gone []withdrawnWait) bool {
-	return len(p.Activities) == 0 && len(p.Timers) == 0 && len(p.CancelTimers) == 0 && len(p.CancelActivities) == 0 &&
-		p.ContinueAsNew == nil && len(waits) == 0 && len(p.CancelCorrelatedWaits) == 0 && len(gone) == 0 &&
-		len(p.ReturnedCorrelated) == 0
+// simpleFields are the fields of TurnCommitParams herald_commit handles:
+// it appends history, consumes messages, updates fates and sets the
+// status, and nothing else. A commit that sets any other field (an
+// activity, a timer, a cancellation, continue-as-new, correlated-lane work,
+// or a field added after this list was written) takes the general path.
+var simpleFields = backend.NewFieldGuard[storage.TurnCommitParams](
+	"Tenant", "InstanceID", "LockToken", "Execution", "Now",
+	"NewEvents", "ConsumedMessages", "Fates", "Status", "Output", "Failure")
+
+// simpleCommit reports whether herald_commit can do p's commit (see
+// simpleFields) and no withdrawn wait needs its delivery handed on.
+func simpleCommit(p *storage.TurnCommitParams, gone []withdrawnWait) bool {
+	return simpleFields.Only(p) && len(gone) == 0
 }
 
-// commitFuncSQL calls herald_commit (migration 0005).
-const commitFuncSQL = `SELECT ready_at, crumb_seqs, crumb_ids, crumb_lanes, crumb_names
-	FROM herald_commit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)`
+// commitFuncSQL calls herald_commit (migration 0007).
+const commitFuncSQL = `SELECT herald_commit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)`
 
 // queueSimpleCommit queues a simple commit (simpleCommit) as one
 // herald_commit call; res is filled in as the batch runs.
-func (s *Store) queueSimpleCommit(b *batch, res *commitResult, p *storage.TurnCommitParams, status storage.Status, seen claimState, now time.Time) error {
+func (s *Store) queueSimpleCommit(b *batch, res *commitResult, p *storage.TurnCommitParams, status heraldtype.Status, seen claimState, now time.Time) error {
 	seqs, kinds, docs, err := historyArgs(p.NewEvents)
 	if err != nil {
 		return err
@@ -776,44 +815,31 @@ func (s *Store) queueSimpleCommit(b *batch, res *commitResult, p *storage.TurnCo
 		consumed = []int64{}
 	}
 	b.queryRow("commit", func(row pgx.Row) error {
-		var (
-			cseqs                []int32
-			cids, clanes, cnames []string
-		)
-		if err := row.Scan(&res.ready, &cseqs, &cids, &clanes, &cnames); err != nil {
-			return err
-		}
-		for i := range cseqs {
-			res.dropped = append(res.dropped, history.Event{Seq: int(cseqs[i]), Time: now, Kind: history.EventDropped,
-				Reason: history.DropInstanceTerminal, EventID: cids[i], Lane: history.Lane(clanes[i]), Name: cnames[i]})
-		}
-		return nil
+		return row.Scan(&res.ready)
 	}, commitFuncSQL, p.Tenant, p.InstanceID, p.LockToken, p.Execution, seqs, kinds, docs, consumed,
 		ids, fates, reasons, execs, origins, waits,
-		string(status), backend.RawArg(p.Output), failure, now.UnixNano(), now.Format(time.RFC3339Nano),
+		string(status), backend.RawArg(p.Output), failure, now.UnixNano(),
 		seen.tasks, seen.markers)
 	return nil
 }
 
-// TurnAbandon releases a claimed turn without committing it. With RetryAt
-// set the instance cannot be claimed before RetryAt. It returns
-// storage.ErrLeaseLost if p.LockToken no longer owns the instance.
+// TurnAbandon: see storage.TurnStore.
 func (s *Store) TurnAbandon(ctx context.Context, p *storage.TurnAbandonParams) error {
 	if p == nil {
 		return errors.New("postgres: abandon turn: nil params")
 	}
 	if p.LockToken == "" {
-		return fmt.Errorf("postgres: abandon turn of %q: empty lock token: %w", p.InstanceID, storage.ErrLeaseLost)
+		return fmt.Errorf("postgres: abandon turn of %q: empty lock token: %w", p.InstanceID, heraldtype.ErrLeaseLost)
 	}
 	s.claims.take(p.LockToken)
 	err := s.doUntilRoom(ctx, func(ctx context.Context) error {
-		ct, err := s.pool.Exec(ctx, `UPDATE instances SET lock_token = NULL, lease_until = 0, not_before = $4
-			WHERE tenant = $1 AND id = $2 AND lock_token = $3`, p.Tenant, p.InstanceID, p.LockToken, backend.Nanos(p.RetryAt))
+		ct, err := s.pool.Exec(ctx, `UPDATE instances SET lock_token = NULL, lease_until = 0, not_before = $4, blocked = $5
+			WHERE tenant = $1 AND id = $2 AND lock_token = $3`, p.Tenant, p.InstanceID, p.LockToken, backend.Nanos(p.RetryAt), p.Blocked)
 		if err != nil {
 			return fmt.Errorf("release lease: %w", err)
 		}
 		if ct.RowsAffected() == 0 {
-			return storage.ErrLeaseLost
+			return heraldtype.ErrLeaseLost
 		}
 		return nil
 	})
@@ -847,15 +873,10 @@ const nextWakeSQL = `SELECT LEAST(
 	 ORDER BY lease_until LIMIT 1)
 )`
 
-// NextWake returns the earliest time after p.Now at which work of the tenant
-// may become claimable: the earliest inbox message of an existing,
-// non-terminal, unleased instance or an activity task becoming visible, a
-// TurnAbandon RetryAt passing, or a lease (of an instance with messages, or
-// of an activity task) running out so that the work can be taken over. ok is
-// false if there is no such time. Unlike the SQLite backend it does not look
-// behind an instance's earliest message: a later timer of an instance that
-// is ready now or leased shows once its turn has committed (the committing
-// worker signals or sees it).
+// NextWake: see storage.Notifier. It does not look behind an instance's
+// earliest message: a later timer of an instance that is ready now or
+// leased shows once its turn has committed (the committing worker signals
+// or sees it), the time storage.Notifier lets a store leave out.
 func (s *Store) NextWake(ctx context.Context, p *storage.NextWakeParams) (time.Time, bool, error) {
 	if p == nil {
 		return time.Time{}, false, errors.New("postgres: next wake: nil params")
@@ -865,7 +886,11 @@ func (s *Store) NextWake(ctx context.Context, p *storage.NextWakeParams) (time.T
 	err := s.do(ctx, func(ctx context.Context) error {
 		var b batch
 		b.exec("", scanSettings)
-		b.queryRow("", func(row pgx.Row) error { return row.Scan(&at) }, nextWakeSQL, p.Tenant, now)
+		if p.AllTenants {
+			b.queryRow("", func(row pgx.Row) error { return row.Scan(&at) }, nextWakeAllSQL, now)
+		} else {
+			b.queryRow("", func(row pgx.Row) error { return row.Scan(&at) }, nextWakeSQL, p.Tenant, now)
+		}
 		return b.send(ctx, s.pool)
 	})
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/heraldwf/herald/heraldtype"
 	"github.com/heraldwf/herald/storage"
 	"github.com/heraldwf/herald/storage/internal/backend"
 )
@@ -35,11 +36,8 @@ func scanActivity(sc scanner) (*storage.ActivityTask, error) {
 	return &a, nil
 }
 
-// ActivityClaim claims up to p.Max (default 1) activity tasks of the tenant
-// that are visible at p.Now and have no live lease, oldest first, giving
-// each a new random lock token and a lease until p.Now+p.Lease (default
-// 30 s). Tasks whose cancellation was requested are not handed out again:
-// once their lease runs out they are deleted.
+// ActivityClaim: see storage.ActivityStore. The single writer serialises
+// claims, so none can overlap.
 func (s *Store) ActivityClaim(ctx context.Context, p *storage.ActivityClaimParams) ([]*storage.ActivityTask, error) {
 	if p == nil {
 		return nil, errors.New("sqlite: claim activities: nil params")
@@ -111,7 +109,7 @@ func (s *Store) ActivityClaim(ctx context.Context, p *storage.ActivityClaimParam
 }
 
 // taskLease checks that token owns the task and returns its
-// cancel_requested flag; storage.ErrLeaseLost if the task is gone or leased
+// cancel_requested flag; heraldtype.ErrLeaseLost if the task is gone or leased
 // by another token.
 func taskLease(w *wtx, tenant, id string, execution, seq int, token string) (cancel bool, name string, err error) {
 	var cur sql.NullString
@@ -119,13 +117,13 @@ func taskLease(w *wtx, tenant, id string, execution, seq int, token string) (can
 		WHERE tenant = ? AND instance_id = ? AND execution = ? AND task_seq = ?`,
 		tenant, id, execution, seq).Scan(&cur, &cancel, &name)
 	if errors.Is(err, sql.ErrNoRows) {
-		return false, "", fmt.Errorf("task is gone: %w", storage.ErrLeaseLost)
+		return false, "", fmt.Errorf("task is gone: %w", heraldtype.ErrLeaseLost)
 	}
 	if err != nil {
 		return false, "", fmt.Errorf("load task: %w", err)
 	}
 	if token == "" || !cur.Valid || cur.String != token {
-		return false, "", storage.ErrLeaseLost
+		return false, "", heraldtype.ErrLeaseLost
 	}
 	return cancel, name, nil
 }
@@ -134,12 +132,7 @@ func taskName(p string, execution, seq int) string {
 	return fmt.Sprintf("%s/%d/%d", p, execution, seq)
 }
 
-// ActivityComplete finishes a claimed task: the task is deleted and, unless
-// the instance is terminal or gone, has moved to another execution, or the
-// task's cancellation was requested, an activity_completed (p.Failure nil)
-// or activity_failed message carrying p.Result or p.Failure is added to the
-// instance's inbox, visible at p.Now. It returns storage.ErrLeaseLost,
-// writing nothing, if p.LockToken no longer owns the task.
+// ActivityComplete: see storage.ActivityStore.
 func (s *Store) ActivityComplete(ctx context.Context, p *storage.ActivityCompleteParams) error {
 	if p == nil {
 		return errors.New("sqlite: complete activity: nil params")
@@ -169,7 +162,7 @@ func (s *Store) ActivityComplete(ctx context.Context, p *storage.ActivityComplet
 		if err != nil {
 			return fmt.Errorf("load instance: %w", err)
 		}
-		if storage.Status(status).Terminal() || execution != p.Execution {
+		if heraldtype.Status(status).Terminal() || execution != p.Execution {
 			return nil
 		}
 		m := &storage.Message{
@@ -199,10 +192,7 @@ func (s *Store) ActivityComplete(ctx context.Context, p *storage.ActivityComplet
 	return nil
 }
 
-// ActivityRetry releases a failed attempt of a claimed task: Attempt is
-// incremented and the task becomes visible at p.RetryAt (zero: at once). A
-// task whose cancellation was requested is deleted instead. It returns
-// storage.ErrLeaseLost if p.LockToken no longer owns the task.
+// ActivityRetry: see storage.ActivityStore.
 func (s *Store) ActivityRetry(ctx context.Context, p *storage.ActivityRetryParams) error {
 	if p == nil {
 		return errors.New("sqlite: retry activity: nil params")
@@ -219,9 +209,9 @@ func (s *Store) ActivityRetry(ctx context.Context, p *storage.ActivityRetryParam
 			}
 			return nil
 		}
-		if _, err := w.exec(`UPDATE activities SET attempt = attempt + 1, visible_at = ?, lock_token = NULL, lease_until = 0
-			WHERE tenant = ? AND instance_id = ? AND execution = ? AND task_seq = ?`,
-			backend.Nanos(p.RetryAt), p.Tenant, p.InstanceID, p.Execution, p.TaskSeq); err != nil {
+		if _, err := w.exec(`UPDATE activities SET attempt = attempt + CASE WHEN ? = '' THEN 1 ELSE 0 END, visible_at = ?, lock_token = NULL,
+			lease_until = 0, blocked = ? WHERE tenant = ? AND instance_id = ? AND execution = ? AND task_seq = ?`,
+			p.Blocked, backend.Nanos(p.RetryAt), p.Blocked, p.Tenant, p.InstanceID, p.Execution, p.TaskSeq); err != nil {
 			return fmt.Errorf("reschedule task: %w", err)
 		}
 		w.signalKinds(p.Tenant, storage.WorkActivities)
@@ -233,10 +223,7 @@ func (s *Store) ActivityRetry(ctx context.Context, p *storage.ActivityRetryParam
 	return nil
 }
 
-// ActivityHeartbeat extends a claimed task's lease to p.LeaseUntil (a zero
-// LeaseUntil leaves it as it is) and reports whether the workflow asked to
-// cancel the activity. It returns storage.ErrLeaseLost if p.LockToken no
-// longer owns the task.
+// ActivityHeartbeat: see storage.ActivityStore.
 func (s *Store) ActivityHeartbeat(ctx context.Context, p *storage.ActivityHeartbeatParams) (bool, error) {
 	if p == nil {
 		return false, errors.New("sqlite: activity heartbeat: nil params")

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldwf/herald/heraldtype"
 	"github.com/heraldwf/herald/storage"
 )
 
@@ -93,7 +94,7 @@ func TestReadNeverShowsUnsyncedWrite(t *testing.T) {
 			defer wg.Done()
 			for next := int64(1); !stop.Load(); {
 				_, err := s.InstanceGet(ctx, &storage.InstanceGetParams{Tenant: "t", ID: strconv.FormatInt(next, 10)})
-				if errors.Is(err, storage.ErrNotFound) {
+				if errors.Is(err, heraldtype.ErrNotFound) {
 					continue
 				}
 				if err != nil {

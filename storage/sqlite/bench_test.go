@@ -8,12 +8,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldwf/herald/heraldtype"
 	"github.com/heraldwf/herald/history"
 	"github.com/heraldwf/herald/storage"
 	"github.com/heraldwf/herald/storage/sqlite"
+	"github.com/heraldwf/herald/storage/storagetest"
 )
 
-// BenchmarkEventRoundTrip measures the store's side of SPEC §6's scenario:
+// BenchmarkEventRoundTrip measures the store's side of the round-trip scenario (bench/README.md):
 // N instances start, each waits for one event, the events are raised and
 // every instance completes. Writes come from many goroutines so the writer
 // can merge them (group commit). One op is one instance.
@@ -95,7 +97,7 @@ func BenchmarkEventRoundTrip(b *testing.B) {
 			})
 			runTurns(func(t *storage.Turn, p *storage.TurnCommitParams) {
 				e := history.Event{Seq: 2, Kind: history.EventSubscribed, Name: "go", Time: now}
-				p.NewEvents, p.Status = []history.Event{e}, storage.StatusRunning
+				p.NewEvents, p.Status = []history.Event{e}, heraldtype.StatusRunning
 			})
 			parallel(b.N, func(i int) {
 				if _, err := s.EventRaise(ctx, &storage.EventRaiseParams{Tenant: "b", InstanceID: fmt.Sprint(i), EventID: fmt.Sprint("e", i),
@@ -110,7 +112,7 @@ func BenchmarkEventRoundTrip(b *testing.B) {
 					{Seq: 4, Kind: history.ExecutionCompleted, Time: now},
 				}
 				p.Fates = []storage.FateUpdate{{EventID: m.EventID, Fate: history.FateDelivered, Execution: 1, OriginExecution: 1, WaitNumber: 1}}
-				p.Status = storage.StatusCompleted
+				p.Status = heraldtype.StatusCompleted
 			})
 			el := time.Since(start)
 			b.ReportMetric(float64(b.N)/el.Seconds(), "instances/s")
@@ -146,4 +148,22 @@ func BenchmarkPointRead(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkCorrelated measures the correlated lane's hot paths (see
+// storagetest.BenchCorrelated) with synchronous=FULL, and with OFF, which
+// takes the disk's flushes (most of the time, and of its noise) out.
+func BenchmarkCorrelated(b *testing.B) {
+	for _, mode := range []sqlite.Synchronous{sqlite.SynchronousFull, sqlite.SynchronousOff} {
+		b.Run("sync="+string(mode), func(b *testing.B) {
+			storagetest.BenchCorrelated(b, func(b *testing.B) storage.Store {
+				s, err := sqlite.Open(context.Background(), filepath.Join(b.TempDir(), "bench.db"), sqlite.WithSynchronous(mode))
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { s.Close() })
+				return s
+			})
+		})
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/heraldwf/herald/heraldtype"
 	"github.com/heraldwf/herald/history"
 	"github.com/heraldwf/herald/storage"
 	"github.com/heraldwf/herald/storage/internal/backend"
@@ -13,7 +14,7 @@ import (
 
 const definitionCols = `tenant, name, schema, buffer, retention_ns, max_payload_bytes, correlation, version, created_at, updated_at`
 
-func scanDefinition(sc scanner) (*storage.EventDefinition, error) {
+func scanDefinition(sc scanner) (*heraldtype.EventDefinition, error) {
 	var r backend.DefinitionRow
 	if err := sc.Scan(r.Dest()...); err != nil {
 		return nil, err
@@ -21,16 +22,9 @@ func scanDefinition(sc scanner) (*storage.EventDefinition, error) {
 	return r.Definition()
 }
 
-// EventDefinitionPut creates the definition of (Definition.Tenant,
-// Definition.Name) with Version 1, or replaces every field of an existing
-// one, keeping its CreatedAt and incrementing its Version. A definition
-// created again after EventDefinitionDelete continues the deleted one's
-// Version (so a name and version never denote two different definitions)
-// but gets a new CreatedAt. UpdatedAt (and CreatedAt on creation) is p.Now. An empty Buffer is stored as
-// storage.BufferFIFO. It returns the definition as stored. The schema is
-// stored as given, unchecked; an unknown buffer policy or a negative
-// retention, payload cap or correlation TTL is refused.
-func (s *Store) EventDefinitionPut(ctx context.Context, p *storage.EventDefinitionPutParams) (*storage.EventDefinition, error) {
+// EventDefinitionPut: see storage.DefinitionStore. The version is a column
+// of the row, which EventDefinitionDelete keeps.
+func (s *Store) EventDefinitionPut(ctx context.Context, p *storage.EventDefinitionPutParams) (*heraldtype.EventDefinition, error) {
 	if p == nil {
 		return nil, errors.New("sqlite: put event definition: nil params")
 	}
@@ -41,12 +35,12 @@ func (s *Store) EventDefinitionPut(ctx context.Context, p *storage.EventDefiniti
 	}
 	var correlation any
 	if d.Correlation != nil {
-		if correlation, err = jsonArg(d.Correlation); err != nil {
+		if correlation, err = jsonArg(backend.StoredCorrelation(d.Correlation)); err != nil {
 			return nil, fmt.Errorf("sqlite: put event definition %q: %w", d.Name, err)
 		}
 	}
 	now := backend.NowOr(p.Now).UnixNano()
-	var out *storage.EventDefinition
+	var out *heraldtype.EventDefinition
 	err = s.write(ctx, func(w *wtx) error {
 		w.defs = true
 		var err error
@@ -60,7 +54,7 @@ func (s *Store) EventDefinitionPut(ctx context.Context, p *storage.EventDefiniti
 				created_at = CASE WHEN deleted THEN excluded.created_at ELSE created_at END,
 				deleted = 0
 			RETURNING `+definitionCols,
-			d.Tenant, d.Name, backend.RawArg(d.Schema), buffer, int64(d.Retention), d.MaxPayloadBytes, correlation, now))
+			p.Tenant, d.Name, backend.RawArg(d.Schema), buffer, int64(d.Retention), d.MaxPayloadBytes, correlation, now))
 		if err != nil {
 			return fmt.Errorf("upsert: %w", err)
 		}
@@ -72,19 +66,19 @@ func (s *Store) EventDefinitionPut(ctx context.Context, p *storage.EventDefiniti
 	return out, nil
 }
 
-// EventDefinitionGet returns a definition, or storage.ErrNotFound.
-func (s *Store) EventDefinitionGet(ctx context.Context, p *storage.EventDefinitionGetParams) (_ *storage.EventDefinition, err error) {
+// EventDefinitionGet: see storage.DefinitionStore.
+func (s *Store) EventDefinitionGet(ctx context.Context, p *storage.EventDefinitionGetParams) (_ *heraldtype.EventDefinition, err error) {
 	defer s.afterDefinitionRead(ctx, &err)
 	if p == nil {
 		return nil, errors.New("sqlite: get event definition: nil params")
 	}
 	if s.closed.Load() {
-		return nil, storage.ErrClosed
+		return nil, heraldtype.ErrClosed
 	}
 	d, err := scanDefinition(s.reader(nil).QueryRowContext(ctx,
 		`SELECT `+definitionCols+` FROM event_definitions WHERE tenant = ? AND name = ? AND deleted = 0`, p.Tenant, p.Name))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("sqlite: get event definition %q: %w", p.Name, storage.ErrNotFound)
+		return nil, fmt.Errorf("sqlite: get event definition %q: %w", p.Name, heraldtype.ErrNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: get event definition %q: %w", p.Name, s.readErr(err))
@@ -92,15 +86,14 @@ func (s *Store) EventDefinitionGet(ctx context.Context, p *storage.EventDefiniti
 	return d, nil
 }
 
-// EventDefinitionList returns all the tenant's definitions ordered by name
-// (bytewise).
-func (s *Store) EventDefinitionList(ctx context.Context, p *storage.EventDefinitionListParams) (_ []*storage.EventDefinition, err error) {
+// EventDefinitionList: see storage.DefinitionStore.
+func (s *Store) EventDefinitionList(ctx context.Context, p *storage.EventDefinitionListParams) (_ []*heraldtype.EventDefinition, err error) {
 	defer s.afterDefinitionRead(ctx, &err)
 	if p == nil {
 		return nil, errors.New("sqlite: list event definitions: nil params")
 	}
 	if s.closed.Load() {
-		return nil, storage.ErrClosed
+		return nil, heraldtype.ErrClosed
 	}
 	rows, err := s.reader(nil).QueryContext(ctx,
 		`SELECT `+definitionCols+` FROM event_definitions WHERE tenant = ? AND deleted = 0 ORDER BY name`, p.Tenant)
@@ -108,7 +101,7 @@ func (s *Store) EventDefinitionList(ctx context.Context, p *storage.EventDefinit
 		return nil, fmt.Errorf("sqlite: list event definitions: %w", s.readErr(err))
 	}
 	defer rows.Close()
-	var out []*storage.EventDefinition
+	var out []*heraldtype.EventDefinition
 	for rows.Next() {
 		d, err := scanDefinition(rows)
 		if err != nil {
@@ -122,9 +115,9 @@ func (s *Store) EventDefinitionList(ctx context.Context, p *storage.EventDefinit
 	return out, nil
 }
 
-// EventDefinitionDelete deletes a definition, or returns storage.ErrNotFound.
-// Events already stored are not touched. The row is kept as a tombstone, so
-// that a later put of the same name continues its Version.
+// EventDefinitionDelete: see storage.DefinitionStore. The row is kept as a
+// tombstone (deleted set), so that a later put of the name continues its
+// version.
 func (s *Store) EventDefinitionDelete(ctx context.Context, p *storage.EventDefinitionGetParams) error {
 	if p == nil {
 		return errors.New("sqlite: delete event definition: nil params")
@@ -139,7 +132,7 @@ func (s *Store) EventDefinitionDelete(ctx context.Context, p *storage.EventDefin
 		if n, err := res.RowsAffected(); err != nil {
 			return err
 		} else if n == 0 {
-			return storage.ErrNotFound
+			return heraldtype.ErrNotFound
 		}
 		return nil
 	})
@@ -157,15 +150,8 @@ const expiredEventsQuery = `SELECT m.id, m.instance_id, m.event_id FROM inbox m
 	  AND NOT EXISTS (SELECT 1 FROM instances i WHERE i.tenant = ?1 AND i.id = m.instance_id)
 	ORDER BY m.expires_at, m.id LIMIT ?3`
 
-// EventExpire drops, in one transaction, up to p.Limit (default 1000) event
-// messages of the tenant kept for instance ids that do not exist, whose
-// ExpiresAt (from EventRaise) is set and not after p.Now: most overdue first
-// (by ExpiresAt, then in raise order). Each message is deleted from the
-// inbox and its ledger entry gets fate dropped, reason expired, updated at
-// p.Now; the ledger entry stays, so a later raise of the same id is still a
-// duplicate. No history breadcrumb is written (there is no instance). It
-// returns the dropped event ids in that order (nil if none). Events of an
-// instance that exists never expire this way.
+// EventExpire: see storage.EventStore. The single writer serialises
+// concurrent calls.
 func (s *Store) EventExpire(ctx context.Context, p *storage.EventExpireParams) ([]string, error) {
 	if p == nil {
 		return nil, errors.New("sqlite: expire events: nil params")

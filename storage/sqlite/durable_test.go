@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldwf/herald/heraldtype"
 	"github.com/heraldwf/herald/storage"
 )
 
@@ -205,7 +206,7 @@ func TestSyncPipelineDefinitionReads(t *testing.T) {
 	<-started
 	select {
 	case err := <-get():
-		if !errors.Is(err, storage.ErrNotFound) {
+		if !errors.Is(err, heraldtype.ErrNotFound) {
 			t.Fatalf("definition read: %v, want ErrNotFound", err)
 		}
 	case <-time.After(10 * time.Second):
@@ -219,8 +220,8 @@ func TestSyncPipelineDefinitionReads(t *testing.T) {
 	// A definition put is held in its fsync: a read that sees it waits.
 	put := make(chan error, 1)
 	go func() {
-		_, err := s.EventDefinitionPut(ctx, &storage.EventDefinitionPutParams{
-			Definition: storage.EventDefinition{Tenant: "t", Name: "order.paid", Buffer: storage.BufferFIFO}})
+		_, err := s.EventDefinitionPut(ctx, &storage.EventDefinitionPutParams{Tenant: "t",
+			Definition: heraldtype.EventDefinition{Name: "order.paid", Buffer: heraldtype.BufferFIFO}})
 		put <- err
 	}()
 	<-started

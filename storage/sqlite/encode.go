@@ -12,6 +12,7 @@ import (
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
+	"github.com/heraldwf/herald/heraldtype"
 	"github.com/heraldwf/herald/history"
 	"github.com/heraldwf/herald/storage"
 	"github.com/heraldwf/herald/storage/internal/backend"
@@ -124,8 +125,8 @@ func (r reader) QueryRowContext(ctx context.Context, q string, args ...any) scan
 
 // readErr wraps the error of a read, mapping a closed store to ErrClosed.
 func (s *Store) readErr(err error) error {
-	if s.closed.Load() && !errors.Is(err, storage.ErrClosed) {
-		return fmt.Errorf("%w (%v)", storage.ErrClosed, err)
+	if s.closed.Load() && !errors.Is(err, heraldtype.ErrClosed) {
+		return fmt.Errorf("%w (%v)", heraldtype.ErrClosed, err)
 	}
 	return err
 }
@@ -139,7 +140,7 @@ type instanceRow struct {
 	leaseUntil int64
 }
 
-const instanceCols = `tenant, id, workflow, status, execution, input, output, failure, created_at, updated_at, lock_token, lease_until`
+const instanceCols = `tenant, id, workflow, status, execution, input, output, failure, created_at, updated_at, blocked, lock_token, lease_until`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -159,12 +160,12 @@ func scanInstance(sc scanner) (*instanceRow, error) {
 	return &r, nil
 }
 
-// getInstance loads an instance; storage.ErrNotFound if it does not exist.
+// getInstance loads an instance; heraldtype.ErrNotFound if it does not exist.
 func getInstance(ctx context.Context, q querier, tenant, id string) (*instanceRow, error) {
 	r, err := scanInstance(q.QueryRowContext(ctx,
 		`SELECT `+instanceCols+` FROM instances WHERE tenant = ? AND id = ?`, tenant, id))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("instance %q: %w", id, storage.ErrNotFound)
+		return nil, fmt.Errorf("instance %q: %w", id, heraldtype.ErrNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("load instance %q: %w", id, err)
@@ -347,7 +348,7 @@ func lowerReady(w *wtx, tenant, id string, visibleAt int64) error {
 
 const eventCols = `tenant, event_id, instance_id, lane, name, fate, reason, execution, origin_execution, wait_number, key, received_at, updated_at`
 
-func scanEvent(sc scanner) (*storage.EventRecord, error) {
+func scanEvent(sc scanner) (*heraldtype.EventRecord, error) {
 	var r backend.EventRow
 	if err := sc.Scan(r.Dest()...); err != nil {
 		return nil, err

@@ -7,27 +7,13 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/heraldwf/herald/heraldtype"
 	"github.com/heraldwf/herald/history"
 	"github.com/heraldwf/herald/storage"
 	"github.com/heraldwf/herald/storage/internal/backend"
 )
 
-// EventRaise records an external event in one transaction:
-//
-//   - if the event id is already in the tenant's ledger for the same
-//     instance, lane and name, it returns the first receipt with Duplicate
-//     set and writes nothing; for another target it returns
-//     storage.ErrEventIDConflict;
-//   - if the instance is terminal it returns storage.ErrInstanceNotRunning
-//     and stores nothing;
-//   - if the instance does not exist and p.StartIfAbsent is set, it creates
-//     it as InstanceCreate does (Started set; the StartIfAbsent tenant and id
-//     are those of p);
-//   - it adds the ledger row (fate pending, received at p.Now) and an event
-//     message to the instance's inbox, visible at once, with Latest set from
-//     p.Latest. An instance that does not exist yet keeps the message until
-//     it is created, or until p.ExpiresAt (when set) has passed and
-//     EventExpire drops it. p.ExpiresAt is ignored when the instance exists.
+// EventRaise: see storage.EventStore.
 func (s *Store) EventRaise(ctx context.Context, p *storage.EventRaiseParams) (*storage.EventRaiseResult, error) {
 	if p == nil {
 		return nil, errors.New("sqlite: raise event: nil params")
@@ -66,7 +52,7 @@ func (s *Store) EventRaise(ctx context.Context, p *storage.EventRaiseParams) (*s
 			}
 			if instanceID != p.InstanceID || lane != string(p.Lane) || name != p.Name {
 				return fmt.Errorf("first raised for instance %q, lane %q, name %q: %w",
-					instanceID, lane, name, storage.ErrEventIDConflict)
+					instanceID, lane, name, heraldtype.ErrEventIDConflict)
 			}
 			res = &storage.EventRaiseResult{EventID: p.EventID, ReceivedAt: backend.FromNanos(receivedAt), Duplicate: true}
 			return nil
@@ -80,8 +66,8 @@ func (s *Store) EventRaise(ctx context.Context, p *storage.EventRaiseParams) (*s
 			WHERE tenant = ?1 AND id = ?2 RETURNING status`, p.Tenant, p.InstanceID, now.UnixNano()).Scan(&status)
 		switch {
 		case err == nil:
-			if storage.Status(status).Terminal() {
-				return fmt.Errorf("instance %q is %s: %w", p.InstanceID, status, storage.ErrInstanceNotRunning)
+			if heraldtype.Status(status).Terminal() {
+				return fmt.Errorf("instance %q is %s: %w", p.InstanceID, status, heraldtype.ErrInstanceNotRunning)
 			}
 		case errors.Is(err, sql.ErrNoRows):
 			if start != nil {
@@ -127,19 +113,19 @@ func (s *Store) EventRaise(ctx context.Context, p *storage.EventRaiseParams) (*s
 	return res, nil
 }
 
-// EventGet returns an event's ledger entry, or storage.ErrNotFound.
-func (s *Store) EventGet(ctx context.Context, p *storage.EventGetParams) (_ *storage.EventRecord, err error) {
+// EventGet: see storage.EventStore.
+func (s *Store) EventGet(ctx context.Context, p *storage.EventGetParams) (_ *heraldtype.EventRecord, err error) {
 	defer s.afterRead(ctx, &err)
 	if p == nil {
 		return nil, errors.New("sqlite: get event: nil params")
 	}
 	if s.closed.Load() {
-		return nil, storage.ErrClosed
+		return nil, heraldtype.ErrClosed
 	}
 	e, err := scanEvent(s.reader(nil).QueryRowContext(ctx, `SELECT `+eventCols+` FROM events WHERE tenant = ? AND event_id = ?`,
 		p.Tenant, p.EventID))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("sqlite: get event %q: %w", p.EventID, storage.ErrNotFound)
+		return nil, fmt.Errorf("sqlite: get event %q: %w", p.EventID, heraldtype.ErrNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: get event %q: %w", p.EventID, s.readErr(err))
@@ -147,16 +133,14 @@ func (s *Store) EventGet(ctx context.Context, p *storage.EventGetParams) (_ *sto
 	return e, nil
 }
 
-// EventList returns an instance's ledger entries in the order they were
-// received, filtered by lane, name and fate when set, at most p.Limit
-// (default 1000). An empty InstanceID lists the whole tenant's ledger.
-func (s *Store) EventList(ctx context.Context, p *storage.EventListParams) (_ []*storage.EventRecord, err error) {
+// EventList: see storage.EventStore.
+func (s *Store) EventList(ctx context.Context, p *storage.EventListParams) (_ []*heraldtype.EventRecord, err error) {
 	defer s.afterRead(ctx, &err)
 	if p == nil {
 		return nil, errors.New("sqlite: list events: nil params")
 	}
 	if s.closed.Load() {
-		return nil, storage.ErrClosed
+		return nil, heraldtype.ErrClosed
 	}
 	var (
 		where = []string{"tenant = ?"}
@@ -186,7 +170,7 @@ func (s *Store) EventList(ctx context.Context, p *storage.EventListParams) (_ []
 		return nil, fmt.Errorf("sqlite: list events: %w", s.readErr(err))
 	}
 	defer rows.Close()
-	var out []*storage.EventRecord
+	var out []*heraldtype.EventRecord
 	for rows.Next() {
 		e, err := scanEvent(rows)
 		if err != nil {

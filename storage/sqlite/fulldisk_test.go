@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/heraldwf/herald"
+	"github.com/heraldwf/herald/heraldtype"
 	"github.com/heraldwf/herald/internal/crashfs"
-	"github.com/heraldwf/herald/storage"
 	"github.com/heraldwf/herald/storage/sqlite"
 )
 
@@ -51,7 +51,7 @@ func TestFullDisk(t *testing.T) {
 				switch {
 				case err == nil:
 					acked[i] = true
-				case errors.Is(err, storage.ErrStorageFull):
+				case errors.Is(err, heraldtype.ErrStorageFull):
 					full++
 				default:
 					t.Fatalf("raise %s on a full disk: %v (want ErrStorageFull)", id, err)
@@ -70,7 +70,7 @@ func TestFullDisk(t *testing.T) {
 			// A refused raise wrote nothing: its event id is unknown.
 			for i := range n {
 				id := fmt.Sprintf("i%03d", i)
-				if _, err := c.EventFate(ctx, id+"/go"); !acked[i] && !errors.Is(err, storage.ErrNotFound) {
+				if _, err := c.EventFate(ctx, id+"/go"); !acked[i] && !errors.Is(err, heraldtype.ErrNotFound) {
 					t.Errorf("refused event %s/go on a full disk: fate read %v, want ErrNotFound", id, err)
 				}
 			}
@@ -120,7 +120,7 @@ func fullDiskRuntime(t *testing.T, mode string) (*crashfs.Remote, string, *sqlit
 	}
 	t.Cleanup(func() { st.Close() })
 	rt, err := herald.NewRuntime(st, &herald.Config{
-		Logger:       slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError + 4})),
+		ClientConfig: herald.ClientConfig{Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError + 4}))},
 		TurnLease:    time.Minute,
 		PollInterval: 50 * time.Millisecond,
 	})
@@ -138,7 +138,11 @@ func fullDiskRuntime(t *testing.T, mode string) (*crashfs.Remote, string, *sqlit
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rt.Stop(context.Background()) })
-	return fsys, dir, st, rt.Client()
+	c, err := rt.Client(herald.DefaultTenant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fsys, dir, st, c
 }
 
 // remoteCrashFS mounts an empty crashfs, served by a child process (a

@@ -7,16 +7,13 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/heraldwf/herald/heraldtype"
 	"github.com/heraldwf/herald/history"
 	"github.com/heraldwf/herald/storage"
 	"github.com/heraldwf/herald/storage/internal/backend"
 )
 
-// InstanceCreate creates an instance (status pending, execution 1) with its
-// ExecutionStarted event (seq 1) and a kick message visible at p.Now. Events
-// raised for the id before it existed stay in its inbox (and no longer
-// expire: see EventExpire). It returns
-// storage.ErrInstanceExists if (tenant, id) is taken.
+// InstanceCreate: see storage.InstanceStore.
 func (s *Store) InstanceCreate(ctx context.Context, p *storage.InstanceCreateParams) (*storage.Instance, error) {
 	if p == nil {
 		return nil, errors.New("sqlite: create instance: nil params")
@@ -44,14 +41,14 @@ func createInstance(w *wtx, p *storage.InstanceCreateParams) (*storage.Instance,
 		VALUES (?1, ?2, ?3, ?4, 1, ?5, ?6, ?6,
 			MIN(?6, COALESCE((SELECT MIN(visible_at) FROM inbox WHERE tenant = ?1 AND instance_id = ?2), ?6)))
 		ON CONFLICT (tenant, id) DO NOTHING`,
-		p.Tenant, p.ID, p.Workflow, string(storage.StatusPending), backend.RawArg(p.Input), now.UnixNano())
+		p.Tenant, p.ID, p.Workflow, string(heraldtype.StatusPending), backend.RawArg(p.Input), now.UnixNano())
 	if err != nil {
 		return nil, fmt.Errorf("insert instance: %w", err)
 	}
 	if n, err := res.RowsAffected(); err != nil {
 		return nil, fmt.Errorf("insert instance: %w", err)
 	} else if n == 0 {
-		return nil, storage.ErrInstanceExists
+		return nil, heraldtype.ErrInstanceExists
 	}
 	started := history.Event{
 		Seq:       1,
@@ -77,7 +74,7 @@ func createInstance(w *wtx, p *storage.InstanceCreateParams) (*storage.Instance,
 		Tenant:    p.Tenant,
 		ID:        p.ID,
 		Workflow:  p.Workflow,
-		Status:    storage.StatusPending,
+		Status:    heraldtype.StatusPending,
 		Execution: 1,
 		Input:     backend.RawOf(p.Input),
 		CreatedAt: now,
@@ -85,31 +82,39 @@ func createInstance(w *wtx, p *storage.InstanceCreateParams) (*storage.Instance,
 	}, nil
 }
 
-// InstanceGet returns storage.ErrNotFound if the instance does not exist.
+// InstanceGet: see storage.InstanceStore.
 func (s *Store) InstanceGet(ctx context.Context, p *storage.InstanceGetParams) (_ *storage.Instance, err error) {
 	defer s.afterRead(ctx, &err)
 	if p == nil {
 		return nil, errors.New("sqlite: get instance: nil params")
 	}
 	if s.closed.Load() {
-		return nil, storage.ErrClosed
+		return nil, heraldtype.ErrClosed
 	}
-	r, err := getInstance(ctx, s.reader(nil), p.Tenant, p.ID)
+	r, err := scanInstance(s.reader(nil).QueryRowContext(ctx,
+		`SELECT `+shownInstanceCols+` FROM instances WHERE tenant = ? AND id = ?`, p.Tenant, p.ID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("sqlite: get instance: instance %q: %w", p.ID, heraldtype.ErrNotFound)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: get instance: %w", s.readErr(err))
+		return nil, fmt.Errorf("sqlite: get instance: load instance %q: %w", p.ID, s.readErr(err))
 	}
 	return &r.Instance, nil
 }
 
-// InstanceList returns the tenant's instances, newest first, filtered by
-// workflow and status when set, at most p.Limit (default 100).
-func (s *Store) InstanceList(ctx context.Context, p *storage.InstanceListParams) (_ []*storage.Instance, err error) {
+// InstanceList: see storage.InstanceStore. A page is one range scan of the
+// instances_created index.
+func (s *Store) InstanceList(ctx context.Context, p *storage.InstanceListParams) (_ []*storage.Instance, _ string, err error) {
 	defer s.afterRead(ctx, &err)
 	if p == nil {
-		return nil, errors.New("sqlite: list instances: nil params")
+		return nil, "", errors.New("sqlite: list instances: nil params")
+	}
+	createdAt, afterID, paged, err := backend.ListCursor(p.After)
+	if err != nil {
+		return nil, "", fmt.Errorf("sqlite: list instances: %w", err)
 	}
 	if s.closed.Load() {
-		return nil, storage.ErrClosed
+		return nil, "", heraldtype.ErrClosed
 	}
 	var (
 		where = []string{"tenant = ?"}
@@ -123,37 +128,43 @@ func (s *Store) InstanceList(ctx context.Context, p *storage.InstanceListParams)
 		where = append(where, "status = ?")
 		args = append(args, string(p.Status))
 	}
+	if !p.CreatedAfter.IsZero() {
+		where = append(where, "created_at >= ?")
+		args = append(args, p.CreatedAfter.UnixNano())
+	}
+	if !p.CreatedBefore.IsZero() {
+		where = append(where, "created_at < ?")
+		args = append(args, p.CreatedBefore.UnixNano())
+	}
+	if paged {
+		where = append(where, "(created_at, id) < (?, ?)")
+		args = append(args, createdAt, afterID)
+	}
 	limit := backend.ListLimit(p.Limit)
-	args = append(args, limit)
-	rows, err := s.reader(nil).QueryContext(ctx, `SELECT `+instanceCols+` FROM instances
+	args = append(args, limit+1)
+	rows, err := s.reader(nil).QueryContext(ctx, `SELECT `+shownInstanceCols+` FROM instances
 		WHERE `+strings.Join(where, " AND ")+`
-		ORDER BY created_at DESC, rid DESC LIMIT ?`, args...)
+		ORDER BY created_at DESC, id DESC LIMIT ?`, args...)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: list instances: %w", s.readErr(err))
+		return nil, "", fmt.Errorf("sqlite: list instances: %w", s.readErr(err))
 	}
 	defer rows.Close()
 	var out []*storage.Instance
 	for rows.Next() {
 		r, err := scanInstance(rows)
 		if err != nil {
-			return nil, fmt.Errorf("sqlite: list instances: %w", err)
+			return nil, "", fmt.Errorf("sqlite: list instances: %w", err)
 		}
 		out = append(out, &r.Instance)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sqlite: list instances: %w", s.readErr(err))
+		return nil, "", fmt.Errorf("sqlite: list instances: %w", s.readErr(err))
 	}
-	return out, nil
+	page, next := backend.ListPage(out, limit)
+	return page, next, nil
 }
 
-// InstanceTerminate ends a pending or running instance: status terminated
-// with failure {Kind: "terminated", Message: p.Reason}, ExecutionTerminated
-// (with p.Failure: status failed, ExecutionFailed) appended to the current execution's history, every pending or buffered
-// event dropped (instance_terminal) with an EventDropped breadcrumb, its
-// inbox, activity tasks and correlation markers deleted and its lease
-// cleared, so an in-flight
-// turn's commit fails with ErrLeaseLost. It returns storage.ErrNotFound, or
-// storage.ErrInstanceNotRunning if the instance already ended.
+// InstanceTerminate: see storage.InstanceStore.
 func (s *Store) InstanceTerminate(ctx context.Context, p *storage.InstanceTerminateParams) ([]history.Event, error) {
 	if p == nil {
 		return nil, errors.New("sqlite: terminate instance: nil params")
@@ -167,7 +178,7 @@ func (s *Store) InstanceTerminate(ctx context.Context, p *storage.InstanceTermin
 			return err
 		}
 		if inst.Status.Terminal() {
-			return fmt.Errorf("instance is %s: %w", inst.Status, storage.ErrInstanceNotRunning)
+			return fmt.Errorf("instance is %s: %w", inst.Status, heraldtype.ErrInstanceNotRunning)
 		}
 		status, kind, failure := backend.TerminateEnd(p)
 		f, err := failureArg(failure)
@@ -201,63 +212,14 @@ func (s *Store) InstanceTerminate(ctx context.Context, p *storage.InstanceTermin
 }
 
 // endInstance does what every terminal transition does after the final
-// history event: every event still pending or buffered for the instance is
-// dropped (instance_terminal) with an EventDropped breadcrumb appended to
-// the execution's history, and the inbox, activity tasks and correlation
+// history event: the instance's undelivered events are dropped as
+// backend.EndInstance says, and the inbox, activity tasks and correlation
 // markers are deleted. The caller updates the instance row (its ready_at
 // becomes NULL).
 func endInstance(w *wtx, tenant, id string, execution int, now int64) ([]history.Event, error) {
-	rows, err := w.query(`SELECT rid, event_id, lane, name FROM events
-		WHERE tenant = ? AND instance_id = ? AND fate IN (?, ?)
-		ORDER BY rid`, tenant, id, string(history.FatePending), string(history.FateBuffered))
+	dropped, err := backend.EndInstance(&laneTx{w: w, tenant: tenant, id: id, now: now}, execution, backend.FromNanos(now))
 	if err != nil {
-		return nil, fmt.Errorf("load undelivered events: %w", err)
-	}
-	type ev struct {
-		rid            int64
-		id, lane, name string
-	}
-	var evs []ev
-	var dropped []history.Event
-	for rows.Next() {
-		var e ev
-		if err := rows.Scan(&e.rid, &e.id, &e.lane, &e.name); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("load undelivered events: %w", err)
-		}
-		evs = append(evs, e)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("load undelivered events: %w", err)
-	}
-	if len(evs) > 0 {
-		seq, err := lastSeq(w, tenant, id, execution)
-		if err != nil {
-			return nil, err
-		}
-		crumbs := make([]history.Event, len(evs))
-		for i, e := range evs {
-			if _, err := w.exec(`UPDATE events SET fate = ?, reason = ?,
-				execution = CASE WHEN execution = 0 THEN ? ELSE execution END, updated_at = ?
-				WHERE rid = ?`,
-				string(history.FateDropped), string(history.DropInstanceTerminal), execution, now, e.rid); err != nil {
-				return nil, fmt.Errorf("drop event %q: %w", e.id, err)
-			}
-			crumbs[i] = history.Event{
-				Seq:     seq + 1 + i,
-				Time:    backend.FromNanos(now),
-				Kind:    history.EventDropped,
-				Lane:    history.Lane(e.lane),
-				EventID: e.id,
-				Name:    e.name,
-				Reason:  history.DropInstanceTerminal,
-			}
-		}
-		if err := appendHistory(w, tenant, id, execution, crumbs); err != nil {
-			return nil, err
-		}
-		dropped = crumbs
+		return nil, err
 	}
 	if _, err := w.exec(`DELETE FROM inbox WHERE tenant = ? AND instance_id = ?`, tenant, id); err != nil {
 		return nil, fmt.Errorf("clear inbox: %w", err)
@@ -271,16 +233,70 @@ func endInstance(w *wtx, tenant, id string, execution int, now int64) ([]history
 	return dropped, nil
 }
 
-// HistoryList returns one execution's history (Execution 0: the current
-// one) ordered by seq: the events after p.AfterSeq, at most p.Limit (0 =
-// all). It returns storage.ErrNotFound if the instance does not exist.
+// laneTx is the primitives of the lane rules of package backend (EndTx,
+// HandOnTx) in a write transaction, for one instance of a tenant at now
+// (unix nanoseconds).
+type laneTx struct {
+	w          *wtx
+	tenant, id string
+	now        int64
+}
+
+func (t *laneTx) Undelivered(execution int) ([]backend.Undelivered, int, error) {
+	rows, err := t.w.query(`SELECT event_id, lane, name FROM events
+		WHERE tenant = ? AND instance_id = ? AND fate IN (?, ?)
+		ORDER BY rid`, t.tenant, t.id, string(history.FatePending), string(history.FateBuffered))
+	if err != nil {
+		return nil, 0, err
+	}
+	var evs []backend.Undelivered
+	for rows.Next() {
+		var (
+			e    backend.Undelivered
+			lane string
+		)
+		if err := rows.Scan(&e.EventID, &lane, &e.Name); err != nil {
+			rows.Close()
+			return nil, 0, err
+		}
+		e.Lane = history.Lane(lane)
+		evs = append(evs, e)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, 0, err
+	}
+	if len(evs) == 0 {
+		return nil, 0, nil
+	}
+	seq, err := lastSeq(t.w, t.tenant, t.id, execution)
+	return evs, seq, err
+}
+
+func (t *laneTx) AppendHistory(execution int, evs []history.Event) error {
+	return appendHistory(t.w, t.tenant, t.id, execution, evs)
+}
+
+func (t *laneTx) DropEvents(ids []string, reason history.DropReason, execution int) error {
+	for _, eid := range ids {
+		if _, err := t.w.exec(`UPDATE events SET fate = ?, reason = ?,
+			execution = CASE WHEN execution = 0 THEN ? ELSE execution END, updated_at = ?
+			WHERE tenant = ? AND event_id = ? AND instance_id = ?`,
+			string(history.FateDropped), string(reason), execution, t.now, t.tenant, eid, t.id); err != nil {
+			return fmt.Errorf("drop event %q: %w", eid, err)
+		}
+	}
+	return nil
+}
+
+// HistoryList: see storage.InstanceStore.
 func (s *Store) HistoryList(ctx context.Context, p *storage.HistoryListParams) (_ []history.Event, err error) {
 	defer s.afterRead(ctx, &err)
 	if p == nil {
 		return nil, errors.New("sqlite: list history: nil params")
 	}
 	if s.closed.Load() {
-		return nil, storage.ErrClosed
+		return nil, heraldtype.ErrClosed
 	}
 	// One read transaction: the execution number and the events come from
 	// the same snapshot.

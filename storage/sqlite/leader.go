@@ -10,11 +10,7 @@ import (
 	"github.com/heraldwf/herald/storage/internal/backend"
 )
 
-// LeaderElect makes p.Holder the leader of (p.Tenant, p.Name) until
-// p.Now+p.Lease if nobody holds it, if p.Holder already holds it (a renewal,
-// even of a lease that ran out), or if another holder's lease ended before
-// p.Now; it reports whether p.Holder leads. A lease ending exactly at p.Now
-// is still live. A non-positive Lease is refused.
+// LeaderElect: see storage.LeaderStore.
 func (s *Store) LeaderElect(ctx context.Context, p *storage.LeaderElectParams) (bool, error) {
 	if p == nil {
 		return false, errors.New("sqlite: elect leader: nil params")
@@ -46,8 +42,7 @@ func (s *Store) LeaderElect(ctx context.Context, p *storage.LeaderElectParams) (
 	return won, nil
 }
 
-// LeaderResign ends p.Holder's leadership of (p.Tenant, p.Name) at once, if
-// it has it; otherwise it does nothing.
+// LeaderResign: see storage.LeaderStore.
 func (s *Store) LeaderResign(ctx context.Context, p *storage.LeaderElectParams) error {
 	if p == nil {
 		return errors.New("sqlite: resign leadership: nil params")

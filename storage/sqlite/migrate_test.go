@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldwf/herald/heraldtype"
 	"github.com/heraldwf/herald/history"
 	"github.com/heraldwf/herald/storage"
 )
@@ -67,8 +68,8 @@ func TestMigrateFromVersion1(t *testing.T) {
 	if ids, err := s.EventExpire(ctx, &storage.EventExpireParams{Tenant: "t", Now: now}); err != nil || len(ids) != 0 {
 		t.Fatalf("EventExpire: %v, %v; want nothing expired", ids, err)
 	}
-	if _, err := s.EventDefinitionPut(ctx, &storage.EventDefinitionPutParams{
-		Definition: storage.EventDefinition{Tenant: "t", Name: "go"}, Now: now,
+	if _, err := s.EventDefinitionPut(ctx, &storage.EventDefinitionPutParams{Tenant: "t",
+		Definition: heraldtype.EventDefinition{Name: "go"}, Now: now,
 	}); err != nil {
 		t.Fatalf("EventDefinitionPut: %v", err)
 	}

@@ -221,7 +221,10 @@ func plCheck(t *testing.T, mode string, cycle int, state string, acks []plAck) {
 		t.Fatalf("cycle %d: reopen: %v", cycle, err)
 	}
 	defer st.Close()
-	c := herald.NewClient(st, nil)
+	c, err := herald.NewClient(st, herald.DefaultTenant, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	lost := 0
 	for _, a := range acks {
 		var err error
@@ -301,7 +304,7 @@ func TestPowerLossWorker(t *testing.T) {
 		}
 	}
 	rt, err := herald.NewRuntime(st, &herald.Config{
-		Logger:       slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
+		ClientConfig: herald.ClientConfig{Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))},
 		TurnLease:    time.Second,
 		PollInterval: 20 * time.Millisecond,
 	})
@@ -323,7 +326,10 @@ func TestPowerLossWorker(t *testing.T) {
 	if err := rt.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	c := rt.Client()
+	c, err := rt.Client(herald.DefaultTenant)
+	if err != nil {
+		t.Fatal(err)
+	}
 	prefix := os.Getenv("HERALD_POWERLOSS_PREFIX")
 	fmt.Println("worker ready")
 	var wg sync.WaitGroup

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"sync"
 
-	"github.com/heraldwf/herald/storage"
+	"github.com/heraldwf/herald/heraldtype"
 )
 
 // rpool is the pool of read connections, driven through the driver
@@ -35,7 +35,7 @@ func (p *rpool) get(ctx context.Context) (*wconn, error) {
 		p.mu.Lock()
 		if p.closed {
 			p.mu.Unlock()
-			return nil, storage.ErrClosed
+			return nil, heraldtype.ErrClosed
 		}
 		if n := len(p.idle); n > 0 {
 			c := p.idle[n-1]

@@ -27,7 +27,7 @@
 // # Full disk
 //
 // A write that fails for want of room (SQLITE_FULL, ENOSPC, EDQUOT) returns
-// an error matching storage.ErrStorageFull and wrote nothing; the next write
+// an error matching heraldtype.ErrStorageFull and wrote nothing; the next write
 // tries again, so the store goes on by itself once room is made.
 // TurnAbandon, ActivityComplete and ActivityRetry wait for room instead of
 // failing (see backend.UntilRoom). With the sync pipeline, an fsync of the
@@ -80,7 +80,7 @@
 //     raise order).
 //   - EventDefinitionPut refuses an unknown buffer policy and a negative
 //     retention, payload cap or correlation TTL. A definition put again
-//     after EventDefinitionDelete continues the deleted one's Version (with
+//     after EventDefinitionDelete continues the deleted one's version (with
 //     a new CreatedAt).
 //   - Correlated lane: a wait made and withdrawn in the same turn (its seq
 //     in both CorrelatedWaits and CancelCorrelatedWaits) is neither
@@ -229,7 +229,8 @@ type Store struct {
 	closeErr   error
 	closed     atomic.Bool
 
-	hub backend.Hub
+	hub         backend.Hub
+	tenantsSeen sync.Map // tenant id → struct{}: known to be registered
 
 	// The background checkpointer (checkpointLoop).
 	cdb      *sql.DB
@@ -386,7 +387,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 }
 
 // Close stops the writer (after the batch it is running), then closes the
-// connections. Calls made after Close return storage.ErrClosed. Close is
+// connections. Calls made after Close return heraldtype.ErrClosed. Close is
 // idempotent; Subscribe channels are not closed.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
@@ -423,17 +424,10 @@ func (s *Store) Stats() Stats {
 	return Stats{Commits: s.commits.Load(), Writes: s.writes.Load()}
 }
 
-// Subscribe returns a channel that receives a value (coalesced: its buffer
-// holds one) whenever this store commits new work for the tenant: an
-// instance created, an event raised, a turn committed that left or added
-// work, an activity result or retry, an abandoned turn, a termination.
-// Writers never block on it. cancel unsubscribes; it is idempotent. The
-// channel is never closed.
-func (s *Store) Subscribe(tenant string) (<-chan struct{}, func()) {
-	return s.hub.Subscribe(tenant)
-}
-
-// SubscribeKinds is Subscribe for the work of the kinds in the mask.
+// SubscribeKinds: see storage.Notifier. This store wakes its subscribers
+// for what it commits itself: an instance created, an event raised, a turn
+// committed that left or added work, an activity result or retry, an
+// abandoned turn, a termination.
 func (s *Store) SubscribeKinds(tenant string, kinds storage.WorkKind) (<-chan struct{}, func()) {
 	return s.hub.SubscribeKinds(tenant, kinds)
 }

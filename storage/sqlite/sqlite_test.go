@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldwf/herald/heraldtype"
 	"github.com/heraldwf/herald/history"
 	"github.com/heraldwf/herald/storage"
 	"github.com/heraldwf/herald/storage/sqlite"
@@ -64,10 +65,10 @@ func TestReopenKeepsDataAndMigrationsAreIdempotent(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
-	if _, err := s.InstanceGet(ctx, &storage.InstanceGetParams{Tenant: "t", ID: "i"}); !errors.Is(err, storage.ErrClosed) {
+	if _, err := s.InstanceGet(ctx, &storage.InstanceGetParams{Tenant: "t", ID: "i"}); !errors.Is(err, heraldtype.ErrClosed) {
 		t.Fatalf("InstanceGet after Close: %v, want ErrClosed", err)
 	}
-	if _, err := s.EventRaise(ctx, &storage.EventRaiseParams{Tenant: "t", InstanceID: "i", EventID: "e2", Now: t0}); !errors.Is(err, storage.ErrClosed) {
+	if _, err := s.EventRaise(ctx, &storage.EventRaiseParams{Tenant: "t", InstanceID: "i", EventID: "e2", Now: t0}); !errors.Is(err, heraldtype.ErrClosed) {
 		t.Fatalf("EventRaise after Close: %v, want ErrClosed", err)
 	}
 
@@ -149,7 +150,7 @@ func TestGroupCommit(t *testing.T) {
 			defer wg.Done()
 			// Always fails: nobody holds this token.
 			_, err := s.TurnCommit(ctx, &storage.TurnCommitParams{Tenant: "t", InstanceID: fmt.Sprintf("i%d", i), LockToken: "x", Execution: 1, Now: t0})
-			if !errors.Is(err, storage.ErrLeaseLost) {
+			if !errors.Is(err, heraldtype.ErrLeaseLost) {
 				errs <- fmt.Errorf("TurnCommit: %v, want ErrLeaseLost", err)
 			}
 		}()
@@ -161,7 +162,7 @@ func TestGroupCommit(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	list, err := s.InstanceList(ctx, &storage.InstanceListParams{Tenant: "t", Limit: 1000})
+	list, _, err := s.InstanceList(ctx, &storage.InstanceListParams{Tenant: "t", Limit: 1000})
 	if err != nil || len(list) != n {
 		t.Fatalf("InstanceList: %d instances, %v; want %d", len(list), err, n)
 	}
@@ -180,7 +181,7 @@ func TestCancelledContextWritesNothing(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("InstanceCreate with a cancelled context: %v", err)
 	}
-	if _, err := s.InstanceGet(context.Background(), &storage.InstanceGetParams{Tenant: "t", ID: "i"}); !errors.Is(err, storage.ErrNotFound) {
+	if _, err := s.InstanceGet(context.Background(), &storage.InstanceGetParams{Tenant: "t", ID: "i"}); !errors.Is(err, heraldtype.ErrNotFound) {
 		t.Fatalf("InstanceGet: %v, want ErrNotFound", err)
 	}
 }

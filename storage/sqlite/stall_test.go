@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldwf/herald/heraldtype"
 	"github.com/heraldwf/herald/storage"
 )
 
@@ -46,11 +47,11 @@ func TestFsyncOutOfRoomStallsAndRecovers(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 3 {
-		if err := create(ctx, s, fmt.Sprintf("b%d", i)); !errors.Is(err, storage.ErrStorageFull) {
+		if err := create(ctx, s, fmt.Sprintf("b%d", i)); !errors.Is(err, heraldtype.ErrStorageFull) {
 			t.Fatalf("write while fsyncs fail for lack of room: %v, want ErrStorageFull", err)
 		}
 	}
-	if _, err := s.InstanceGet(ctx, &storage.InstanceGetParams{Tenant: "t", ID: "a0"}); !errors.Is(err, storage.ErrStorageFull) {
+	if _, err := s.InstanceGet(ctx, &storage.InstanceGetParams{Tenant: "t", ID: "a0"}); !errors.Is(err, heraldtype.ErrStorageFull) {
 		t.Fatalf("read while an unsynced write is visible: %v, want ErrStorageFull", err)
 	}
 	if err := fsys.FailSyncs(0); err != nil {
@@ -62,7 +63,7 @@ func TestFsyncOutOfRoomStallsAndRecovers(t *testing.T) {
 		if err == nil {
 			break
 		}
-		if !errors.Is(err, storage.ErrStorageFull) || time.Now().After(deadline) {
+		if !errors.Is(err, heraldtype.ErrStorageFull) || time.Now().After(deadline) {
 			t.Fatalf("write once there is room again: %v", err)
 		}
 	}
@@ -114,7 +115,7 @@ func TestFsyncOutOfRoomChangedWALBreaksStore(t *testing.T) {
 	}
 	real := s.syncFn
 	s.syncFn = func() error { return syscall.ENOSPC }
-	if err := create(ctx, s, "b"); !errors.Is(err, storage.ErrStorageFull) {
+	if err := create(ctx, s, "b"); !errors.Is(err, heraldtype.ErrStorageFull) {
 		t.Fatalf("write whose fsync failed for lack of room: %v, want ErrStorageFull", err)
 	}
 	// A page of the last committed frame reads back different.
@@ -132,7 +133,7 @@ func TestFsyncOutOfRoomChangedWALBreaksStore(t *testing.T) {
 	}
 	s.syncFn = real
 	err = create(ctx, s, "c")
-	if err == nil || errors.Is(err, storage.ErrStorageFull) || !strings.Contains(err.Error(), "bad checksum") {
+	if err == nil || errors.Is(err, heraldtype.ErrStorageFull) || !strings.Contains(err.Error(), "bad checksum") {
 		t.Fatalf("write after room was made, over a changed WAL: %v, want the store broken by a bad checksum", err)
 	}
 	if err := create(ctx, s, "d"); err == nil {

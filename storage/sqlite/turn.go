@@ -9,24 +9,16 @@ import (
 	"slices"
 	"time"
 
+	"github.com/heraldwf/herald/heraldtype"
 	"github.com/heraldwf/herald/history"
 
 	"github.com/heraldwf/herald/storage"
 	"github.com/heraldwf/herald/storage/internal/backend"
 )
 
-// TurnClaim claims up to p.Max (default 1) instances of the tenant that are
-// not terminal, have at least one inbox message visible at p.Now, have no
-// live lease (none, or one that ended before p.Now) and are not delayed by
-// TurnAbandon's RetryAt. The instance that has waited longest comes first:
-// instances are ordered by the visible_at of their earliest message (for
-// messages visible at once, their insertion time; ties in creation order).
-// Each gets a new lock token (a random prefix shared by the claim and the
-// instance's row id, so no two turns share one) and a lease until
-// p.Now+p.Lease (default 30 s); its turn holds the current execution's whole
-// history and its visible messages in id order, at most p.MaxMessages
-// (default 1000). Messages for instance ids that do not exist are never
-// claimed.
+// TurnClaim: see storage.TurnStore. Each turn's lock token is a random
+// prefix shared by the claim and the instance's row id; histories and
+// messages are read on the read pool, beside the writer.
 func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*storage.Turn, error) {
 	if p == nil {
 		return nil, errors.New("sqlite: claim turns: nil params")
@@ -224,38 +216,9 @@ func (s *Store) releaseClaimed(ctx context.Context, tenant string, turns []*stor
 	return errors.Join(errs...)
 }
 
-// TurnCommit commits a claimed turn in one transaction. It fails with
-// storage.ErrLeaseLost, writing nothing, unless p.LockToken still owns the
-// instance (the lease may have run out as long as no one else claimed the
-// instance since) and the instance is not terminal. Any other failure (a
-// NewEvents seq already taken, a bad status) writes nothing either.
-//
-// In order it: appends NewEvents to p.Execution's history (their Seq set by
-// the caller); deletes ConsumedMessages; schedules Activities (attempt 1,
-// visible at once; Tenant, InstanceID and a zero Execution are taken from
-// p); adds Timers as timer_fired messages visible at FireAt; deletes the
-// timers of CancelTimers; cancels CancelActivities (an unleased task, or one
-// whose lease ran out, is deleted; a leased one is marked cancel_requested);
-// applies Fates to the instance's ledger rows (ids not in the ledger are
-// ignored); unless the turn ends the execution, deletes the markers of
-// CancelCorrelatedWaits, hands on the delete-after-first events a put
-// delivered to those waits while the turn ran (rerouteWithdrawn /
-// rerouteSQL: to the oldest other waiter, or stored again), and handles
-// CorrelatedWaits (a wait that was also withdrawn is skipped; a live
-// correlated event is delivered at once, otherwise a marker is stored); a
-// turn that ends the execution hands on such deliveries made to any wait
-// of the execution; hands on the delete-after-first events of
-// ReturnedCorrelated the same way (after the waits, so that a wait of this
-// very turn can receive one); sets status (empty means running), output
-// and failure. A terminal status then drops the instance's pending and
-// buffered events (instance_terminal) with EventDropped breadcrumbs appended
-// after NewEvents, and deletes its inbox, activity tasks and correlation
-// markers. ContinueAsNew moves the instance to execution p.Execution+1
-// (status running, its input), writes StartEvents as that execution's
-// history, deletes the old executions' timers and activity results and the
-// instance's correlation markers, deletes their unleased activity tasks and
-// marks leased ones cancel_requested, and adds a kick message. Finally the
-// lease is cleared.
+// TurnCommit: see storage.TurnStore. The commit is one write transaction
+// of the single writer, which serialises it with puts; the lane rules it
+// applies (the hand-on, the instance-end drops) are package backend's.
 func (s *Store) TurnCommit(ctx context.Context, p *storage.TurnCommitParams) ([]history.Event, error) {
 	if p == nil {
 		return nil, errors.New("sqlite: commit turn: nil params")
@@ -301,7 +264,7 @@ func encodeTurn(p *storage.TurnCommitParams) (*turnDocs, error) {
 
 // commitTurn writes one turn; the instance_terminal drop breadcrumbs it adds
 // go to *dropped.
-func commitTurn(w *wtx, p *storage.TurnCommitParams, docs *turnDocs, status storage.Status, now time.Time, dropped *[]history.Event) error {
+func commitTurn(w *wtx, p *storage.TurnCommitParams, docs *turnDocs, status heraldtype.Status, now time.Time, dropped *[]history.Event) error {
 	tenant, id, nowN := p.Tenant, p.InstanceID, now.UnixNano()
 	var (
 		token     sql.NullString
@@ -311,16 +274,16 @@ func commitTurn(w *wtx, p *storage.TurnCommitParams, docs *turnDocs, status stor
 	err := w.queryRow(`SELECT lock_token, status, execution FROM instances WHERE tenant = ? AND id = ?`,
 		tenant, id).Scan(&token, &curStatus, &execution)
 	if errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("instance does not exist: %w", storage.ErrLeaseLost)
+		return fmt.Errorf("instance does not exist: %w", heraldtype.ErrLeaseLost)
 	}
 	if err != nil {
 		return fmt.Errorf("load instance: %w", err)
 	}
 	if !token.Valid || token.String != p.LockToken {
-		return storage.ErrLeaseLost
+		return heraldtype.ErrLeaseLost
 	}
-	if storage.Status(curStatus).Terminal() {
-		return fmt.Errorf("instance is %s: %w", curStatus, storage.ErrLeaseLost)
+	if heraldtype.Status(curStatus).Terminal() {
+		return fmt.Errorf("instance is %s: %w", curStatus, heraldtype.ErrLeaseLost)
 	}
 	if p.Execution != execution {
 		return fmt.Errorf("turn ran on execution %d but the instance is on execution %d", p.Execution, execution)
@@ -329,7 +292,7 @@ func commitTurn(w *wtx, p *storage.TurnCommitParams, docs *turnDocs, status stor
 	if err := appendEncoded(w, tenant, id, execution, p.NewEvents, docs.newEvents); err != nil {
 		return err
 	}
-	// Deleted first even when the turn ends the instance: rerouteWithdrawn
+	// Deleted first even when the turn ends the instance: the hand-on
 	// must not take a consumed delivery for one still waiting to be handed on.
 	for _, mid := range p.ConsumedMessages {
 		if _, err := w.exec(`DELETE FROM inbox WHERE id = ? AND tenant = ? AND instance_id = ?`, mid, tenant, id); err != nil {
@@ -390,16 +353,18 @@ func commitTurn(w *wtx, p *storage.TurnCommitParams, docs *turnDocs, status stor
 	}
 
 	// Correlated-lane waits: a turn that ends the execution registers none
-	// (endInstance and continue-as-new delete all the markers).
-	if !status.Terminal() && p.ContinueAsNew == nil {
-		if err := commitCorrelated(w, p, execution, nowN); err != nil {
+	// (endInstance and continue-as-new delete all the markers), and every
+	// wait of the execution is withdrawn.
+	ending := status.Terminal() || p.ContinueAsNew != nil
+	lt := &laneTx{w: w, tenant: tenant, id: id, now: nowN}
+	if !ending {
+		if err := commitCorrelated(lt, p, execution); err != nil {
 			return err
 		}
-	} else if err := rerouteWithdrawn(w, tenant, id, execution, nil, true, nowN); err != nil {
-		// The turn ends the execution: every wait is withdrawn.
+	} else if err := backend.HandOnWithdrawn(lt, execution, nil, true, now); err != nil {
 		return err
 	}
-	if err := handOnReturned(w, p, status.Terminal() || p.ContinueAsNew != nil, nowN); err != nil {
+	if err := backend.HandOnReturned(lt, p.ReturnedCorrelated, ending, now); err != nil {
 		return err
 	}
 
@@ -447,7 +412,7 @@ func commitTurn(w *wtx, p *storage.TurnCommitParams, docs *turnDocs, status stor
 	var ready sql.NullInt64
 	if err := w.queryRow(`UPDATE instances SET status = ?3, output = ?4, failure = ?5, updated_at = ?6,
 		execution = ?7, input = CASE WHEN ?8 THEN ?9 ELSE input END,
-		lock_token = NULL, lease_until = 0, not_before = 0, ready_at = `+readyAt+`
+		lock_token = NULL, lease_until = 0, not_before = 0, blocked = '', ready_at = `+readyAt+`
 		WHERE tenant = ?1 AND id = ?2
 		RETURNING ready_at`,
 		tenant, id, string(status), backend.RawArg(p.Output), failure, nowN,
@@ -467,26 +432,24 @@ func commitTurn(w *wtx, p *storage.TurnCommitParams, docs *turnDocs, status stor
 	return nil
 }
 
-// TurnAbandon releases a claimed turn without committing it. With RetryAt
-// set the instance cannot be claimed before RetryAt. It returns
-// storage.ErrLeaseLost if p.LockToken no longer owns the instance.
+// TurnAbandon: see storage.TurnStore.
 func (s *Store) TurnAbandon(ctx context.Context, p *storage.TurnAbandonParams) error {
 	if p == nil {
 		return errors.New("sqlite: abandon turn: nil params")
 	}
 	if p.LockToken == "" {
-		return fmt.Errorf("sqlite: abandon turn of %q: empty lock token: %w", p.InstanceID, storage.ErrLeaseLost)
+		return fmt.Errorf("sqlite: abandon turn of %q: empty lock token: %w", p.InstanceID, heraldtype.ErrLeaseLost)
 	}
 	err := s.writeUntilRoom(ctx, func(w *wtx) error {
-		res, err := w.exec(`UPDATE instances SET lock_token = NULL, lease_until = 0, not_before = ?
-			WHERE tenant = ? AND id = ? AND lock_token = ?`, backend.Nanos(p.RetryAt), p.Tenant, p.InstanceID, p.LockToken)
+		res, err := w.exec(`UPDATE instances SET lock_token = NULL, lease_until = 0, not_before = ?, blocked = ?
+			WHERE tenant = ? AND id = ? AND lock_token = ?`, backend.Nanos(p.RetryAt), p.Blocked, p.Tenant, p.InstanceID, p.LockToken)
 		if err != nil {
 			return fmt.Errorf("release lease: %w", err)
 		}
 		if n, err := res.RowsAffected(); err != nil {
 			return fmt.Errorf("release lease: %w", err)
 		} else if n == 0 {
-			return storage.ErrLeaseLost
+			return heraldtype.ErrLeaseLost
 		}
 		w.signalKinds(p.Tenant, storage.WorkTurns)
 		return nil
@@ -497,40 +460,25 @@ func (s *Store) TurnAbandon(ctx context.Context, p *storage.TurnAbandonParams) e
 	return nil
 }
 
-// NextWake returns the earliest time after p.Now at which work of the tenant
-// may become claimable: an inbox message of an existing non-terminal
-// instance or an activity task becoming visible, a TurnAbandon RetryAt
-// passing, or a lease (of an instance with messages, or of an activity task)
-// running out so that the work can be taken over. ok is false if there is
-// no such time.
+// NextWake: see storage.Notifier. It leaves out no time: every message
+// counts, not only each instance's earliest.
 func (s *Store) NextWake(ctx context.Context, p *storage.NextWakeParams) (time.Time, bool, error) {
 	if p == nil {
 		return time.Time{}, false, errors.New("sqlite: next wake: nil params")
 	}
 	if s.closed.Load() {
-		return time.Time{}, false, storage.ErrClosed
+		return time.Time{}, false, heraldtype.ErrClosed
 	}
 	now := backend.NowOr(p.Now).UnixNano()
+	if p.AllTenants {
+		at, err := s.nextWakeAll(ctx, now)
+		if err != nil || at == nil {
+			return time.Time{}, false, wrapNextWake(s, err)
+		}
+		return backend.FromNanos(*at), true, nil
+	}
 	var at sql.NullInt64
-	err := s.reader(nil).QueryRowContext(ctx, `SELECT MIN(t) FROM (
-		SELECT MIN(m.visible_at) AS t FROM inbox m
-		  JOIN instances i ON i.tenant = m.tenant AND i.id = m.instance_id
-		  WHERE m.tenant = ?1 AND m.visible_at > ?2 AND i.status IN `+nonTerminal+`
-		UNION ALL
-		SELECT MIN(visible_at) FROM activities
-		  WHERE tenant = ?1 AND lock_token IS NULL AND visible_at > ?2
-		UNION ALL
-		SELECT MIN(i.not_before) FROM instances i
-		  WHERE i.tenant = ?1 AND i.not_before > 0 AND i.not_before > ?2 AND i.status IN `+nonTerminal+`
-		  AND EXISTS (SELECT 1 FROM inbox m WHERE m.tenant = i.tenant AND m.instance_id = i.id)
-		UNION ALL
-		SELECT MIN(i.lease_until) FROM instances i
-		  WHERE i.tenant = ?1 AND i.lock_token IS NOT NULL AND i.lease_until > ?2 AND i.status IN `+nonTerminal+`
-		  AND EXISTS (SELECT 1 FROM inbox m WHERE m.tenant = i.tenant AND m.instance_id = i.id)
-		UNION ALL
-		SELECT MIN(lease_until) FROM activities
-		  WHERE tenant = ?1 AND lock_token IS NOT NULL AND lease_until > ?2 AND cancel_requested = 0
-	)`, p.Tenant, now).Scan(&at)
+	err := s.reader(nil).QueryRowContext(ctx, nextWakeSQL, p.Tenant, now).Scan(&at)
 	if err != nil {
 		return time.Time{}, false, fmt.Errorf("sqlite: next wake: %w", s.readErr(err))
 	}
@@ -539,3 +487,24 @@ func (s *Store) NextWake(ctx context.Context, p *storage.NextWakeParams) (time.T
 	}
 	return backend.FromNanos(at.Int64), true, nil
 }
+
+// nextWakeSQL is NextWake for tenant ?1 at ?2.
+const nextWakeSQL = `SELECT MIN(t) FROM (
+		SELECT MIN(m.visible_at) AS t FROM inbox m
+		  JOIN instances i ON i.tenant = m.tenant AND i.id = m.instance_id
+		  WHERE m.tenant = ?1 AND m.visible_at > ?2 AND i.status IN ` + nonTerminal + `
+		UNION ALL
+		SELECT MIN(visible_at) FROM activities
+		  WHERE tenant = ?1 AND lock_token IS NULL AND visible_at > ?2
+		UNION ALL
+		SELECT MIN(i.not_before) FROM instances i
+		  WHERE i.tenant = ?1 AND i.not_before > 0 AND i.not_before > ?2 AND i.status IN ` + nonTerminal + `
+		  AND EXISTS (SELECT 1 FROM inbox m WHERE m.tenant = i.tenant AND m.instance_id = i.id)
+		UNION ALL
+		SELECT MIN(i.lease_until) FROM instances i
+		  WHERE i.tenant = ?1 AND i.lock_token IS NOT NULL AND i.lease_until > ?2 AND i.status IN ` + nonTerminal + `
+		  AND EXISTS (SELECT 1 FROM inbox m WHERE m.tenant = i.tenant AND m.instance_id = i.id)
+		UNION ALL
+		SELECT MIN(lease_until) FROM activities
+		  WHERE tenant = ?1 AND lock_token IS NOT NULL AND lease_until > ?2 AND cancel_requested = 0
+	)`

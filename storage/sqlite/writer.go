@@ -11,6 +11,7 @@ import (
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
+	"github.com/heraldwf/herald/heraldtype"
 	"github.com/heraldwf/herald/storage"
 	"github.com/heraldwf/herald/storage/internal/backend"
 )
@@ -101,7 +102,7 @@ func (s *Store) write(ctx context.Context, fn func(*wtx) error) error {
 
 func (s *Store) submit(ctx context.Context, r *writeReq) error {
 	if s.closed.Load() {
-		return storage.ErrClosed
+		return heraldtype.ErrClosed
 	}
 	if err := s.broken.Load(); err != nil {
 		return *err
@@ -112,7 +113,7 @@ func (s *Store) submit(ctx context.Context, r *writeReq) error {
 	select {
 	case s.reqs <- r:
 	case <-s.closing:
-		return storage.ErrClosed
+		return heraldtype.ErrClosed
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -133,12 +134,12 @@ func (s *Store) writeUntilRoom(ctx context.Context, fn func(*wtx) error) error {
 const roomRetry = backend.RoomRetry
 
 // fullErr marks the error of a write that failed for want of room (a full
-// disk or quota: SQLITE_FULL, ENOSPC, EDQUOT) with storage.ErrStorageFull.
+// disk or quota: SQLITE_FULL, ENOSPC, EDQUOT) with heraldtype.ErrStorageFull.
 func fullErr(err error) error {
-	if err == nil || errors.Is(err, storage.ErrStorageFull) || !isFull(err) {
+	if err == nil || errors.Is(err, heraldtype.ErrStorageFull) || !isFull(err) {
 		return err
 	}
-	return fmt.Errorf("%w (%w)", err, storage.ErrStorageFull)
+	return fmt.Errorf("%w (%w)", err, heraldtype.ErrStorageFull)
 }
 
 func isFull(err error) bool {
@@ -434,7 +435,7 @@ type syncItem struct {
 // If an fsync fails, what the OS still holds is unknown (Linux may drop the
 // dirty pages, and a later fsync then succeeds without them): the requests
 // waiting on it fail. If it failed for lack of room (ENOSPC, EDQUOT), the
-// store stalls (see recoverWAL): writes fail with storage.ErrStorageFull
+// store stalls (see recoverWAL): writes fail with heraldtype.ErrStorageFull
 // until room is made and the WAL has been checked and written again. Any
 // other failure breaks the store: it refuses every later write, like
 // PostgreSQL, which stops on a failed fsync.
@@ -497,7 +498,7 @@ func (s *Store) syncPending(upTo int64) error {
 	case err == nil:
 	case isFull(err):
 		err = fmt.Errorf("fsync of the WAL failed for lack of room: the write was committed but is not "+
-			"known to be durable, and the store refuses writes until there is room again: %w (%w)", err, storage.ErrStorageFull)
+			"known to be durable, and the store refuses writes until there is room again: %w (%w)", err, heraldtype.ErrStorageFull)
 		s.stalled.CompareAndSwap(nil, &err)
 		s.durable.stalled(err)
 		return err
@@ -594,7 +595,7 @@ func (s *Store) signal(ws []wakeup) {
 
 func (s *Store) txErr(op string, err error) error {
 	if s.closed.Load() {
-		return fmt.Errorf("%s: %w", op, storage.ErrClosed)
+		return fmt.Errorf("%s: %w", op, heraldtype.ErrClosed)
 	}
 	return fmt.Errorf("%s transaction: %w", op, err)
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldwf/herald/heraldtype"
 	"github.com/heraldwf/herald/storage"
 )
 
@@ -40,7 +41,7 @@ func createReq(id string, after func(*wtx) error) *writeReq {
 func exists(t *testing.T, s *Store, id string) bool {
 	t.Helper()
 	_, err := s.InstanceGet(context.Background(), &storage.InstanceGetParams{Tenant: "t", ID: id})
-	if err != nil && !errors.Is(err, storage.ErrNotFound) {
+	if err != nil && !errors.Is(err, heraldtype.ErrNotFound) {
 		t.Fatal(err)
 	}
 	return err == nil

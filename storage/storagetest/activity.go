@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/heraldwf/herald/heraldtype"
 	"github.com/heraldwf/herald/history"
 	"github.com/heraldwf/herald/storage"
 )
@@ -23,7 +24,7 @@ func (b *bundle) scheduleActivities(id string, seqs ...int) {
 		p.NewEvents = append(p.NewEvents, e)
 		p.Activities = append(p.Activities, storage.ActivityTask{
 			TaskSeq: seq, Name: name, Input: json.RawMessage(`{"seq":` + string(rune('0'+seq)) + `}`),
-			Retry: storage.RetryPolicy{MaxAttempts: 3, InitialInterval: time.Second, BackoffCoefficient: 2},
+			Retry: heraldtype.RetryPolicy{MaxAttempts: 3, InitialInterval: time.Second, BackoffCoefficient: 2},
 		})
 	}
 	b.commit(p)
@@ -64,7 +65,7 @@ func testActivities(b *bundle) {
 	wantEqual(t, "Name", a2.Name, "act2")
 	wantJSON(t, "Input", a2.Input, `{"seq":2}`)
 	wantEqual(t, "Attempt", a2.Attempt, 1)
-	wantEqual(t, "Retry", a2.Retry, storage.RetryPolicy{MaxAttempts: 3, InitialInterval: time.Second, BackoffCoefficient: 2})
+	wantEqual(t, "Retry", a2.Retry, heraldtype.RetryPolicy{MaxAttempts: 3, InitialInterval: time.Second, BackoffCoefficient: 2})
 	wantTime(t, "LeaseUntil", a2.LeaseUntil, now.Add(lease))
 	if a2.LockToken == "" || a2.CancelRequested {
 		t.Fatalf("claimed task: token %q, cancel %v", a2.LockToken, a2.CancelRequested)
@@ -87,7 +88,7 @@ func testActivities(b *bundle) {
 	wrong := *a2
 	wrong.LockToken = "not-the-token"
 	_, err = b.heartbeat(&wrong, at(5*time.Minute))
-	wantErr(t, "heartbeat with a wrong token", err, storage.ErrLeaseLost)
+	wantErr(t, "heartbeat with a wrong token", err, heraldtype.ErrLeaseLost)
 
 	now = at(3 * time.Minute)
 	tasks = b.claimActivities(now, 10)
@@ -99,9 +100,9 @@ func testActivities(b *bundle) {
 		t.Fatal("takeover kept the lock token")
 	}
 	wantEqual(t, "Attempt after taking over a lost attempt", a3b.Attempt, a3.Attempt+1)
-	wantErr(t, "complete with the taken-over token", b.complete(a3, `"late"`, nil, now), storage.ErrLeaseLost)
+	wantErr(t, "complete with the taken-over token", b.complete(a3, `"late"`, nil, now), heraldtype.ErrLeaseLost)
 	_, err = b.heartbeat(a3, at(10*time.Minute))
-	wantErr(t, "heartbeat with the taken-over token", err, storage.ErrLeaseLost)
+	wantErr(t, "heartbeat with the taken-over token", err, heraldtype.ErrLeaseLost)
 	if err := b.complete(a3b, "", &history.Failure{Kind: "activity", Message: "boom"}, now); err != nil {
 		t.Fatalf("ActivityComplete with a failure: %v", err)
 	}
@@ -110,14 +111,14 @@ func testActivities(b *bundle) {
 	err = b.s.ActivityRetry(b.ctx, &storage.ActivityRetryParams{
 		Tenant: b.tenant, InstanceID: "i", Execution: 1, TaskSeq: 2, LockToken: "not-the-token", RetryAt: at(10 * time.Minute),
 	})
-	wantErr(t, "retry with a wrong token", err, storage.ErrLeaseLost)
+	wantErr(t, "retry with a wrong token", err, heraldtype.ErrLeaseLost)
 	if err := b.s.ActivityRetry(b.ctx, &storage.ActivityRetryParams{
 		Tenant: b.tenant, InstanceID: "i", Execution: 1, TaskSeq: 2, LockToken: a2.LockToken, RetryAt: at(10 * time.Minute),
 	}); err != nil {
 		t.Fatalf("ActivityRetry: %v", err)
 	}
 	_, err = b.heartbeat(a2, at(20*time.Minute))
-	wantErr(t, "heartbeat after retry", err, storage.ErrLeaseLost)
+	wantErr(t, "heartbeat after retry", err, heraldtype.ErrLeaseLost)
 	if tasks := b.claimActivities(at(9*time.Minute), 10); len(tasks) != 0 {
 		t.Fatalf("retried task claimed before RetryAt: %v", taskSeqs(tasks))
 	}
@@ -130,7 +131,7 @@ func testActivities(b *bundle) {
 	if err := b.complete(a2b, `{"ok":true}`, nil, at(10*time.Minute)); err != nil {
 		t.Fatalf("ActivityComplete: %v", err)
 	}
-	wantErr(t, "second completion", b.complete(a2b, `{"ok":true}`, nil, at(10*time.Minute)), storage.ErrLeaseLost)
+	wantErr(t, "second completion", b.complete(a2b, `{"ok":true}`, nil, at(10*time.Minute)), heraldtype.ErrLeaseLost)
 
 	// Both results reach the instance's inbox, in completion order.
 	turn := b.claimOne("i", at(10*time.Minute))

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldwf/herald/heraldtype"
 	"github.com/heraldwf/herald/history"
 	"github.com/heraldwf/herald/storage"
 )
@@ -29,7 +30,7 @@ func (b *bundle) corrPutParams(def, key, payload string, deleteAfterFirst bool, 
 	}
 }
 
-func (b *bundle) corrPut(def, key, payload string, deleteAfterFirst bool, now time.Time) *storage.CorrelatedEvent {
+func (b *bundle) corrPut(def, key, payload string, deleteAfterFirst bool, now time.Time) *heraldtype.CorrelatedEvent {
 	b.t.Helper()
 	c, err := b.s.CorrelatedPut(b.ctx, b.corrPutParams(def, key, payload, deleteAfterFirst, now))
 	if err != nil {
@@ -38,11 +39,11 @@ func (b *bundle) corrPut(def, key, payload string, deleteAfterFirst bool, now ti
 	return c
 }
 
-func (b *bundle) corrGet(def, key string) (*storage.CorrelatedEvent, error) {
+func (b *bundle) corrGet(def, key string) (*heraldtype.CorrelatedEvent, error) {
 	return b.s.CorrelatedGet(b.ctx, &storage.CorrelatedGetParams{Tenant: b.tenant, Def: def, Key: key})
 }
 
-func (b *bundle) mustCorrGet(def, key string) *storage.CorrelatedEvent {
+func (b *bundle) mustCorrGet(def, key string) *heraldtype.CorrelatedEvent {
 	b.t.Helper()
 	c, err := b.corrGet(def, key)
 	if err != nil {
@@ -54,10 +55,10 @@ func (b *bundle) mustCorrGet(def, key string) *storage.CorrelatedEvent {
 func (b *bundle) wantCorrGone(def, key string) {
 	b.t.Helper()
 	_, err := b.corrGet(def, key)
-	wantErr(b.t, fmt.Sprintf("CorrelatedGet(%s/%s)", def, key), err, storage.ErrNotFound)
+	wantErr(b.t, fmt.Sprintf("CorrelatedGet(%s/%s)", def, key), err, heraldtype.ErrNotFound)
 }
 
-func (b *bundle) search(p storage.CorrelatedSearchParams) ([]*storage.CorrelatedEvent, string) {
+func (b *bundle) search(p storage.CorrelatedSearchParams) ([]*heraldtype.CorrelatedEvent, string) {
 	b.t.Helper()
 	p.Tenant = b.tenant
 	if p.Def == "" {
@@ -164,7 +165,7 @@ func (b *bundle) wantDelivered(id string, now time.Time, want ...string) []stora
 }
 
 // produced lists a correlated event's produced entries as "instance:seq".
-func produced(c *storage.CorrelatedEvent) []string {
+func produced(c *heraldtype.CorrelatedEvent) []string {
 	out := make([]string, len(c.Produced))
 	for i, p := range c.Produced {
 		out[i] = fmt.Sprintf("%s:%d", p.InstanceID, p.TaskSeq)
@@ -172,7 +173,7 @@ func produced(c *storage.CorrelatedEvent) []string {
 	return out
 }
 
-func wantProduced(t *testing.T, what string, c *storage.CorrelatedEvent, want ...string) {
+func wantProduced(t *testing.T, what string, c *heraldtype.CorrelatedEvent, want ...string) {
 	t.Helper()
 	if got := produced(c); !slices.Equal(got, want) {
 		t.Fatalf("%s: produced %v, want %v", what, got, want)
@@ -183,10 +184,9 @@ func testCorrelatedCRUD(b *bundle) {
 	t := b.t
 	b.wantCorrGone(def, "k1")
 	err := b.s.CorrelatedDelete(b.ctx, &storage.CorrelatedGetParams{Tenant: b.tenant, Def: def, Key: "k1"})
-	wantErr(t, "CorrelatedDelete(missing)", err, storage.ErrNotFound)
+	wantErr(t, "CorrelatedDelete(missing)", err, heraldtype.ErrNotFound)
 
 	c := b.corrPut(def, "k1", `{"v":1}`, false, t0)
-	wantEqual(t, "Tenant", c.Tenant, b.tenant)
 	wantEqual(t, "Def", c.Def, def)
 	wantEqual(t, "Key", c.Key, "k1")
 	wantJSON(t, "Payload", c.Payload, `{"v":1}`)
@@ -206,7 +206,7 @@ func testCorrelatedCRUD(b *bundle) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []*storage.CorrelatedEvent{c, b.mustCorrGet(def, "k1")} {
+	for _, c := range []*heraldtype.CorrelatedEvent{c, b.mustCorrGet(def, "k1")} {
 		wantJSON(t, "updated Payload", c.Payload, `{"v":2}`)
 		wantTime(t, "updated CreatedAt", c.CreatedAt, t0)
 		wantTime(t, "updated UpdatedAt", c.UpdatedAt, at(time.Second))
@@ -253,7 +253,7 @@ func testCorrelatedCRUD(b *bundle) {
 	}
 	b.wantCorrGone(def, "k1")
 	err = b.s.CorrelatedDelete(b.ctx, &storage.CorrelatedGetParams{Tenant: b.tenant, Def: def, Key: "k1"})
-	wantErr(t, "second CorrelatedDelete", err, storage.ErrNotFound)
+	wantErr(t, "second CorrelatedDelete", err, heraldtype.ErrNotFound)
 	b.mustCorrGet("other-def", "k1")
 
 	// Put again after a delete: a new event.
@@ -335,7 +335,6 @@ func testCorrelatedSearch(b *bundle) {
 		}
 		for _, c := range page {
 			wantEqual(t, "search Def", c.Def, def)
-			wantEqual(t, "search Tenant", c.Tenant, b.tenant)
 			wantJSON(t, "search Payload", c.Payload, `{"k":"`+c.Key+`"}`)
 			seen = append(seen, c.Key)
 		}
@@ -429,7 +428,7 @@ func testCorrelatedSearch(b *bundle) {
 	}
 }
 
-func keysOf(cs []*storage.CorrelatedEvent) []string {
+func keysOf(cs []*heraldtype.CorrelatedEvent) []string {
 	out := make([]string, len(cs))
 	for i, c := range cs {
 		out[i] = c.Key
@@ -494,7 +493,7 @@ func testCorrelatedWaitThenPut(b *bundle) {
 	b.commit(p)
 	b.claimNone(at(9 * time.Second))
 
-	ch, cancel := b.s.Subscribe(b.tenant)
+	ch, cancel := b.s.SubscribeKinds(b.tenant, storage.WorkAll)
 	defer cancel()
 	select {
 	case <-ch:
@@ -627,7 +626,7 @@ func testCorrelatedMarkersEnd(b *bundle) {
 	now := at(10 * time.Second)
 	turn := b.poke("a", now)
 	p := b.commitParams(turn, now)
-	p.Status = storage.StatusCompleted
+	p.Status = heraldtype.StatusCompleted
 	b.commit(p)
 
 	turn = b.poke("b", now)
@@ -661,7 +660,7 @@ func testCorrelatedMarkersEnd(b *bundle) {
 	turn = b.poke("e", at(14*time.Second))
 	p = b.commitParams(turn, at(14*time.Second))
 	p.CorrelatedWaits = []storage.CorrelatedWait{cw(3, "k", true), cw(4, "k9", false)}
-	p.Status = storage.StatusFailed
+	p.Status = heraldtype.StatusFailed
 	b.commit(p)
 	b.startWaiting("f", at(15*time.Second))
 	turn = b.poke("f", at(16*time.Second))
@@ -680,7 +679,7 @@ func testCorrelatedMarkersEnd(b *bundle) {
 
 func testCorrelatedExpire(b *bundle) {
 	t := b.t
-	put := func(d, key string, expires time.Time, now time.Time) *storage.CorrelatedEvent {
+	put := func(d, key string, expires time.Time, now time.Time) *heraldtype.CorrelatedEvent {
 		t.Helper()
 		p := b.corrPutParams(d, key, `"`+key+`"`, false, now)
 		p.ExpiresAt = expires
@@ -767,7 +766,7 @@ func testCorrelatedTenants(b *bundle) {
 	}
 	b.mustCorrGet(def, "gone")
 	err := other.s.CorrelatedDelete(b.ctx, &storage.CorrelatedGetParams{Tenant: other.tenant, Def: def, Key: "k"})
-	wantErr(t, "delete in tenant b", err, storage.ErrNotFound)
+	wantErr(t, "delete in tenant b", err, heraldtype.ErrNotFound)
 	b.mustCorrGet(def, "k")
 
 	// Tenant b's own put reaches its own x only.
@@ -927,12 +926,12 @@ func testLeaderElection(b *bundle) {
 // no message for the wait.
 func testCorrelatedWithdrawnDelivery(b *bundle) {
 	t := b.t
-	b.putDef(storage.EventDefinition{Name: def, Correlation: &storage.CorrelationConfig{DeleteAfterFirstCorrelation: true}}, at(0))
+	b.putDef(heraldtype.EventDefinition{Name: def, Correlation: &heraldtype.CorrelationConfig{DeleteAfterFirstCorrelation: true}}, at(0))
 
 	// raceCancel claims id's turn, puts payload on key (delivered to id's
 	// wait seq 2), then commits the claimed turn withdrawing seq 2 (or
 	// ending the instance). It returns the put's delivery.
-	raceCancel := func(id, key, payload string, now time.Time, end func(*storage.TurnCommitParams)) storage.ProducedEvent {
+	raceCancel := func(id, key, payload string, now time.Time, end func(*storage.TurnCommitParams)) heraldtype.ProducedEvent {
 		t.Helper()
 		turn := b.poke(id, now)
 		c := b.corrPut(def, key, payload, true, now.Add(time.Millisecond))
@@ -988,7 +987,7 @@ func testCorrelatedWithdrawnDelivery(b *bundle) {
 	// A turn that ends the instance withdraws every wait.
 	b.startWaiting("f", at(13*time.Second), cw(2, "k4", true))
 	b.startWaiting("g", at(14*time.Second), cw(2, "k5", true))
-	raceCancel("f", "k4", `5`, at(15*time.Second), func(p *storage.TurnCommitParams) { p.Status = storage.StatusCompleted })
+	raceCancel("f", "k4", `5`, at(15*time.Second), func(p *storage.TurnCommitParams) { p.Status = heraldtype.StatusCompleted })
 	wantJSON(t, "stored again after completion", b.mustCorrGet(def, "k4").Payload, `5`)
 	raceCancel("g", "k5", `6`, at(16*time.Second), func(p *storage.TurnCommitParams) {
 		started := ev(1, history.ExecutionStarted, at(16*time.Second))
@@ -1013,7 +1012,7 @@ func testCorrelatedWithdrawnDelivery(b *bundle) {
 	wantProduced(t, "put to h", c6, "h:2")
 	turn = b.turnOf("h", at(21*time.Second))
 	p = b.commitParams(turn, at(21*time.Second)) // consumes the delivery
-	p.Status = storage.StatusCompleted
+	p.Status = heraldtype.StatusCompleted
 	b.commit(p)
 	b.wantDelivered("i", at(22*time.Second))
 	b.wantCorrGone(def, "k6")
@@ -1027,7 +1026,7 @@ func testCorrelatedWithdrawnDelivery(b *bundle) {
 // one is stored. A fan-out event, still stored, is left alone.
 func testCorrelatedReturned(b *bundle) {
 	t := b.t
-	b.putDef(storage.EventDefinition{Name: def, Correlation: &storage.CorrelationConfig{DeleteAfterFirstCorrelation: true}}, at(0))
+	b.putDef(heraldtype.EventDefinition{Name: def, Correlation: &heraldtype.CorrelationConfig{DeleteAfterFirstCorrelation: true}}, at(0))
 
 	// receive makes id receive the put's delivery and returns its copy.
 	receive := func(id, key, payload string, now time.Time) storage.Message {
@@ -1093,12 +1092,12 @@ func testCorrelatedReturned(b *bundle) {
 	// A turn that ends its instance does not hand it to itself.
 	b.startWaiting("g", at(18*time.Second), cw(2, "k5", true), cw(3, "k5", true))
 	m = receive("g", "k5", `6`, at(19*time.Second))
-	giveBack("g", m, at(20*time.Second), func(p *storage.TurnCommitParams) { p.Status = storage.StatusCompleted })
+	giveBack("g", m, at(20*time.Second), func(p *storage.TurnCommitParams) { p.Status = heraldtype.StatusCompleted })
 	wantJSON(t, "stored again after completion", b.mustCorrGet(def, "k5").Payload, `6`)
 
 	// Fan-out: the correlated event is still stored; nothing is handed on.
 	const fan = "doc-seen"
-	b.putDef(storage.EventDefinition{Name: fan, Correlation: &storage.CorrelationConfig{}}, at(21*time.Second))
+	b.putDef(heraldtype.EventDefinition{Name: fan, Correlation: &heraldtype.CorrelationConfig{}}, at(21*time.Second))
 	b.create("h", at(22*time.Second))
 	p := b.commitParams(b.turnOf("h", at(22*time.Second)), at(22*time.Second))
 	p.CorrelatedWaits = []storage.CorrelatedWait{{TaskSeq: 2, Def: fan, Key: "k"}}
@@ -1122,4 +1121,50 @@ func testCorrelatedReturned(b *bundle) {
 	wantJSON(t, "fan-out event kept", c.Payload, `7`)
 	wantProduced(t, "fan-out event", c, "h:2")
 	b.claimNone(at(26 * time.Second))
+}
+
+// testCorrelatedHandOnDeletedDefinition: the hand-on of a delete-after-first
+// event follows the definition as it is at the commit; one deleted since
+// the event was delivered has no rule to follow, so nothing is handed on
+// (the same on every backend): a withdrawn wait's delivery stays in the
+// withdrawing instance's inbox for the engine to drop, a returned event is
+// not stored again, and no other waiter receives either.
+func testCorrelatedHandOnDeletedDefinition(b *bundle) {
+	t := b.t
+	b.putDef(heraldtype.EventDefinition{Name: def, Correlation: &heraldtype.CorrelationConfig{DeleteAfterFirstCorrelation: true}}, at(0))
+	b.startWaiting("a", at(1*time.Second), cw(2, "k", true))
+	b.startWaiting("b", at(2*time.Second), cw(2, "k", true))
+	b.startWaiting("c", at(3*time.Second), cw(2, "k2", true))
+	b.startWaiting("d", at(4*time.Second), cw(2, "k2", true))
+
+	// A delivery to a wait withdrawn by the turn that was running.
+	turn := b.poke("a", at(5*time.Second))
+	put := b.corrPut(def, "k", `1`, true, at(5*time.Second))
+	wantProduced(t, "put during a's turn", put, "a:2")
+	// A returned event.
+	m := b.corrPut(def, "k2", `2`, true, at(6*time.Second))
+	wantProduced(t, "put to c", m, "c:2")
+	msgs := b.wantDelivered("c", at(7*time.Second), "2:k2:2")
+
+	if err := b.s.EventDefinitionDelete(b.ctx, &storage.EventDefinitionGetParams{Tenant: b.tenant, Name: def}); err != nil {
+		t.Fatalf("delete definition: %v", err)
+	}
+
+	p := b.commitParams(turn, at(8*time.Second))
+	p.CancelCorrelatedWaits = []int{2}
+	b.commit(p)
+	e := b.event(put.Produced[0].EventID)
+	wantEqual(t, "delivery to the withdrawn wait, definition deleted: Fate", e.Fate, history.FatePending)
+	b.wantDelivered("a", at(8*time.Second), "2:k:1")
+
+	p = b.commitParams(b.poke("c", at(9*time.Second)), at(9*time.Second))
+	p.ReturnedCorrelated = []storage.ReturnedCorrelated{{EventID: msgs[0].EventID, Def: def, Key: "k2", Payload: msgs[0].Payload}}
+	p.Fates = []storage.FateUpdate{{EventID: msgs[0].EventID, Fate: history.FateDropped, Reason: history.DropWithdrawnWait,
+		Execution: 1, OriginExecution: 1}}
+	b.commit(p)
+
+	b.wantDelivered("b", at(10*time.Second))
+	b.wantDelivered("d", at(10*time.Second))
+	b.wantCorrGone(def, "k")
+	b.wantCorrGone(def, "k2")
 }

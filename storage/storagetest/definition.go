@@ -5,21 +5,21 @@ import (
 	"slices"
 	"time"
 
+	"github.com/heraldwf/herald/heraldtype"
 	"github.com/heraldwf/herald/history"
 	"github.com/heraldwf/herald/storage"
 )
 
-func (b *bundle) putDef(d storage.EventDefinition, now time.Time) *storage.EventDefinition {
+func (b *bundle) putDef(d heraldtype.EventDefinition, now time.Time) *heraldtype.EventDefinition {
 	b.t.Helper()
-	d.Tenant = b.tenant
-	got, err := b.s.EventDefinitionPut(b.ctx, &storage.EventDefinitionPutParams{Definition: d, Now: now})
+	got, err := b.s.EventDefinitionPut(b.ctx, &storage.EventDefinitionPutParams{Tenant: b.tenant, Definition: d, Now: now})
 	if err != nil {
 		b.t.Fatalf("EventDefinitionPut(%s): %v", d.Name, err)
 	}
 	return got
 }
 
-func (b *bundle) getDef(name string) *storage.EventDefinition {
+func (b *bundle) getDef(name string) *heraldtype.EventDefinition {
 	b.t.Helper()
 	d, err := b.s.EventDefinitionGet(b.ctx, &storage.EventDefinitionGetParams{Tenant: b.tenant, Name: name})
 	if err != nil {
@@ -36,19 +36,15 @@ func (b *bundle) defNames() []string {
 	}
 	names := make([]string, len(ds))
 	for i, d := range ds {
-		if d.Tenant != b.tenant {
-			b.t.Fatalf("EventDefinitionList of %s returned %s of tenant %s", b.tenant, d.Name, d.Tenant)
-		}
 		names[i] = d.Name
 	}
 	return names
 }
 
 // wantDef compares every field of a definition.
-func wantDef(b *bundle, what string, got, want *storage.EventDefinition) {
+func wantDef(b *bundle, what string, got, want *heraldtype.EventDefinition) {
 	t := b.t
 	t.Helper()
-	wantEqual(t, what+" Tenant", got.Tenant, want.Tenant)
 	wantEqual(t, what+" Name", got.Name, want.Name)
 	wantJSON(t, what+" Schema", got.Schema, string(want.Schema))
 	wantEqual(t, what+" Buffer", got.Buffer, want.Buffer)
@@ -61,7 +57,6 @@ func wantDef(b *bundle, what string, got, want *storage.EventDefinition) {
 	default:
 		wantEqual(t, what+" Correlation", *got.Correlation, *want.Correlation)
 	}
-	wantEqual(t, what+" Version", got.Version, want.Version)
 	wantTime(t, what+" CreatedAt", got.CreatedAt, want.CreatedAt)
 	wantTime(t, what+" UpdatedAt", got.UpdatedAt, want.UpdatedAt)
 }
@@ -72,86 +67,83 @@ func testEventDefinitions(b *bundle) {
 		t.Fatalf("definitions of a new tenant: %v", names)
 	}
 	_, err := b.s.EventDefinitionGet(b.ctx, &storage.EventDefinitionGetParams{Tenant: b.tenant, Name: "approve"})
-	wantErr(t, "EventDefinitionGet of a missing definition", err, storage.ErrNotFound)
+	wantErr(t, "EventDefinitionGet of a missing definition", err, heraldtype.ErrNotFound)
 	err = b.s.EventDefinitionDelete(b.ctx, &storage.EventDefinitionGetParams{Tenant: b.tenant, Name: "approve"})
-	wantErr(t, "EventDefinitionDelete of a missing definition", err, storage.ErrNotFound)
+	wantErr(t, "EventDefinitionDelete of a missing definition", err, heraldtype.ErrNotFound)
 
-	// Create: Version 1, CreatedAt = UpdatedAt = Now, an empty Buffer is fifo.
-	approve := storage.EventDefinition{
+	// Create: CreatedAt = UpdatedAt = Now, an empty Buffer is fifo.
+	approve := heraldtype.EventDefinition{
 		Name:            "approve",
 		Schema:          json.RawMessage(`{"type":"object","required":["ok"]}`),
 		Retention:       2 * time.Hour,
 		MaxPayloadBytes: 4096,
 	}
 	want := approve
-	want.Tenant, want.Buffer, want.Version, want.CreatedAt, want.UpdatedAt = b.tenant, storage.BufferFIFO, 1, t0, t0
+	want.Buffer, want.CreatedAt, want.UpdatedAt = heraldtype.BufferFIFO, t0, t0
 	wantDef(b, "put approve", b.putDef(approve, t0), &want)
 	wantDef(b, "get approve", b.getDef("approve"), &want)
 
 	// Every field round-trips, correlation config included (nil and not).
-	prices := storage.EventDefinition{
+	prices := heraldtype.EventDefinition{
 		Name:        "price",
-		Buffer:      storage.BufferLatest,
-		Correlation: &storage.CorrelationConfig{TTL: 90 * time.Minute, DeleteAfterFirstCorrelation: true},
+		Buffer:      heraldtype.BufferLatest,
+		Correlation: &heraldtype.CorrelationConfig{TTL: 90 * time.Minute, DeleteAfterFirstCorrelation: true},
 	}
 	wantPrices := prices
-	wantPrices.Tenant, wantPrices.Version, wantPrices.CreatedAt, wantPrices.UpdatedAt = b.tenant, 1, at(time.Second), at(time.Second)
+	wantPrices.CreatedAt, wantPrices.UpdatedAt = at(time.Second), at(time.Second)
 	wantDef(b, "put price", b.putDef(prices, at(time.Second)), &wantPrices)
 	wantDef(b, "get price", b.getDef("price"), &wantPrices)
 	// A non-nil zero config still enables the correlated lane.
-	bare := storage.EventDefinition{Name: "bare", Correlation: &storage.CorrelationConfig{}}
+	bare := heraldtype.EventDefinition{Name: "bare", Correlation: &heraldtype.CorrelationConfig{}}
 	wantBare := bare
-	wantBare.Tenant, wantBare.Buffer, wantBare.Version, wantBare.CreatedAt, wantBare.UpdatedAt = b.tenant, storage.BufferFIFO, 1, t0, t0
+	wantBare.Buffer, wantBare.CreatedAt, wantBare.UpdatedAt = heraldtype.BufferFIFO, t0, t0
 	wantDef(b, "put bare", b.putDef(bare, t0), &wantBare)
 	wantDef(b, "get bare", b.getDef("bare"), &wantBare)
 	// Names are case-sensitive and listed in order.
-	b.putDef(storage.EventDefinition{Name: "Approve"}, t0)
+	b.putDef(heraldtype.EventDefinition{Name: "Approve"}, t0)
 	if got := b.defNames(); !slices.Equal(got, []string{"Approve", "approve", "bare", "price"}) {
 		t.Fatalf("EventDefinitionList: %v", got)
 	}
 
-	// Update: every field replaced, Version incremented, CreatedAt kept.
-	approve2 := storage.EventDefinition{
+	// Update: every field replaced, CreatedAt kept.
+	approve2 := heraldtype.EventDefinition{
 		Name:        "approve",
-		Buffer:      storage.BufferLatest,
-		Correlation: &storage.CorrelationConfig{TTL: time.Minute},
+		Buffer:      heraldtype.BufferLatest,
+		Correlation: &heraldtype.CorrelationConfig{TTL: time.Minute},
 	}
 	want2 := approve2
-	want2.Tenant, want2.Version, want2.CreatedAt, want2.UpdatedAt = b.tenant, 2, t0, at(time.Minute)
+	want2.CreatedAt, want2.UpdatedAt = t0, at(time.Minute)
 	wantDef(b, "second put of approve", b.putDef(approve2, at(time.Minute)), &want2)
 	wantDef(b, "get approve after update", b.getDef("approve"), &want2)
 	// Correlation can be turned off again.
 	approve3 := approve
 	want3 := want
-	want3.Version, want3.UpdatedAt = 3, at(2*time.Minute)
+	want3.UpdatedAt = at(2 * time.Minute)
 	wantDef(b, "third put of approve", b.putDef(approve3, at(2*time.Minute)), &want3)
 	wantDef(b, "get approve after third put", b.getDef("approve"), &want3)
-	// The store sets Version and the times, whatever the caller passes.
+	// The store sets the times, whatever the caller passes.
 	forged := approve
-	forged.Version, forged.CreatedAt, forged.UpdatedAt = 100, at(-time.Hour), at(-time.Hour)
-	want3.Version, want3.UpdatedAt = 4, at(3*time.Minute)
-	wantDef(b, "put with forged version", b.putDef(forged, at(3*time.Minute)), &want3)
+	forged.CreatedAt, forged.UpdatedAt = at(-time.Hour), at(-time.Hour)
+	want3.UpdatedAt = at(3 * time.Minute)
+	wantDef(b, "put with forged times", b.putDef(forged, at(3*time.Minute)), &want3)
 
 	// Delete.
 	if err := b.s.EventDefinitionDelete(b.ctx, &storage.EventDefinitionGetParams{Tenant: b.tenant, Name: "approve"}); err != nil {
 		t.Fatalf("EventDefinitionDelete: %v", err)
 	}
 	_, err = b.s.EventDefinitionGet(b.ctx, &storage.EventDefinitionGetParams{Tenant: b.tenant, Name: "approve"})
-	wantErr(t, "EventDefinitionGet after delete", err, storage.ErrNotFound)
+	wantErr(t, "EventDefinitionGet after delete", err, heraldtype.ErrNotFound)
 	err = b.s.EventDefinitionDelete(b.ctx, &storage.EventDefinitionGetParams{Tenant: b.tenant, Name: "approve"})
-	wantErr(t, "second EventDefinitionDelete", err, storage.ErrNotFound)
+	wantErr(t, "second EventDefinitionDelete", err, heraldtype.ErrNotFound)
 	if got := b.defNames(); !slices.Equal(got, []string{"Approve", "bare", "price"}) {
 		t.Fatalf("EventDefinitionList after delete: %v", got)
 	}
-	wantEqual(t, "Version of an untouched definition", b.getDef("price").Version, int64(1))
+	wantDef(b, "get price after another's delete", b.getDef("price"), &wantPrices)
 
-	// Created again: a new CreatedAt, and a Version never used before for
-	// the name (a cache keyed on name and version must not mistake it for
-	// the deleted definition).
-	again := b.putDef(storage.EventDefinition{Name: "approve"}, at(time.Hour))
-	if again.Version <= 4 {
-		t.Fatalf("Version after delete and put = %d, want more than 4", again.Version)
-	}
+	// Created again: a new CreatedAt, nothing of the deleted definition.
+	again := b.putDef(heraldtype.EventDefinition{Name: "approve"}, at(time.Hour))
+	wantEqual(t, "Buffer after delete and put", again.Buffer, heraldtype.BufferFIFO)
+	wantEqual(t, "Retention after delete and put", again.Retention, time.Duration(0))
 	wantTime(t, "CreatedAt after delete and put", again.CreatedAt, at(time.Hour))
 	wantDef(b, "get approve after delete and put", b.getDef("approve"), again)
 }
@@ -159,20 +151,19 @@ func testEventDefinitions(b *bundle) {
 func testEventDefinitionTenants(b *bundle) {
 	t := b.t
 	ta, tb := b.in(b.tenant+"-a"), b.in(b.tenant+"-b")
-	ta.putDef(storage.EventDefinition{Name: "approve", Schema: json.RawMessage(`{"title":"a"}`)}, t0)
-	ta.putDef(storage.EventDefinition{Name: "approve", Schema: json.RawMessage(`{"title":"a2"}`)}, at(time.Second))
-	ta.putDef(storage.EventDefinition{Name: "only-a"}, t0)
+	ta.putDef(heraldtype.EventDefinition{Name: "approve", Schema: json.RawMessage(`{"title":"a"}`)}, t0)
+	ta.putDef(heraldtype.EventDefinition{Name: "approve", Schema: json.RawMessage(`{"title":"a2"}`)}, at(time.Second))
+	ta.putDef(heraldtype.EventDefinition{Name: "only-a"}, t0)
 	// The same name in another tenant is another definition.
-	db := tb.putDef(storage.EventDefinition{Name: "approve", Buffer: storage.BufferLatest}, at(2*time.Second))
-	wantEqual(t, "Version in b", db.Version, int64(1))
+	db := tb.putDef(heraldtype.EventDefinition{Name: "approve", Buffer: heraldtype.BufferLatest}, at(2*time.Second))
 	wantTime(t, "CreatedAt in b", db.CreatedAt, at(2*time.Second))
-	wantEqual(t, "Tenant in b", db.Tenant, tb.tenant)
+	wantJSON(t, "Schema in b", db.Schema, ``)
 
 	da := ta.getDef("approve")
-	wantEqual(t, "Version in a", da.Version, int64(2))
+	wantTime(t, "UpdatedAt in a", da.UpdatedAt, at(time.Second))
 	wantJSON(t, "Schema in a", da.Schema, `{"title":"a2"}`)
-	wantEqual(t, "Buffer in a", da.Buffer, storage.BufferFIFO)
-	wantEqual(t, "Buffer in b", tb.getDef("approve").Buffer, storage.BufferLatest)
+	wantEqual(t, "Buffer in a", da.Buffer, heraldtype.BufferFIFO)
+	wantEqual(t, "Buffer in b", tb.getDef("approve").Buffer, heraldtype.BufferLatest)
 
 	if got := ta.defNames(); !slices.Equal(got, []string{"approve", "only-a"}) {
 		t.Fatalf("EventDefinitionList of a: %v", got)
@@ -184,15 +175,15 @@ func testEventDefinitionTenants(b *bundle) {
 		t.Fatalf("EventDefinitionList of a third tenant: %v", got)
 	}
 	_, err := b.s.EventDefinitionGet(b.ctx, &storage.EventDefinitionGetParams{Tenant: tb.tenant, Name: "only-a"})
-	wantErr(t, "EventDefinitionGet of another tenant's definition", err, storage.ErrNotFound)
+	wantErr(t, "EventDefinitionGet of another tenant's definition", err, heraldtype.ErrNotFound)
 	err = b.s.EventDefinitionDelete(b.ctx, &storage.EventDefinitionGetParams{Tenant: tb.tenant, Name: "only-a"})
-	wantErr(t, "EventDefinitionDelete of another tenant's definition", err, storage.ErrNotFound)
+	wantErr(t, "EventDefinitionDelete of another tenant's definition", err, heraldtype.ErrNotFound)
 
 	// Deleting in b leaves a's.
 	if err := b.s.EventDefinitionDelete(b.ctx, &storage.EventDefinitionGetParams{Tenant: tb.tenant, Name: "approve"}); err != nil {
 		t.Fatalf("EventDefinitionDelete in b: %v", err)
 	}
-	wantEqual(t, "Version in a after b's delete", ta.getDef("approve").Version, int64(2))
+	wantJSON(t, "Schema in a after b's delete", ta.getDef("approve").Schema, `{"title":"a2"}`)
 	if got := tb.defNames(); len(got) != 0 {
 		t.Fatalf("EventDefinitionList of b after delete: %v", got)
 	}

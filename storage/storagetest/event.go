@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/heraldwf/herald/heraldtype"
 	"github.com/heraldwf/herald/history"
 	"github.com/heraldwf/herald/storage"
 )
@@ -36,7 +37,7 @@ func testEventRaiseDedup(b *bundle) {
 		}()},
 	} {
 		_, err := b.s.EventRaise(b.ctx, c.p)
-		wantErr(t, "reuse of an event id for "+c.what, err, storage.ErrEventIDConflict)
+		wantErr(t, "reuse of an event id for "+c.what, err, heraldtype.ErrEventIDConflict)
 	}
 
 	evs := b.events("i")
@@ -76,7 +77,7 @@ func testEventRaiseTerminal(b *bundle) {
 	turn := b.claimOne("i", t0)
 	p := b.commitParams(turn, at(time.Second))
 	p.NewEvents = []history.Event{ev(2, history.ExecutionFailed, at(time.Second))}
-	p.Status = storage.StatusFailed
+	p.Status = heraldtype.StatusFailed
 	p.Failure = &history.Failure{Kind: "application", Message: "no"}
 	b.commit(p)
 	inst := b.get("i")
@@ -85,15 +86,15 @@ func testEventRaiseTerminal(b *bundle) {
 	}
 
 	_, err := b.s.EventRaise(b.ctx, b.raiseParams("i", "e1", "approve", at(2*time.Second)))
-	wantErr(t, "EventRaise to a failed instance", err, storage.ErrInstanceNotRunning)
+	wantErr(t, "EventRaise to a failed instance", err, heraldtype.ErrInstanceNotRunning)
 	sp := b.raiseParams("i", "e2", "approve", at(2*time.Second))
 	sp.StartIfAbsent = &storage.InstanceCreateParams{Workflow: "wf"}
 	_, err = b.s.EventRaise(b.ctx, sp)
-	wantErr(t, "EventRaise with StartIfAbsent to a failed instance", err, storage.ErrInstanceNotRunning)
+	wantErr(t, "EventRaise with StartIfAbsent to a failed instance", err, heraldtype.ErrInstanceNotRunning)
 
 	for _, id := range []string{"e1", "e2"} {
 		_, err = b.s.EventGet(b.ctx, &storage.EventGetParams{Tenant: b.tenant, EventID: id})
-		wantErr(t, "EventGet of a rejected event", err, storage.ErrNotFound)
+		wantErr(t, "EventGet of a rejected event", err, heraldtype.ErrNotFound)
 	}
 	if len(b.events("i")) != 0 {
 		t.Fatal("rejected events reached the ledger")
@@ -113,9 +114,9 @@ func testEventRaiseBeforeCreate(b *bundle) {
 	b.claimNone(at(time.Second))
 	b.wantNoWake(at(-time.Second)) // the message is not work until the instance exists
 	_, err := b.s.InstanceGet(b.ctx, &storage.InstanceGetParams{Tenant: b.tenant, ID: "later"})
-	wantErr(t, "InstanceGet before create", err, storage.ErrNotFound)
+	wantErr(t, "InstanceGet before create", err, heraldtype.ErrNotFound)
 	_, err = b.s.HistoryList(b.ctx, &storage.HistoryListParams{Tenant: b.tenant, InstanceID: "later"})
-	wantErr(t, "HistoryList before create", err, storage.ErrNotFound)
+	wantErr(t, "HistoryList before create", err, heraldtype.ErrNotFound)
 
 	b.create("later", at(2*time.Second))
 	turn := b.claimOne("later", at(2*time.Second))
@@ -136,7 +137,7 @@ func testEventRaiseStartIfAbsent(b *bundle) {
 		t.Fatalf("receipt %+v, want Started", res)
 	}
 	inst := b.get("s")
-	wantEqual(t, "Status", inst.Status, storage.StatusPending)
+	wantEqual(t, "Status", inst.Status, heraldtype.StatusPending)
 	wantEqual(t, "Workflow", inst.Workflow, "wf")
 	wantJSON(t, "Input", inst.Input, `{"start":true}`)
 	wantTime(t, "CreatedAt", inst.CreatedAt, t0)

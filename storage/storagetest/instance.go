@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/heraldwf/herald/heraldtype"
 	"github.com/heraldwf/herald/history"
 	"github.com/heraldwf/herald/storage"
 )
@@ -15,13 +16,13 @@ func testInstanceCreateGet(b *bundle) {
 	wantEqual(t, "Tenant", inst.Tenant, b.tenant)
 	wantEqual(t, "ID", inst.ID, "a")
 	wantEqual(t, "Workflow", inst.Workflow, "wf")
-	wantEqual(t, "Status", inst.Status, storage.StatusPending)
+	wantEqual(t, "Status", inst.Status, heraldtype.StatusPending)
 	wantEqual(t, "Execution", inst.Execution, 1)
 	wantJSON(t, "Input", inst.Input, `{"id":"a"}`)
 	wantTime(t, "CreatedAt", inst.CreatedAt, t0)
 
 	got := b.get("a")
-	wantEqual(t, "get Status", got.Status, storage.StatusPending)
+	wantEqual(t, "get Status", got.Status, heraldtype.StatusPending)
 	wantEqual(t, "get Execution", got.Execution, 1)
 	wantJSON(t, "get Input", got.Input, `{"id":"a"}`)
 	wantTime(t, "get CreatedAt", got.CreatedAt, t0)
@@ -30,11 +31,11 @@ func testInstanceCreateGet(b *bundle) {
 	}
 
 	_, err := b.s.InstanceCreate(b.ctx, &storage.InstanceCreateParams{Tenant: b.tenant, ID: "a", Workflow: "other", Now: at(time.Second)})
-	wantErr(t, "InstanceCreate of an existing id", err, storage.ErrInstanceExists)
+	wantErr(t, "InstanceCreate of an existing id", err, heraldtype.ErrInstanceExists)
 	wantEqual(t, "Workflow after failed re-create", b.get("a").Workflow, "wf")
 
 	_, err = b.s.InstanceGet(b.ctx, &storage.InstanceGetParams{Tenant: b.tenant, ID: "missing"})
-	wantErr(t, "InstanceGet(missing)", err, storage.ErrNotFound)
+	wantErr(t, "InstanceGet(missing)", err, heraldtype.ErrNotFound)
 
 	evs := b.history("a", 0)
 	wantKinds(t, "history", evs, history.ExecutionStarted)
@@ -49,7 +50,7 @@ func testInstanceCreateGet(b *bundle) {
 	turn := b.claimOne("a", t0)
 	wantMessages(t, "first turn", turn.Messages, "kick")
 	wantEqual(t, "kick Execution", turn.Messages[0].Execution, 1)
-	wantEqual(t, "turn Instance.Status", turn.Instance.Status, storage.StatusPending)
+	wantEqual(t, "turn Instance.Status", turn.Instance.Status, heraldtype.StatusPending)
 	wantEqual(t, "turn Instance.Tenant", turn.Instance.Tenant, b.tenant)
 	wantKinds(t, "turn history", turn.History, history.ExecutionStarted)
 	// Leased: no second claim.
@@ -58,7 +59,7 @@ func testInstanceCreateGet(b *bundle) {
 	// The first commit makes it running.
 	b.commit(b.commitParams(turn, at(time.Second)))
 	got = b.get("a")
-	wantEqual(t, "Status after first commit", got.Status, storage.StatusRunning)
+	wantEqual(t, "Status after first commit", got.Status, heraldtype.StatusRunning)
 	wantTime(t, "UpdatedAt after first commit", got.UpdatedAt, at(time.Second))
 	b.claimNone(at(time.Hour))
 }
@@ -75,7 +76,7 @@ func testInstanceList(b *bundle) {
 	list := func(p storage.InstanceListParams) []string {
 		t.Helper()
 		p.Tenant = b.tenant
-		insts, err := b.s.InstanceList(b.ctx, &p)
+		insts, _, err := b.s.InstanceList(b.ctx, &p)
 		if err != nil {
 			t.Fatalf("InstanceList: %v", err)
 		}
@@ -100,12 +101,12 @@ func testInstanceList(b *bundle) {
 		t.Fatalf("TurnClaim: %v, want [a]", turnIDs(turns))
 	}
 	p := b.commitParams(turns[0], at(4*time.Second))
-	p.Status = storage.StatusCompleted
+	p.Status = heraldtype.StatusCompleted
 	p.Output = json.RawMessage(`"done"`)
 	p.NewEvents = []history.Event{ev(2, history.ExecutionCompleted, at(4*time.Second))}
 	b.commit(p)
-	want("status completed", list(storage.InstanceListParams{Status: storage.StatusCompleted}), "a")
-	want("status pending", list(storage.InstanceListParams{Status: storage.StatusPending}), "c", "b")
+	want("status completed", list(storage.InstanceListParams{Status: heraldtype.StatusCompleted}), "a")
+	want("status pending", list(storage.InstanceListParams{Status: heraldtype.StatusPending}), "c", "b")
 	want("other tenant", b.in(b.tenant+"-other").listIDs())
 	inst := b.get("a")
 	wantJSON(t, "Output", inst.Output, `"done"`)
@@ -113,7 +114,7 @@ func testInstanceList(b *bundle) {
 
 func (b *bundle) listIDs() []string {
 	b.t.Helper()
-	insts, err := b.s.InstanceList(b.ctx, &storage.InstanceListParams{Tenant: b.tenant})
+	insts, _, err := b.s.InstanceList(b.ctx, &storage.InstanceListParams{Tenant: b.tenant})
 	if err != nil {
 		b.t.Fatalf("InstanceList: %v", err)
 	}
@@ -162,7 +163,7 @@ func testInstanceTerminate(b *bundle) {
 		t.Fatalf("InstanceTerminate: %v", err)
 	}
 	inst := b.get("i")
-	wantEqual(t, "Status", inst.Status, storage.StatusTerminated)
+	wantEqual(t, "Status", inst.Status, heraldtype.StatusTerminated)
 	if inst.Failure == nil || inst.Failure.Kind != "terminated" || inst.Failure.Message != "operator" {
 		t.Fatalf("Failure = %+v, want terminated: operator", inst.Failure)
 	}
@@ -200,10 +201,10 @@ func testInstanceTerminate(b *bundle) {
 	// The in-flight turn is fenced off and writes nothing.
 	fenced := b.commitParams(inflight, at(5*time.Second))
 	fenced.NewEvents = []history.Event{ev(9, history.TimerCreated, at(5*time.Second))}
-	fenced.Status = storage.StatusCompleted
-	wantErr(t, "commit of the in-flight turn", errOf(b.s.TurnCommit(b.ctx, fenced)), storage.ErrLeaseLost)
+	fenced.Status = heraldtype.StatusCompleted
+	wantErr(t, "commit of the in-flight turn", errOf(b.s.TurnCommit(b.ctx, fenced)), heraldtype.ErrLeaseLost)
 	wantEqual(t, "history length after fenced commit", len(b.history("i", 0)), 8)
-	wantEqual(t, "Status after fenced commit", b.get("i").Status, storage.StatusTerminated)
+	wantEqual(t, "Status after fenced commit", b.get("i").Status, heraldtype.StatusTerminated)
 
 	// Inbox, timers and activities are gone.
 	b.claimNone(at(2 * time.Hour))
@@ -213,11 +214,11 @@ func testInstanceTerminate(b *bundle) {
 	b.wantNoWake(end)
 
 	_, err = b.s.InstanceTerminate(b.ctx, &storage.InstanceTerminateParams{Tenant: b.tenant, ID: "i", Reason: "again", Now: end})
-	wantErr(t, "InstanceTerminate of a terminated instance", err, storage.ErrInstanceNotRunning)
+	wantErr(t, "InstanceTerminate of a terminated instance", err, heraldtype.ErrInstanceNotRunning)
 	_, err = b.s.InstanceTerminate(b.ctx, &storage.InstanceTerminateParams{Tenant: b.tenant, ID: "missing", Now: end})
-	wantErr(t, "InstanceTerminate(missing)", err, storage.ErrNotFound)
+	wantErr(t, "InstanceTerminate(missing)", err, heraldtype.ErrNotFound)
 	_, err = b.s.EventRaise(b.ctx, b.raiseParams("i", "e4", "approve", end))
-	wantErr(t, "EventRaise to a terminated instance", err, storage.ErrInstanceNotRunning)
+	wantErr(t, "EventRaise to a terminated instance", err, heraldtype.ErrInstanceNotRunning)
 }
 
 func testHistoryPaging(b *bundle) {
@@ -263,5 +264,5 @@ func testHistoryPaging(b *bundle) {
 	wantTime(t, "FireAt survives storage", hist[4].FireAt, at(5*time.Hour))
 
 	_, err := b.s.HistoryList(b.ctx, &storage.HistoryListParams{Tenant: b.tenant, InstanceID: "missing"})
-	wantErr(t, "HistoryList(missing)", err, storage.ErrNotFound)
+	wantErr(t, "HistoryList(missing)", err, heraldtype.ErrNotFound)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/heraldwf/herald/heraldtype"
 	"github.com/heraldwf/herald/history"
 	"github.com/heraldwf/herald/storage"
 )
@@ -56,7 +57,7 @@ func CorrelationMarkersDeleted(t *testing.T, s storage.Store, markers func() int
 	if n := markers(); n != 8 {
 		t.Fatalf("%d markers, want 8", n)
 	}
-	commit(turnOf("done"), func(p *storage.TurnCommitParams) { p.Status = storage.StatusCompleted })
+	commit(turnOf("done"), func(p *storage.TurnCommitParams) { p.Status = heraldtype.StatusCompleted })
 	commit(turnOf("again"), func(p *storage.TurnCommitParams) {
 		p.ContinueAsNew = &storage.ContinueAsNewParams{StartEvents: []history.Event{{Seq: 1, Kind: history.ExecutionStarted, Execution: 2}}}
 	})

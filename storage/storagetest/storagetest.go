@@ -14,18 +14,31 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/heraldwf/herald/heraldtype"
 	"github.com/heraldwf/herald/history"
 	"github.com/heraldwf/herald/storage"
 )
+
+// RunCorrelated runs the correlated lane's part of the suite (the tests
+// named Correlated...): a backend with a second way to keep that contract
+// runs it with each.
+func RunCorrelated(t *testing.T, newStore func(t *testing.T) storage.Store) {
+	run(t, newStore, func(name string) bool { return strings.HasPrefix(name, "Correlated") })
+}
 
 // Run runs the conformance suite. newStore is called once per subtest and
 // must return a ready store, empty or not (every subtest works in tenants
 // of its own), and arrange for it to be closed with t.Cleanup. Subtests run
 // in parallel.
 func Run(t *testing.T, newStore func(t *testing.T) storage.Store) {
+	run(t, newStore, func(string) bool { return true })
+}
+
+func run(t *testing.T, newStore func(t *testing.T) storage.Store, only func(name string) bool) {
 	tests := []struct {
 		name string
 		fn   func(b *bundle)
@@ -73,12 +86,22 @@ func Run(t *testing.T, newStore func(t *testing.T) storage.Store) {
 		{"CorrelatedConcurrentDeleteAfterFirst", testCorrelatedConcurrentDeleteAfterFirst},
 		{"CorrelatedWithdrawnDelivery", testCorrelatedWithdrawnDelivery},
 		{"CorrelatedReturned", testCorrelatedReturned},
+		{"CorrelatedHandOnDeletedDefinition", testCorrelatedHandOnDeletedDefinition},
 		{"LeaderElection", testLeaderElection},
 		{"TextBoundaries", testTextBoundaries},
 		{"InstanceTerminateFailure", testInstanceTerminateFailure},
 		{"SearchBookmarkInvalid", testSearchBookmarkInvalid},
+		{"TenantRegistry", testTenantRegistry},
+		{"TenantsReady", testTenantsReady},
+		{"NextWakeAllTenants", testNextWakeAllTenants},
+		{"SubscribeAll", testSubscribeAll},
+		{"InstanceListPaging", testInstanceListPaging},
+		{"Blocked", testBlocked},
 	}
 	for _, tc := range tests {
+		if !only(tc.name) {
+			continue
+		}
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			s := newStore(t)
@@ -177,7 +200,7 @@ func (b *bundle) commitParams(turn *storage.Turn, now time.Time) *storage.TurnCo
 		Execution:        turn.Instance.Execution,
 		Now:              now,
 		ConsumedMessages: ids,
-		Status:           storage.StatusRunning,
+		Status:           heraldtype.StatusRunning,
 	}
 }
 
@@ -213,7 +236,7 @@ func (b *bundle) history(id string, execution int) []history.Event {
 	return evs
 }
 
-func (b *bundle) event(eventID string) *storage.EventRecord {
+func (b *bundle) event(eventID string) *heraldtype.EventRecord {
 	b.t.Helper()
 	e, err := b.s.EventGet(b.ctx, &storage.EventGetParams{Tenant: b.tenant, EventID: eventID})
 	if err != nil {
@@ -222,7 +245,7 @@ func (b *bundle) event(eventID string) *storage.EventRecord {
 	return e
 }
 
-func (b *bundle) events(id string) []*storage.EventRecord {
+func (b *bundle) events(id string) []*heraldtype.EventRecord {
 	b.t.Helper()
 	evs, err := b.s.EventList(b.ctx, &storage.EventListParams{Tenant: b.tenant, InstanceID: id})
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/heraldwf/herald/heraldtype"
 	"github.com/heraldwf/herald/history"
 	"github.com/heraldwf/herald/storage"
 )
@@ -24,7 +25,7 @@ func testTenantIsolation(b *bundle) {
 	wantJSON(t, "input in a", ta.get("shared").Input, `"`+ta.tenant+`"`)
 	wantJSON(t, "input in b", tb.get("shared").Input, `"`+tb.tenant+`"`)
 	_, err := b.s.InstanceGet(b.ctx, &storage.InstanceGetParams{Tenant: b.tenant, ID: "shared"})
-	wantErr(t, "InstanceGet in a third tenant", err, storage.ErrNotFound)
+	wantErr(t, "InstanceGet in a third tenant", err, heraldtype.ErrNotFound)
 
 	// The same event id in two tenants is two events.
 	ta.raise("shared", "e1", "approve", t0)
@@ -45,8 +46,8 @@ func testTenantIsolation(b *bundle) {
 	// A's token does not commit B's instance.
 	cross := ta.commitParams(turnA, at(2*time.Second))
 	cross.Tenant = tb.tenant
-	cross.Status = storage.StatusCompleted
-	wantErr(t, "commit with another tenant's token", errOf(b.s.TurnCommit(b.ctx, cross)), storage.ErrLeaseLost)
+	cross.Status = heraldtype.StatusCompleted
+	wantErr(t, "commit with another tenant's token", errOf(b.s.TurnCommit(b.ctx, cross)), heraldtype.ErrLeaseLost)
 
 	// B schedules an activity; A sees none.
 	p := tb.commitParams(turnB, at(2*time.Second))
@@ -69,19 +70,19 @@ func testTenantIsolation(b *bundle) {
 	err = b.s.ActivityComplete(b.ctx, &storage.ActivityCompleteParams{
 		Tenant: ta.tenant, InstanceID: "shared", Execution: 1, TaskSeq: 2, LockToken: tasks[0].LockToken, Now: at(3 * time.Second),
 	})
-	wantErr(t, "ActivityComplete in the wrong tenant", err, storage.ErrLeaseLost)
+	wantErr(t, "ActivityComplete in the wrong tenant", err, heraldtype.ErrLeaseLost)
 
 	// Terminating A leaves B running.
 	if _, err := b.s.InstanceTerminate(b.ctx, &storage.InstanceTerminateParams{Tenant: ta.tenant, ID: "shared", Now: at(4 * time.Second)}); err != nil {
 		t.Fatal(err)
 	}
-	wantEqual(t, "status in a", ta.get("shared").Status, storage.StatusTerminated)
-	wantEqual(t, "status in b", tb.get("shared").Status, storage.StatusRunning)
+	wantEqual(t, "status in a", ta.get("shared").Status, heraldtype.StatusTerminated)
+	wantEqual(t, "status in b", tb.get("shared").Status, heraldtype.StatusRunning)
 	wantEqual(t, "e1 fate in b after a's termination", tb.event("e1").Fate, history.FateDelivered)
 	if !slices.Equal(tb.listIDs(), []string{"shared"}) || len(b.listIDs()) != 0 {
 		t.Fatal("InstanceList crosses tenants")
 	}
-	if got := tb.events(""); len(got) != 1 || got[0].Tenant != tb.tenant {
+	if got := tb.events(""); len(got) != 1 || got[0].EventID != "e1" {
 		t.Fatalf("EventList of tenant b: %+v", got)
 	}
 	wantKinds(t, "history in b", tb.history("shared", 0), history.ExecutionStarted, history.ActivityScheduled)
@@ -98,11 +99,11 @@ func testTenantIsolation(b *bundle) {
 func testSubscribe(b *bundle) {
 	t := b.t
 	other := b.in(b.tenant + "-other")
-	ch, cancel := b.s.Subscribe(b.tenant)
+	ch, cancel := b.s.SubscribeKinds(b.tenant, storage.WorkAll)
 	defer cancel()
-	chOther, cancelOther := b.s.Subscribe(other.tenant)
+	chOther, cancelOther := b.s.SubscribeKinds(other.tenant, storage.WorkAll)
 	defer cancelOther()
-	ch2, cancel2 := b.s.Subscribe(b.tenant)
+	ch2, cancel2 := b.s.SubscribeKinds(b.tenant, storage.WorkAll)
 
 	wait := func(what string, c <-chan struct{}) {
 		t.Helper()

@@ -5,6 +5,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/heraldwf/herald/heraldtype"
 	"github.com/heraldwf/herald/history"
 	"github.com/heraldwf/herald/storage"
 )
@@ -125,7 +126,7 @@ func testInstanceTerminateFailure(b *bundle) {
 		t.Fatalf("dropped %+v", dropped)
 	}
 	got := b.get("a")
-	wantEqual(t, "Status", got.Status, storage.StatusFailed)
+	wantEqual(t, "Status", got.Status, heraldtype.StatusFailed)
 	if got.Failure == nil || got.Failure.Kind != f.Kind || got.Failure.Message != f.Message {
 		t.Fatalf("Failure %+v, want %+v", got.Failure, f)
 	}
@@ -134,14 +135,14 @@ func testInstanceTerminateFailure(b *bundle) {
 	wantEqual(t, "end kind", evs[len(evs)-2].Kind, history.ExecutionFailed)
 	wantEqual(t, "fate", b.event("e1").Fate, history.FateDropped)
 	_, err = b.s.InstanceTerminate(b.ctx, &storage.InstanceTerminateParams{Tenant: b.tenant, ID: "a", Now: at(2 * time.Second)})
-	wantErr(t, "InstanceTerminate of a failed instance", err, storage.ErrInstanceNotRunning)
+	wantErr(t, "InstanceTerminate of a failed instance", err, heraldtype.ErrInstanceNotRunning)
 }
 
 // testSearchBookmarkInvalid: a bookmark no search returned is refused with
-// storage.ErrInvalidArgument, whatever it holds.
+// heraldtype.ErrInvalidArgument, whatever it holds.
 func testSearchBookmarkInvalid(b *bundle) {
 	for _, bm := range []string{"x", "!!", strings.Repeat("A", 1<<16), "YzE6eDpr", "YzE6MTprAGs", "YzE6MTpr_2s"} {
 		_, _, err := b.s.CorrelatedSearch(b.ctx, &storage.CorrelatedSearchParams{Tenant: b.tenant, Def: "d", Bookmark: bm})
-		wantErr(b.t, "CorrelatedSearch with bookmark "+bm[:min(len(bm), 12)], err, storage.ErrInvalidArgument)
+		wantErr(b.t, "CorrelatedSearch with bookmark "+bm[:min(len(bm), 12)], err, heraldtype.ErrInvalidArgument)
 	}
 }

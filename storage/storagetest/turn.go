@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/heraldwf/herald/heraldtype"
 	"github.com/heraldwf/herald/history"
 	"github.com/heraldwf/herald/storage"
 )
@@ -66,7 +67,7 @@ func testTurnCommitAtomic(b *bundle) {
 	bad.Fates = []storage.FateUpdate{{EventID: "e1", Fate: history.FateDelivered, Execution: 1, OriginExecution: 1, WaitNumber: 1}}
 	bad.Activities = []storage.ActivityTask{{TaskSeq: 3, Name: "work"}}
 	bad.Timers = []storage.TimerSchedule{{TaskSeq: 4, FireAt: at(2 * time.Second)}}
-	bad.Status = storage.StatusCompleted
+	bad.Status = heraldtype.StatusCompleted
 	bad.Output = json.RawMessage(`"done"`)
 	if _, err := b.s.TurnCommit(b.ctx, bad); err == nil {
 		t.Fatal("TurnCommit with a duplicate seq succeeded")
@@ -74,7 +75,7 @@ func testTurnCommitAtomic(b *bundle) {
 
 	wantKinds(t, "history after failed commit", b.history("i", 0), history.ExecutionStarted)
 	inst := b.get("i")
-	wantEqual(t, "Status after failed commit", inst.Status, storage.StatusPending)
+	wantEqual(t, "Status after failed commit", inst.Status, heraldtype.StatusPending)
 	if inst.Output != nil {
 		t.Fatalf("Output after failed commit: %s", inst.Output)
 	}
@@ -104,7 +105,7 @@ func testTurnCommitAtomic(b *bundle) {
 	b.commit(good)
 	wantKinds(t, "history after commit", b.history("i", 0), history.ExecutionStarted, history.EventRaised, history.ActivityScheduled)
 	wantEqual(t, "fate after commit", b.event("e1").Fate, history.FateDelivered)
-	wantEqual(t, "Status after commit", b.get("i").Status, storage.StatusRunning)
+	wantEqual(t, "Status after commit", b.get("i").Status, heraldtype.StatusRunning)
 	if tasks := b.claimActivities(now, 10); !slices.Equal(taskSeqs(tasks), []int{3}) {
 		t.Fatalf("activities after commit: %v, want [3]", taskSeqs(tasks))
 	}
@@ -136,12 +137,12 @@ func testTurnCommitTerminalDropsEvents(b *bundle) {
 	raised2.EventID, raised2.Name = "e3", "approve"
 	p.NewEvents = []history.Event{raised2, ev(4, history.ExecutionCompleted, now)}
 	p.Fates = []storage.FateUpdate{{EventID: "e3", Fate: history.FateDelivered, Execution: 1, OriginExecution: 1, WaitNumber: 1}}
-	p.Status = storage.StatusCompleted
+	p.Status = heraldtype.StatusCompleted
 	p.Output = json.RawMessage(`42`)
 	b.commit(p)
 
 	inst := b.get("i")
-	wantEqual(t, "Status", inst.Status, storage.StatusCompleted)
+	wantEqual(t, "Status", inst.Status, heraldtype.StatusCompleted)
 	wantJSON(t, "Output", inst.Output, `42`)
 	hist := b.history("i", 0)
 	wantKinds(t, "history", hist, history.ExecutionStarted, history.EventRaised, history.EventRaised,
@@ -218,7 +219,7 @@ func testTurnCommitFates(b *bundle) {
 		}
 	}
 	_, err := b.s.EventGet(b.ctx, &storage.EventGetParams{Tenant: b.tenant, EventID: "missing"})
-	wantErr(t, "EventGet(missing)", err, storage.ErrNotFound)
+	wantErr(t, "EventGet(missing)", err, heraldtype.ErrNotFound)
 }
 
 func testTurnCommitScopedToInstance(b *bundle) {
@@ -250,7 +251,7 @@ func testTurnCommitScopedToInstance(b *bundle) {
 	// b's token does not commit a.
 	wrong := b.commitParams(tb, at(time.Second))
 	wrong.InstanceID = "a"
-	wantErr(t, "commit of a with b's token", errOf(b.s.TurnCommit(b.ctx, wrong)), storage.ErrLeaseLost)
+	wantErr(t, "commit of a with b's token", errOf(b.s.TurnCommit(b.ctx, wrong)), heraldtype.ErrLeaseLost)
 
 	if err := b.s.TurnAbandon(b.ctx, &storage.TurnAbandonParams{Tenant: b.tenant, InstanceID: "b", LockToken: tb.LockToken}); err != nil {
 		t.Fatal(err)
@@ -277,25 +278,25 @@ func testLeaseFencing(b *bundle) {
 	stale := b.commitParams(first, now)
 	stale.NewEvents = []history.Event{ev(2, history.TimerCreated, now)}
 	stale.Timers = []storage.TimerSchedule{{TaskSeq: 2, FireAt: now}}
-	stale.Status = storage.StatusCompleted
-	wantErr(t, "commit with the old token", errOf(b.s.TurnCommit(b.ctx, stale)), storage.ErrLeaseLost)
+	stale.Status = heraldtype.StatusCompleted
+	wantErr(t, "commit with the old token", errOf(b.s.TurnCommit(b.ctx, stale)), heraldtype.ErrLeaseLost)
 	err := b.s.TurnAbandon(b.ctx, &storage.TurnAbandonParams{Tenant: b.tenant, InstanceID: "i", LockToken: first.LockToken})
-	wantErr(t, "abandon with the old token", err, storage.ErrLeaseLost)
+	wantErr(t, "abandon with the old token", err, heraldtype.ErrLeaseLost)
 	wantKinds(t, "history after stale commit", b.history("i", 0), history.ExecutionStarted)
-	wantEqual(t, "Status after stale commit", b.get("i").Status, storage.StatusPending)
+	wantEqual(t, "Status after stale commit", b.get("i").Status, heraldtype.StatusPending)
 	wantEqual(t, "e1 fate after stale commit", b.event("e1").Fate, history.FatePending)
 
 	// The owner commits; its token is spent afterwards.
 	p := b.commitParams(second, now)
 	p.NewEvents = []history.Event{ev(2, history.TimerCreated, now)}
 	b.commit(p)
-	wantErr(t, "second commit with a spent token", errOf(b.s.TurnCommit(b.ctx, b.commitParams(second, now))), storage.ErrLeaseLost)
+	wantErr(t, "second commit with a spent token", errOf(b.s.TurnCommit(b.ctx, b.commitParams(second, now))), heraldtype.ErrLeaseLost)
 	wantKinds(t, "history", b.history("i", 0), history.ExecutionStarted, history.TimerCreated)
 	b.claimNone(at(time.Hour))
 
 	wantErr(t, "commit of a missing instance", errOf(b.s.TurnCommit(b.ctx, &storage.TurnCommitParams{
 		Tenant: b.tenant, InstanceID: "missing", LockToken: second.LockToken, Execution: 1, Now: now,
-	})), storage.ErrLeaseLost)
+	})), heraldtype.ErrLeaseLost)
 }
 
 func testLeaseExpiredNotTakenOver(b *bundle) {
@@ -306,7 +307,7 @@ func testLeaseExpiredNotTakenOver(b *bundle) {
 	// owns it (fencing is by token, not by clock).
 	now := at(10 * lease)
 	b.commit(b.commitParams(turn, now))
-	wantEqual(t, "Status", b.get("i").Status, storage.StatusRunning)
+	wantEqual(t, "Status", b.get("i").Status, heraldtype.StatusRunning)
 }
 
 func testTurnAbandon(b *bundle) {
@@ -314,7 +315,7 @@ func testTurnAbandon(b *bundle) {
 	b.create("i", t0)
 	turn := b.claimOne("i", t0)
 	err := b.s.TurnAbandon(b.ctx, &storage.TurnAbandonParams{Tenant: b.tenant, InstanceID: "i", LockToken: "not-the-token"})
-	wantErr(t, "abandon with a wrong token", err, storage.ErrLeaseLost)
+	wantErr(t, "abandon with a wrong token", err, heraldtype.ErrLeaseLost)
 
 	if err := b.s.TurnAbandon(b.ctx, &storage.TurnAbandonParams{
 		Tenant: b.tenant, InstanceID: "i", LockToken: turn.LockToken, RetryAt: at(time.Minute),
@@ -333,7 +334,7 @@ func testTurnAbandon(b *bundle) {
 	turn = b.claimOne("i", at(time.Minute))
 	wantMessages(t, "turn after second abandon", turn.Messages, "kick")
 	err = b.s.TurnAbandon(b.ctx, &storage.TurnAbandonParams{Tenant: b.tenant, InstanceID: "i", LockToken: turn.LockToken + "x"})
-	wantErr(t, "abandon with a wrong token", err, storage.ErrLeaseLost)
+	wantErr(t, "abandon with a wrong token", err, heraldtype.ErrLeaseLost)
 }
 
 func testTimers(b *bundle) {
@@ -405,7 +406,7 @@ func testContinueAsNew(b *bundle) {
 
 	inst := b.get("i")
 	wantEqual(t, "Execution", inst.Execution, 2)
-	wantEqual(t, "Status", inst.Status, storage.StatusRunning)
+	wantEqual(t, "Status", inst.Status, heraldtype.StatusRunning)
 	wantJSON(t, "Input", inst.Input, `{"round":2}`)
 	wantKinds(t, "old history", b.history("i", 1), history.ExecutionStarted, history.TimerCreated,
 		history.ActivityScheduled, history.ExecutionContinuedAsNew)

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/heraldwf/herald"
+	"github.com/heraldwf/herald/heraldtype"
 	"github.com/heraldwf/herald/history"
 	"github.com/heraldwf/herald/storage"
 	"github.com/heraldwf/herald/storage/postgres"
@@ -33,7 +34,7 @@ const (
 // with the backend's setting), not merely the moment the code ran.
 type stampStore struct {
 	storage.Store
-	onCommit func(id string, status storage.Status, at time.Time)
+	onCommit func(id string, status heraldtype.Status, at time.Time)
 }
 
 func (s *stampStore) TurnCommit(ctx context.Context, p *storage.TurnCommitParams) ([]history.Event, error) {
@@ -121,8 +122,8 @@ func openHerald(ctx context.Context, backend string, o heraldOptions) (*heraldSy
 	}
 	wrapped := &stampStore{Store: h.store, onCommit: h.committed}
 	rt, err := herald.NewRuntime(wrapped, &herald.Config{
-		TurnWorkers: o.turnWorkers,
-		Logger:      slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		TurnWorkers:  o.turnWorkers,
+		ClientConfig: herald.ClientConfig{Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))},
 	})
 	if err != nil {
 		h.closeStore()
@@ -134,7 +135,13 @@ func openHerald(ctx context.Context, backend string, o heraldOptions) (*heraldSy
 		h.closeStore()
 		return nil, err
 	}
-	h.rt, h.client = rt, rt.Client()
+	client, err := rt.Client(herald.DefaultTenant)
+	if err != nil {
+		rt.Stop(context.Background())
+		h.closeStore()
+		return nil, err
+	}
+	h.rt, h.client = rt, client
 	return h, nil
 }
 
@@ -202,15 +209,15 @@ func send(ctx context.Context, c *herald.Client, lane Lane, to string) error {
 	return err
 }
 
-func (h *heraldSystem) committed(id string, status storage.Status, at time.Time) {
+func (h *heraldSystem) committed(id string, status heraldtype.Status, at time.Time) {
 	h.commits.Add(1)
 	if fn := h.onTurn.Load(); fn != nil {
 		(*fn)(id, at)
 	}
 	switch status {
-	case storage.StatusRunning:
+	case heraldtype.StatusRunning:
 		h.parked.Add(1)
-	case storage.StatusCompleted:
+	case heraldtype.StatusCompleted:
 		h.resumed <- Stamp{ID: id, At: at}
 	}
 }

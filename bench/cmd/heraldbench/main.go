@@ -1,4 +1,4 @@
-// Command heraldbench runs Herald's benchmark scenarios (SPEC §6) and prints
+// Command heraldbench runs Herald's benchmark scenarios (bench/README.md) and prints
 // a table, with progress lines on stderr while it runs and, with -json, the
 // results as JSON.
 //

@@ -16,7 +16,7 @@ import (
 	_ "modernc.org/sqlite" // the driver Herald's SQLite backend uses
 )
 
-// payload is a ~200-byte row, as in SPEC §6's storage figures.
+// payload is a ~200-byte row, as in the storage figures of bench/README.md.
 var payload = strings.Repeat("x", 200)
 
 // physicalSQLite measures plain inserts into a SQLite file in WAL mode with

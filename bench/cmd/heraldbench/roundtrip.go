@@ -41,7 +41,7 @@ func park(ctx context.Context, t *target, lane Lane, ids []string, key func(i in
 	return float64(len(ids)) / time.Since(start).Seconds(), nil
 }
 
-// roundTrip is SPEC §6's scenario: n instances each wait for one event, the
+// roundTrip is the round-trip scenario (bench/README.md): n instances each wait for one event, the
 // events are sent to all of them from `clients` concurrent goroutines, and
 // every instance completes. Rate is instances resumed per second from the
 // first send to the last resumed commit; latency is send → resumed commit

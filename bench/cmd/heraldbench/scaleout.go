@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/heraldwf/herald"
-	"github.com/heraldwf/herald/storage"
+	"github.com/heraldwf/herald/heraldtype"
 	"github.com/heraldwf/herald/storage/postgres"
 )
 
@@ -35,16 +35,16 @@ func runWorker(url, schema string, pgConns, turnWorkers int) error {
 	}
 	defer store.Close()
 	lines := make(chan string, 1<<16)
-	wrapped := &stampStore{Store: store, onCommit: func(id string, status storage.Status, at time.Time) {
+	wrapped := &stampStore{Store: store, onCommit: func(id string, status heraldtype.Status, at time.Time) {
 		switch status {
-		case storage.StatusRunning:
+		case heraldtype.StatusRunning:
 			lines <- "P " + id
-		case storage.StatusCompleted:
+		case heraldtype.StatusCompleted:
 			lines <- fmt.Sprintf("C %s %d", id, at.UnixNano())
 		}
 	}}
 	rt, err := herald.NewRuntime(wrapped, &herald.Config{TurnWorkers: turnWorkers,
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+		ClientConfig: herald.ClientConfig{Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}})
 	if err != nil {
 		return err
 	}
@@ -93,9 +93,14 @@ func openNodes(ctx context.Context, nodes int, o heraldOptions) (*nodesSystem, e
 		return nil, err
 	}
 	sc, _ := pgSetting(ctx, o.postgresURL, "synchronous_commit")
+	client, err := herald.NewClient(store, herald.DefaultTenant, nil)
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
 	s := &nodesSystem{name: fmt.Sprintf("herald postgres, %d worker process(es)", nodes),
 		durability: "WAL flush per commit (synchronous_commit=" + sc + ")",
-		url:        o.postgresURL, schema: schema, store: store, client: herald.NewClient(store, nil),
+		url:        o.postgresURL, schema: schema, store: store, client: client,
 		resumed: make(chan Stamp, 1<<16)}
 	self, err := os.Executable()
 	if err != nil {

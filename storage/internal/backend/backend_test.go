@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/heraldwf/herald/storage"
+	"github.com/heraldwf/herald/heraldtype"
 )
 
 func TestBookmarkRoundTrip(t *testing.T) {
@@ -54,7 +54,7 @@ func TestNanos(t *testing.T) {
 }
 
 func TestSearchPage(t *testing.T) {
-	evs := []*storage.CorrelatedEvent{
+	evs := []*heraldtype.CorrelatedEvent{
 		{Key: "a", CreatedAt: time.Unix(0, 1)},
 		{Key: "b", CreatedAt: time.Unix(0, 2)},
 		{Key: "c", CreatedAt: time.Unix(0, 3)},

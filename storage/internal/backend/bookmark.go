@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/heraldwf/herald/heraldtype"
 	"github.com/heraldwf/herald/storage"
 )
 
@@ -20,13 +21,13 @@ func EncodeBookmark(createdAt int64, key string) string {
 }
 
 // errBookmark says nothing of the bookmark: it may be of any size.
-var errBookmark = fmt.Errorf("malformed search bookmark: %w", storage.ErrInvalidArgument)
+var errBookmark = fmt.Errorf("malformed search bookmark: %w", heraldtype.ErrInvalidArgument)
 
 // maxBookmark is longer than any bookmark EncodeBookmark makes.
 const maxBookmark = 2048
 
 // DecodeBookmark reads a bookmark made by EncodeBookmark; anything else is
-// refused with storage.ErrInvalidArgument.
+// refused with heraldtype.ErrInvalidArgument.
 func DecodeBookmark(b string) (createdAt int64, key string, err error) {
 	if len(b) > maxBookmark {
 		return 0, "", errBookmark
@@ -49,7 +50,7 @@ func DecodeBookmark(b string) (createdAt int64, key string, err error) {
 // SearchPage cuts the events a CorrelatedSearch read (limit+1 of them at
 // most, in page order) to a page of limit and returns the bookmark of the
 // next page: "" if this page is the last.
-func SearchPage(events []*storage.CorrelatedEvent, limit int) ([]*storage.CorrelatedEvent, string) {
+func SearchPage(events []*heraldtype.CorrelatedEvent, limit int) ([]*heraldtype.CorrelatedEvent, string) {
 	if len(events) <= limit {
 		return events, ""
 	}

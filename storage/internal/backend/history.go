@@ -6,8 +6,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/heraldwf/herald/heraldtype"
 	"github.com/heraldwf/herald/history"
-	"github.com/heraldwf/herald/storage"
 )
 
 // EncodeHistoryEvent encodes the i-th event of an append to an execution's
@@ -27,7 +27,7 @@ func EncodeHistoryEvent(i int, ev *history.Event) (string, error) {
 func DecodeHistoryEvent(b []byte) (history.Event, error) {
 	var ev history.Event
 	if err := json.Unmarshal(b, &ev); err != nil {
-		return ev, fmt.Errorf("decode history event: %w: %w", storage.ErrCorrupt, err)
+		return ev, fmt.Errorf("decode history event: %w: %w", heraldtype.ErrCorrupt, err)
 	}
 	return ev, nil
 }

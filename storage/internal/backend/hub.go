@@ -11,6 +11,7 @@ import (
 type Hub struct {
 	mu   sync.Mutex
 	subs map[string]map[chan struct{}]storage.WorkKind
+	all  map[chan struct{}]*allSub // SubscribeAll's subscribers
 }
 
 // Subscribe returns a channel that receives a value (at most one pending)
@@ -66,6 +67,7 @@ func (h *Hub) NotifyKinds(tenant string, kinds storage.WorkKind) {
 		default:
 		}
 	}
+	h.notifyAllSubs(tenant, kinds)
 }
 
 // NotifyAll wakes every subscriber of every tenant.
@@ -80,4 +82,5 @@ func (h *Hub) NotifyAll() {
 			}
 		}
 	}
+	h.notifyAllSubs(storage.AnyTenant, storage.WorkAll)
 }

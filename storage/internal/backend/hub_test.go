@@ -1,6 +1,7 @@
 package backend
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/heraldwf/herald/storage"
@@ -43,5 +44,38 @@ func TestHubKinds(t *testing.T) {
 	h.Notify("t")
 	if woken(turns) || woken(acts) || woken(all) {
 		t.Fatal("a cancelled subscription was woken")
+	}
+}
+
+func TestHubSubscribeAll(t *testing.T) {
+	var h Hub
+	turns, drainTurns, cancelTurns := h.SubscribeAll(storage.WorkTurns)
+	acts, drainActs, cancelActs := h.SubscribeAll(storage.WorkActivities)
+	defer cancelActs()
+	one, cancelOne := h.SubscribeKinds("a", storage.WorkTurns)
+	defer cancelOne()
+	h.NotifyKinds("a", storage.WorkTurns)
+	h.NotifyKinds("b", storage.WorkTurns) // coalesced into one wake-up
+	if !woken(turns) || woken(turns) || woken(acts) || !woken(one) {
+		t.Fatal("turn wake-ups reached the wrong subscribers, or were not coalesced")
+	}
+	got := drainTurns()
+	slices.Sort(got)
+	if !slices.Equal(got, []string{"a", "b"}) || len(drainTurns()) != 0 || len(drainActs()) != 0 {
+		t.Fatalf("drain = %q, then not empty", got)
+	}
+	h.NotifyAll()
+	if !woken(turns) || !woken(acts) {
+		t.Fatal("NotifyAll did not wake SubscribeAll")
+	}
+	if got := drainActs(); !slices.Equal(got, []string{storage.AnyTenant}) {
+		t.Fatalf("drain after NotifyAll = %q, want AnyTenant", got)
+	}
+	drainTurns()
+	cancelTurns()
+	cancelTurns()
+	h.Notify("c")
+	if woken(turns) || len(drainTurns()) != 0 {
+		t.Fatal("a cancelled SubscribeAll was woken")
 	}
 }

@@ -8,6 +8,7 @@ const (
 	DefaultLease       = 30 * time.Second
 	DefaultMaxMessages = 1000
 	DefaultListLimit   = 100
+	MaxListLimit       = 1000
 	DefaultEventLimit  = 1000
 	DefaultExpireLimit = 1000
 	DefaultSearchLimit = 100
@@ -31,9 +32,9 @@ func Lease(d time.Duration) time.Duration {
 // DefaultMaxMessages if n is not positive.
 func MaxMessages(n int) int { return orDefault(n, DefaultMaxMessages) }
 
-// ListLimit is InstanceList's page size: n, or DefaultListLimit if n is not
-// positive.
-func ListLimit(n int) int { return orDefault(n, DefaultListLimit) }
+// ListLimit is InstanceList's page size: n, DefaultListLimit if n is not
+// positive, at most MaxListLimit.
+func ListLimit(n int) int { return min(orDefault(n, DefaultListLimit), MaxListLimit) }
 
 // EventLimit is EventList's page size: n, or DefaultEventLimit if n is not
 // positive.

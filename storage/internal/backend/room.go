@@ -5,14 +5,14 @@ import (
 	"errors"
 	"time"
 
-	"github.com/heraldwf/herald/storage"
+	"github.com/heraldwf/herald/heraldtype"
 )
 
 // RoomRetry is how often UntilRoom tries again, at most.
 const RoomRetry = 100 * time.Millisecond
 
 // UntilRoom runs write, and runs it again while it fails with
-// storage.ErrStorageFull (after 2 ms, then twice as long each time, up to
+// heraldtype.ErrStorageFull (after 2 ms, then twice as long each time, up to
 // RoomRetry), until it succeeds or fails otherwise, ctx ends or closing is
 // closed; it then returns write's last error. The backends use it for the
 // calls that hand back work the runtime holds (TurnAbandon, ActivityComplete,
@@ -23,7 +23,7 @@ func UntilRoom(ctx context.Context, closing <-chan struct{}, write func() error)
 	wait := time.Millisecond
 	for {
 		err := write()
-		if !errors.Is(err, storage.ErrStorageFull) {
+		if !errors.Is(err, heraldtype.ErrStorageFull) {
 			return err
 		}
 		wait = min(2*wait, RoomRetry)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/heraldwf/herald/heraldtype"
 	"github.com/heraldwf/herald/history"
 	"github.com/heraldwf/herald/storage"
 )
@@ -18,7 +19,9 @@ import (
 // buffer, retention_ns, max_payload_bytes, correlation, version,
 // created_at, updated_at.
 type DefinitionRow struct {
-	d                          storage.EventDefinition
+	d                          heraldtype.EventDefinition
+	tenant                     string // scanned, not returned: the caller named it
+	version                    int64  // scanned, not returned: the store's own
 	schema, correlation        []byte
 	retention, maxPayloadBytes int64
 	createdAt, updatedAt       int64
@@ -26,18 +29,18 @@ type DefinitionRow struct {
 
 // Dest returns the scan destinations of the row's columns.
 func (r *DefinitionRow) Dest() []any {
-	return []any{&r.d.Tenant, &r.d.Name, &r.schema, &r.d.Buffer, &r.retention, &r.maxPayloadBytes,
-		&r.correlation, &r.d.Version, &r.createdAt, &r.updatedAt}
+	return []any{&r.tenant, &r.d.Name, &r.schema, &r.d.Buffer, &r.retention, &r.maxPayloadBytes,
+		&r.correlation, &r.version, &r.createdAt, &r.updatedAt}
 }
 
 // Definition decodes the scanned row.
-func (r *DefinitionRow) Definition() (*storage.EventDefinition, error) {
+func (r *DefinitionRow) Definition() (*heraldtype.EventDefinition, error) {
 	d := r.d
 	d.Schema = RawOf(r.schema)
 	d.Retention = time.Duration(r.retention)
 	d.MaxPayloadBytes = int(r.maxPayloadBytes)
 	if len(r.correlation) > 0 {
-		var c storage.CorrelationConfig
+		var c heraldtype.CorrelationConfig
 		if err := json.Unmarshal(r.correlation, &c); err != nil {
 			return nil, fmt.Errorf("decode correlation config: %w", err)
 		}
@@ -50,7 +53,7 @@ func (r *DefinitionRow) Definition() (*storage.EventDefinition, error) {
 
 // InstanceRow is a row of instances without its lease: tenant, id,
 // workflow, status, execution, input, output, failure, created_at,
-// updated_at.
+// updated_at, blocked.
 type InstanceRow struct {
 	inst                   storage.Instance
 	status                 string
@@ -61,18 +64,18 @@ type InstanceRow struct {
 // Dest returns the scan destinations of the row's columns.
 func (r *InstanceRow) Dest() []any {
 	return []any{&r.inst.Tenant, &r.inst.ID, &r.inst.Workflow, &r.status, &r.inst.Execution,
-		&r.input, &r.output, &r.failure, &r.createdAt, &r.updatedAt}
+		&r.input, &r.output, &r.failure, &r.createdAt, &r.updatedAt, &r.inst.Blocked}
 }
 
 // Instance decodes the scanned row.
 func (r *InstanceRow) Instance() (storage.Instance, error) {
 	inst := r.inst
-	inst.Status = storage.Status(r.status)
+	inst.Status = heraldtype.Status(r.status)
 	inst.Input = RawOf(r.input)
 	inst.Output = RawOf(r.output)
 	f, err := FailureOf(r.failure)
 	if err != nil {
-		return inst, fmt.Errorf("instance %q: %w: %w", inst.ID, storage.ErrCorrupt, err)
+		return inst, fmt.Errorf("instance %q: %w: %w", inst.ID, heraldtype.ErrCorrupt, err)
 	}
 	inst.Failure = f
 	inst.CreatedAt = FromNanos(r.createdAt)
@@ -105,7 +108,7 @@ func (r *MessageRow) Message() (storage.Message, error) {
 	m.Result = RawOf(r.result)
 	f, err := FailureOf(r.failure)
 	if err != nil {
-		return m, fmt.Errorf("%w: %w", storage.ErrCorrupt, err)
+		return m, fmt.Errorf("%w: %w", heraldtype.ErrCorrupt, err)
 	}
 	m.Failure = f
 	m.VisibleAt = FromNanos(r.visibleAt)
@@ -117,19 +120,20 @@ func (r *MessageRow) Message() (storage.Message, error) {
 // lane, name, fate, reason, execution, origin_execution, wait_number, key,
 // received_at, updated_at.
 type EventRow struct {
-	e                     storage.EventRecord
+	e                     heraldtype.EventRecord
+	tenant                string // scanned, not returned: the caller named it
 	lane, fate, reason    string
 	receivedAt, updatedAt int64
 }
 
 // Dest returns the scan destinations of the row's columns.
 func (r *EventRow) Dest() []any {
-	return []any{&r.e.Tenant, &r.e.EventID, &r.e.InstanceID, &r.lane, &r.e.Name, &r.fate, &r.reason,
+	return []any{&r.tenant, &r.e.EventID, &r.e.InstanceID, &r.lane, &r.e.Name, &r.fate, &r.reason,
 		&r.e.Execution, &r.e.OriginExecution, &r.e.WaitNumber, &r.e.Key, &r.receivedAt, &r.updatedAt}
 }
 
 // Event decodes the scanned row.
-func (r *EventRow) Event() *storage.EventRecord {
+func (r *EventRow) Event() *heraldtype.EventRecord {
 	e := r.e
 	e.Lane = history.Lane(r.lane)
 	e.Fate = history.Fate(r.fate)
@@ -142,22 +146,36 @@ func (r *EventRow) Event() *storage.EventRecord {
 // CorrelatedRow is a row of correlated_events: tenant, def, key, payload,
 // created_at, updated_at, expires_at.
 type CorrelatedRow struct {
-	c                               storage.CorrelatedEvent
+	c                               heraldtype.CorrelatedEvent
+	tenant                          string // scanned, not returned: the caller named it
 	payload                         []byte
 	createdAt, updatedAt, expiresAt int64
 }
 
 // Dest returns the scan destinations of the row's columns.
 func (r *CorrelatedRow) Dest() []any {
-	return []any{&r.c.Tenant, &r.c.Def, &r.c.Key, &r.payload, &r.createdAt, &r.updatedAt, &r.expiresAt}
+	return []any{&r.tenant, &r.c.Def, &r.c.Key, &r.payload, &r.createdAt, &r.updatedAt, &r.expiresAt}
 }
 
 // Correlated decodes the scanned row (its produced list is left empty).
-func (r *CorrelatedRow) Correlated() *storage.CorrelatedEvent {
+func (r *CorrelatedRow) Correlated() *heraldtype.CorrelatedEvent {
 	c := r.c
 	c.Payload = RawOf(r.payload)
 	c.CreatedAt = FromNanos(r.createdAt)
 	c.UpdatedAt = FromNanos(r.updatedAt)
 	c.ExpiresAt = FromNanos(r.expiresAt)
 	return &c
+}
+
+// StoredCorrelation is the form a correlation config is stored in: the TTL
+// in integer nanoseconds (PostgreSQL's SQL reads it as a bigint), whatever
+// form heraldtype gives it in JSON for users. Reading accepts both.
+func StoredCorrelation(c *heraldtype.CorrelationConfig) any {
+	if c == nil {
+		return nil
+	}
+	return struct {
+		TTL                         int64 `json:"ttl,omitempty"`
+		DeleteAfterFirstCorrelation bool  `json:"delete_after_first_correlation,omitempty"`
+	}{int64(c.TTL), c.DeleteAfterFirstCorrelation}
 }

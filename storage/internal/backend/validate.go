@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/heraldwf/herald/heraldtype"
 	"github.com/heraldwf/herald/history"
 	"github.com/heraldwf/herald/storage"
 )
@@ -51,19 +52,19 @@ func StartIfAbsent(p *storage.EventRaiseParams) (*storage.InstanceCreateParams, 
 
 // ValidateDefinition checks the fields of an event definition the stores
 // keep and returns the buffer policy to store (an empty one is
-// storage.BufferFIFO). The schema is not looked at: the engine compiles it
+// heraldtype.BufferFIFO). The schema is not looked at: the engine compiles it
 // before calling.
-func ValidateDefinition(d *storage.EventDefinition) (string, error) {
+func ValidateDefinition(d *heraldtype.EventDefinition) (string, error) {
 	if d.Name == "" {
 		return "", errors.New("empty event name")
 	}
 	buffer := d.Buffer
 	switch buffer {
 	case "":
-		buffer = storage.BufferFIFO
-	case storage.BufferFIFO, storage.BufferLatest:
+		buffer = heraldtype.BufferFIFO
+	case heraldtype.BufferFIFO, heraldtype.BufferLatest:
 	default:
-		return "", fmt.Errorf("unknown buffer policy %q (want %q or %q)", d.Buffer, storage.BufferFIFO, storage.BufferLatest)
+		return "", fmt.Errorf("unknown buffer policy %q (want %q or %q)", d.Buffer, heraldtype.BufferFIFO, heraldtype.BufferLatest)
 	}
 	if d.Retention < 0 {
 		return "", fmt.Errorf("negative retention %v", d.Retention)
@@ -103,23 +104,23 @@ func ValidateLeader(p *storage.LeaderElectParams, needLease bool) error {
 }
 
 // CommitStatus checks TurnCommit's params and returns the status the
-// commit leaves the instance in (an empty Status is storage.StatusRunning).
-// A missing lock token wraps storage.ErrLeaseLost.
-func CommitStatus(p *storage.TurnCommitParams) (storage.Status, error) {
+// commit leaves the instance in (an empty Status is heraldtype.StatusRunning).
+// A missing lock token wraps heraldtype.ErrLeaseLost.
+func CommitStatus(p *storage.TurnCommitParams) (heraldtype.Status, error) {
 	status := p.Status
 	if status == "" {
-		status = storage.StatusRunning
+		status = heraldtype.StatusRunning
 	}
 	switch status {
-	case storage.StatusRunning, storage.StatusCompleted, storage.StatusFailed, storage.StatusTerminated:
+	case heraldtype.StatusRunning, heraldtype.StatusCompleted, heraldtype.StatusFailed, heraldtype.StatusTerminated:
 	default:
 		return "", fmt.Errorf("invalid status %q", p.Status)
 	}
-	if p.ContinueAsNew != nil && status != storage.StatusRunning {
+	if p.ContinueAsNew != nil && status != heraldtype.StatusRunning {
 		return "", fmt.Errorf("continue-as-new with status %q", status)
 	}
 	if p.LockToken == "" {
-		return "", fmt.Errorf("empty lock token: %w", storage.ErrLeaseLost)
+		return "", fmt.Errorf("empty lock token: %w", heraldtype.ErrLeaseLost)
 	}
 	return status, nil
 }
@@ -127,9 +128,9 @@ func CommitStatus(p *storage.TurnCommitParams) (storage.Status, error) {
 // TerminateEnd is how InstanceTerminate ends an instance: terminated with
 // the reason, or, with p.Failure set, failed with that failure (the history
 // event appended says which).
-func TerminateEnd(p *storage.InstanceTerminateParams) (storage.Status, history.Kind, *history.Failure) {
+func TerminateEnd(p *storage.InstanceTerminateParams) (heraldtype.Status, history.Kind, *history.Failure) {
 	if p.Failure != nil {
-		return storage.StatusFailed, history.ExecutionFailed, p.Failure
+		return heraldtype.StatusFailed, history.ExecutionFailed, p.Failure
 	}
-	return storage.StatusTerminated, history.ExecutionTerminated, &history.Failure{Kind: "terminated", Message: p.Reason}
+	return heraldtype.StatusTerminated, history.ExecutionTerminated, &history.Failure{Kind: "terminated", Message: p.Reason}
 }

@@ -1,9 +1,9 @@
 package herald_test
 
-// End-to-end tests of the positional lane's causality rule (SPEC §3.1 rule
-// 3) following seed 002's test plan, part 1 (tests 1–4) and test 7b
-// (seeds/002_ff9c748252f70f37.txt). SPEC's decision against the seed
-// applies: events raised before any wait are buffered, not dropped; only the
+// End-to-end tests of the positional lane's causality rule
+// (docs/positional.md, rule 3: withdrawn waits), following seed 002's test
+// plan, part 1 (tests 1–4) and test 7b. Herald's decision against the seed
+// applies (docs/decisions.md): events raised before any wait are buffered, not dropped; only the
 // late answer to a withdrawn wait is dropped.
 
 import (
@@ -41,11 +41,11 @@ func plSelectThenWait(ctx *herald.Context, _ struct{}) (selectOut, error) {
 // if not "", was dropped as the late answer to wait 1 in between.
 func plCheckWithdrawn(b *bundle, evs []history.Event, droppedEventID, dataEventID string) {
 	b.t.Helper()
-	subs := plFind(evs, history.EventSubscribed, "X")
-	cancels := plFind(evs, history.EventSubscribedCancelled, "X")
-	raised := plFind(evs, history.EventRaised, "X")
-	drops := plFind(evs, history.EventDropped, "X")
-	fired := plFind(evs, history.TimerFired, "")
+	subs := ofKind(evs, history.EventSubscribed, "", "X")
+	cancels := ofKind(evs, history.EventSubscribedCancelled, "", "X")
+	raised := ofKind(evs, history.EventRaised, "", "X")
+	drops := ofKind(evs, history.EventDropped, "", "X")
+	fired := ofKind(evs, history.TimerFired, "", "")
 	wantDrops := 0
 	if droppedEventID != "" {
 		wantDrops = 1
@@ -73,13 +73,14 @@ func plCheckWithdrawn(b *bundle, evs []history.Event, droppedEventID, dataEventI
 	}
 }
 
-func TestSeed002_1_WaitInSelectDoesNotStealFutureEvent(t *testing.T) {
+// From seed 002's test plan, test 1.
+func TestWithdrawnWait_DoesNotStealFutureEvent(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil, func(rt *herald.Runtime) { herald.RegisterWorkflow(rt, "w", plSelectThenWait) })
-	plStart(b, "w", "i", nil)
+	b.start("w", "i", nil)
 	// The timer wins and the workflow waits for X again in the same turn.
 	b.waitHistory("i", history.EventSubscribed, "X", 2)
-	plRaise(b, "i", "X", "data", "ev-data")
+	b.raise("i", "X", "data", "ev-data")
 
 	var out selectOut
 	b.result("i", &out)
@@ -87,10 +88,11 @@ func TestSeed002_1_WaitInSelectDoesNotStealFutureEvent(t *testing.T) {
 		t.Fatalf("result %+v, want timer won and the second wait got data", out)
 	}
 	plCheckWithdrawn(b, b.history("i", 0), "", "ev-data")
-	plCheckFate(b, "ev-data", plFate{Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 2})
+	b.checkFate("ev-data", wantFate{Lane: history.LanePositional, Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 2})
 }
 
-func TestSeed002_2_CancelledSubscriptionDropsInterveningEvent(t *testing.T) {
+// From seed 002's test plan, test 2.
+func TestWithdrawnWait_DropsInterveningEvent(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil, func(rt *herald.Runtime) {
 		herald.RegisterWorkflow(rt, "w", func(ctx *herald.Context, _ struct{}) (selectOut, error) {
@@ -103,17 +105,17 @@ func TestSeed002_2_CancelledSubscriptionDropsInterveningEvent(t *testing.T) {
 			return out, err
 		})
 	})
-	plStart(b, "w", "i", nil)
+	b.start("w", "i", nil)
 	b.waitHistory("i", history.EventSubscribedCancelled, "X", 1)
 	b.waitHistory("i", history.EventSubscribed, "go-on", 1)
-	plRaise(b, "i", "X", "first", "ev-first")
+	b.raise("i", "X", "first", "ev-first")
 	b.waitHistory("i", history.EventDropped, "X", 1)
-	plCheckFate(b, "ev-first", plFate{Fate: history.FateDropped, Reason: history.DropWithdrawnWait, Execution: 1, Origin: 1})
+	b.checkFate("ev-first", wantFate{Lane: history.LanePositional, Fate: history.FateDropped, Reason: history.DropWithdrawnWait, Execution: 1, Origin: 1})
 	b.wantWarn("herald: event dropped", "ev-first", "reason=withdrawn_wait")
 
-	plRaise(b, "i", "go-on", nil, "ev-go-on")
+	b.raise("i", "go-on", nil, "ev-go-on")
 	b.waitHistory("i", history.EventSubscribed, "X", 2)
-	plRaise(b, "i", "X", "second", "ev-second")
+	b.raise("i", "X", "second", "ev-second")
 
 	var out selectOut
 	b.result("i", &out)
@@ -122,13 +124,14 @@ func TestSeed002_2_CancelledSubscriptionDropsInterveningEvent(t *testing.T) {
 	}
 	evs := b.history("i", 0)
 	plCheckWithdrawn(b, evs, "ev-first", "ev-second")
-	plCheckFate(b, "ev-second", plFate{Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 2})
+	b.checkFate("ev-second", wantFate{Lane: history.LanePositional, Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 2})
 	if err := b.rt.ReplayHistory(evs); err != nil {
 		t.Fatalf("replay: %v", err)
 	}
 }
 
-func TestSeed002_3_PositionalMatchingWithoutCancellation(t *testing.T) {
+// From seed 002's test plan, test 3.
+func TestWithdrawnWait_MatchingWithoutCancellation(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil, func(rt *herald.Runtime) {
 		// Two sequential waits.
@@ -151,16 +154,16 @@ func TestSeed002_3_PositionalMatchingWithoutCancellation(t *testing.T) {
 			return out, err
 		})
 	})
-	plStart(b, "seq", "seq", nil)
+	b.start("seq", "seq", nil)
 	b.waitHistory("seq", history.EventSubscribed, "X", 1)
-	plRaise(b, "seq", "X", "first", "seq-1")
+	b.raise("seq", "X", "first", "seq-1")
 	b.waitHistory("seq", history.EventSubscribed, "X", 2)
-	plRaise(b, "seq", "X", "second", "seq-2")
+	b.raise("seq", "X", "second", "seq-2")
 
-	plStart(b, "both", "both", nil)
+	b.start("both", "both", nil)
 	b.waitHistory("both", history.EventSubscribed, "X", 2)
-	plRaise(b, "both", "X", "first", "both-1")
-	plRaise(b, "both", "X", "second", "both-2")
+	b.raise("both", "X", "first", "both-1")
+	b.raise("both", "X", "second", "both-2")
 
 	for _, id := range []string{"seq", "both"} {
 		var out [2]string
@@ -169,8 +172,8 @@ func TestSeed002_3_PositionalMatchingWithoutCancellation(t *testing.T) {
 			t.Fatalf("%s: result %q, want [first second]", id, out)
 		}
 		evs := b.history(id, 0)
-		subs := plFind(evs, history.EventSubscribed, "X")
-		raised := plFind(evs, history.EventRaised, "X")
+		subs := ofKind(evs, history.EventSubscribed, "", "X")
+		raised := ofKind(evs, history.EventRaised, "", "X")
 		if len(subs) != 2 || len(raised) != 2 || countKind(evs, history.EventSubscribedCancelled, "") != 0 ||
 			countKind(evs, history.EventDropped, "") != 0 {
 			t.Fatalf("%s: history:%s", id, dumpHistory(evs))
@@ -180,20 +183,21 @@ func TestSeed002_3_PositionalMatchingWithoutCancellation(t *testing.T) {
 				t.Fatalf("%s: raise %d did not pair with wait %d, history:%s", id, i+1, i+1, dumpHistory(evs))
 			}
 		}
-		plCheckFate(b, id+"-1", plFate{Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
-		plCheckFate(b, id+"-2", plFate{Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 2})
+		b.checkFate(id+"-1", wantFate{Lane: history.LanePositional, Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
+		b.checkFate(id+"-2", wantFate{Lane: history.LanePositional, Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 2})
 		if err := b.rt.ReplayHistory(evs); err != nil {
 			t.Fatalf("%s: replay: %v", id, err)
 		}
 	}
 }
 
-func TestSeed002_4_CancelledSubscriptionBreadcrumbReplays(t *testing.T) {
+// From seed 002's test plan, test 4.
+func TestWithdrawnWait_BreadcrumbReplays(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil, func(rt *herald.Runtime) { herald.RegisterWorkflow(rt, "w", plSelectThenWait) })
-	plStart(b, "w", "i", nil)
+	b.start("w", "i", nil)
 	b.waitHistory("i", history.EventSubscribed, "X", 2)
-	plRaise(b, "i", "X", "data", "ev-data")
+	b.raise("i", "X", "data", "ev-data")
 	var out selectOut
 	b.result("i", &out)
 	if out != (selectOut{Winner: 1, Got: "data"}) {
@@ -234,7 +238,8 @@ func TestSeed002_4_CancelledSubscriptionBreadcrumbReplays(t *testing.T) {
 	}
 }
 
-func TestSeed002_7b_PositionalEventDroppedAfterSelectCancellation(t *testing.T) {
+// From seed 002's test plan, test 7b.
+func TestWithdrawnWait_LateEventDroppedAfterSelect(t *testing.T) {
 	t.Parallel()
 	release := make(chan struct{})
 	b := setup(t, nil, func(rt *herald.Runtime) {
@@ -257,16 +262,16 @@ func TestSeed002_7b_PositionalEventDroppedAfterSelectCancellation(t *testing.T) 
 			return out, err
 		})
 	})
-	plStart(b, "w", "i", nil)
+	b.start("w", "i", nil)
 	b.waitHistory("i", history.EventSubscribedCancelled, "X", 1)
 	b.waitHistory("i", history.ActivityScheduled, "hold", 1)
-	plRaise(b, "i", "X", "data", "ev-data")
+	b.raise("i", "X", "data", "ev-data")
 	b.waitHistory("i", history.EventDropped, "X", 1)
-	plCheckFate(b, "ev-data", plFate{Fate: history.FateDropped, Reason: history.DropWithdrawnWait, Execution: 1, Origin: 1})
+	b.checkFate("ev-data", wantFate{Lane: history.LanePositional, Fate: history.FateDropped, Reason: history.DropWithdrawnWait, Execution: 1, Origin: 1})
 
 	close(release)
 	b.waitHistory("i", history.EventSubscribed, "X", 2)
-	plRaise(b, "i", "X", "data2", "ev-data2")
+	b.raise("i", "X", "data2", "ev-data2")
 
 	var out selectOut
 	b.result("i", &out)
@@ -275,10 +280,10 @@ func TestSeed002_7b_PositionalEventDroppedAfterSelectCancellation(t *testing.T) 
 	}
 	evs := b.history("i", 0)
 	plCheckWithdrawn(b, evs, "ev-data", "ev-data2")
-	if d := plFind(evs, history.EventDropped, "X")[0]; d.Seq > plFind(evs, history.ActivityCompleted, "hold")[0].Seq {
+	if d := ofKind(evs, history.EventDropped, "", "X")[0]; d.Seq > ofKind(evs, history.ActivityCompleted, "", "hold")[0].Seq {
 		t.Fatalf("the drop should precede the activity's completion, history:%s", dumpHistory(evs))
 	}
-	plCheckFate(b, "ev-data2", plFate{Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 2})
+	b.checkFate("ev-data2", wantFate{Lane: history.LanePositional, Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 2})
 	b.wantWarn("herald: event dropped", "ev-data", "reason=withdrawn_wait")
 	if err := b.rt.ReplayHistory(evs); err != nil {
 		t.Fatalf("replay: %v", err)

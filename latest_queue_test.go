@@ -1,19 +1,18 @@
 package herald_test
 
-// End-to-end tests of seed 001's Task 5 (seeds/001_33fb85ab6b13de3b.txt,
-// "Event Buffering") on Herald's terms (SPEC §3.2 and §7): seed 001's
-// one-event-per-name, last-write-wins buffer is a queue-lane `buffer:
-// latest` event definition, here with a JSON Schema, so every scenario also
+// End-to-end tests of latest-value queues (docs/queue.md, "Latest-value
+// queues"), from seed 001's Task 5 ("Event Buffering") on Herald's terms
+// (docs/decisions.md): seed 001's one-event-per-name, last-write-wins
+// buffer is a queue-lane `buffer: latest` event definition, here with a JSON Schema, so every scenario also
 // runs through schema validation. The seed's TestWorkflow sleeps, then waits
 // for "approval"; its sleep is a one-hour durable timer here, and the seed's
-// advanceAlarm is s1Clock.Advance, so "the workflow is still sleeping when
+// advanceAlarm is offsetClock.Advance, so "the workflow is still sleeping when
 // the event is sent" holds by construction, not by a race.
 
 import (
 	"encoding/json"
 	"errors"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,15 +25,6 @@ const s1Schema = `{"type":"object","properties":{"approved":{"type":"boolean"}},
 
 // s1Sleep is how long s1Workflow sleeps before it waits for "approval".
 const s1Sleep = time.Hour
-
-// s1Clock is a clock that runs with real time plus an offset the test moves
-// forward, so durable timers fire when the test says so.
-type s1Clock struct{ offset atomic.Int64 }
-
-func (c *s1Clock) Now() time.Time { return time.Now().Add(time.Duration(c.offset.Load())) }
-
-// Advance moves the clock forward by d.
-func (c *s1Clock) Advance(d time.Duration) { c.offset.Add(int64(d)) }
 
 type s1Input struct{ Name string }
 
@@ -69,10 +59,10 @@ func s1Echo(_ *herald.Context, in string) (string, error) { return in, nil }
 
 // s1Setup starts a runtime on the controllable clock with the seed's
 // workflows and puts the "approval" definition (buffer: latest, schema).
-func s1Setup(t *testing.T) (*bundle, *s1Clock) {
+func s1Setup(t *testing.T) (*bundle, *offsetClock) {
 	t.Helper()
-	clock := &s1Clock{}
-	b := setup(t, &herald.Config{Now: clock.Now}, func(rt *herald.Runtime) {
+	clock := &offsetClock{}
+	b := setup(t, &herald.Config{ClientConfig: nowCfg(clock.Now)}, func(rt *herald.Runtime) {
 		herald.RegisterWorkflow(rt, "test-workflow", s1Workflow)
 		herald.RegisterWorkflow(rt, "echo", s1Echo)
 	})
@@ -82,7 +72,7 @@ func s1Setup(t *testing.T) (*bundle, *s1Clock) {
 	if err != nil {
 		t.Fatalf("put definition: %v", err)
 	}
-	if def.Buffer != "latest" || def.Version != 1 {
+	if def.Buffer != "latest" || def.Name != "approval" {
 		t.Fatalf("stored definition %+v", def)
 	}
 	return b, clock
@@ -92,9 +82,7 @@ func s1Setup(t *testing.T) (*bundle, *s1Clock) {
 // created and nothing waits for "approval" yet.
 func s1StartSleeping(b *bundle, id, name string) {
 	b.t.Helper()
-	if _, err := b.client.StartWorkflow(b.ctx, "test-workflow", s1Input{Name: name}, herald.WithInstanceID(id)); err != nil {
-		b.t.Fatalf("start %s: %v", id, err)
-	}
+	b.start("test-workflow", id, s1Input{Name: name})
 	b.waitHistory(id, history.TimerCreated, "", 1)
 	info, err := b.client.Status(b.ctx, id)
 	if err != nil {
@@ -107,55 +95,16 @@ func s1StartSleeping(b *bundle, id, name string) {
 	}
 }
 
-// s1Enqueue sends an approval message and fails the test on an error.
-func s1Enqueue(b *bundle, id string, payload any, eventID string) {
-	b.t.Helper()
-	rec, err := b.client.Enqueue(b.ctx, id, "approval", payload, herald.WithEventID(eventID))
-	if err != nil {
-		b.t.Fatalf("enqueue %s to %s: %v", eventID, id, err)
-	}
-	if rec.EventID != eventID || rec.Duplicate {
-		b.t.Fatalf("receipt %+v", rec)
-	}
-}
-
 // s1Wake fires the sleep timer of every s1Workflow (the seed's advanceAlarm).
-func s1Wake(clock *s1Clock) { clock.Advance(s1Sleep + time.Minute) }
-
-// s1Done waits for the instance to complete and returns its result.
-func s1Done(b *bundle, id string) s1Result {
-	b.t.Helper()
-	info := b.waitDone(id)
-	var out s1Result
-	if err := info.Result(&out); err != nil {
-		b.t.Fatalf("%s ended %s: %v, history:%s", id, info.Status, err, dumpHistory(b.history(id, 0)))
-	}
-	return out
-}
-
-// s1Find returns the events of kind, lane and (if not "") event id.
-func s1Find(evs []history.Event, kind history.Kind, lane history.Lane, eventID string) []history.Event {
-	var out []history.Event
-	for _, ev := range evs {
-		if ev.Kind == kind && (lane == "" || ev.Lane == lane) && (eventID == "" || ev.EventID == eventID) {
-			out = append(out, ev)
-		}
-	}
-	return out
-}
+func s1Wake(clock *offsetClock) { clock.Advance(s1Sleep + time.Minute) }
 
 // s1WantNothingStored checks that eventID left no trace: no fate record, no
 // event listed for the instance beyond wantEvents, and (when before is not
 // nil) the instance's history unchanged.
 func s1WantNothingStored(b *bundle, id, eventID string, wantEvents int, before []history.Event) {
 	b.t.Helper()
-	if rec, err := b.client.EventFate(b.ctx, eventID); !errors.Is(err, herald.ErrNotFound) {
-		b.t.Fatalf("fate of refused %s: %+v, %v; want ErrNotFound", eventID, rec, err)
-	}
-	recs, err := b.client.Events(b.ctx, id)
-	if err != nil {
-		b.t.Fatal(err)
-	}
+	b.wantNoFate(eventID)
+	recs := b.events(id)
 	if len(recs) != wantEvents {
 		b.t.Fatalf("%s has %d events, want %d", id, len(recs), wantEvents)
 	}
@@ -172,25 +121,25 @@ func s1WantNothingStored(b *bundle, id, eventID string, wantEvents int, before [
 	}
 }
 
-func TestSeed001_BufferedBeforeWaitAndDelivered(t *testing.T) {
+func TestLatestQueue_BufferedBeforeWaitAndDelivered(t *testing.T) {
 	t.Parallel()
 	b, clock := s1Setup(t)
 	s1StartSleeping(b, "eb-buffer-deliver-1", "BufferTest")
 
 	// Sent before the workflow reaches Dequeue: accepted, not refused.
-	s1Enqueue(b, "eb-buffer-deliver-1", s1Approval{Approved: true}, "ev-1")
+	b.enqueue("eb-buffer-deliver-1", "approval", s1Approval{Approved: true}, "ev-1")
 	rec := b.waitFate("ev-1", history.FateBuffered)
 	if rec.Lane != history.LaneQueue || rec.Name != "approval" || rec.Execution != 1 || rec.WaitNumber != 0 {
 		t.Fatalf("buffered record %+v", rec)
 	}
 	evs := b.history("eb-buffer-deliver-1", 0)
-	if raised := s1Find(evs, history.EventRaised, history.LaneQueue, "ev-1"); len(raised) != 1 || raised[0].TaskSeq != 0 ||
+	if raised := withID(ofKind(evs, history.EventRaised, history.LaneQueue, ""), "ev-1"); len(raised) != 1 || raised[0].TaskSeq != 0 ||
 		countKind(evs, history.TimerFired, "") != 0 {
 		t.Fatalf("want ev-1 buffered while sleeping, history:%s", dumpHistory(evs))
 	}
 
 	s1Wake(clock)
-	out := s1Done(b, "eb-buffer-deliver-1")
+	out := resultOf[s1Result](b, "eb-buffer-deliver-1")
 	if want := (s1Result{Message: "BufferTest was approved", Greeting: "Hello, BufferTest!"}); out != want {
 		t.Fatalf("result %+v, want %+v", out, want)
 	}
@@ -201,23 +150,23 @@ func TestSeed001_BufferedBeforeWaitAndDelivered(t *testing.T) {
 	// The Dequeue, made after the timer fired, took the buffered message at
 	// once: its subscription names the event, and nothing else was raised.
 	evs = b.history("eb-buffer-deliver-1", 0)
-	subs := s1Find(evs, history.EventSubscribed, history.LaneQueue, "")
-	raised := s1Find(evs, history.EventRaised, "", "")
-	fired := s1Find(evs, history.TimerFired, "", "")
+	subs := ofKind(evs, history.EventSubscribed, history.LaneQueue, "")
+	raised := ofKind(evs, history.EventRaised, "", "")
+	fired := ofKind(evs, history.TimerFired, "", "")
 	if len(subs) != 1 || len(raised) != 1 || len(fired) != 1 || subs[0].EventID != "ev-1" || subs[0].WaitNumber != 1 ||
 		raised[0].Seq > fired[0].Seq || subs[0].Seq < fired[0].Seq || countKind(evs, history.EventDropped, "") != 0 {
 		t.Fatalf("history:%s", dumpHistory(evs))
 	}
 }
 
-func TestSeed001_LastWriteWins(t *testing.T) {
+func TestLatestQueue_LastWriteWins(t *testing.T) {
 	t.Parallel()
 	b, clock := s1Setup(t)
 	const id = "eb-last-write-wins-1"
 	s1StartSleeping(b, id, "LastWrite")
 
-	s1Enqueue(b, id, s1Approval{Approved: false}, "ev-first")
-	s1Enqueue(b, id, s1Approval{Approved: true}, "ev-second")
+	b.enqueue(id, "approval", s1Approval{Approved: false}, "ev-first")
+	b.enqueue(id, "approval", s1Approval{Approved: true}, "ev-second")
 
 	// The second supersedes the first while both wait for a Dequeue. The
 	// instance takes messages in arrival order, so once the second is
@@ -228,8 +177,8 @@ func TestSeed001_LastWriteWins(t *testing.T) {
 		t.Fatalf("first message %+v, want dropped/superseded on the queue lane", first)
 	}
 	evs := b.history(id, 0)
-	drops := s1Find(evs, history.EventDropped, "", "")
-	raisedFirst := s1Find(evs, history.EventRaised, history.LaneQueue, "ev-first")
+	drops := ofKind(evs, history.EventDropped, "", "")
+	raisedFirst := withID(ofKind(evs, history.EventRaised, history.LaneQueue, ""), "ev-first")
 	if len(drops) != 1 || len(raisedFirst) != 1 {
 		t.Fatalf("want one breadcrumb for ev-first, history:%s", dumpHistory(evs))
 	}
@@ -240,7 +189,7 @@ func TestSeed001_LastWriteWins(t *testing.T) {
 	b.wantWarn("herald: event dropped", "event_id=ev-first", "reason=superseded", "lane=queue")
 
 	s1Wake(clock)
-	out := s1Done(b, id)
+	out := resultOf[s1Result](b, id)
 	if want := (s1Result{Message: "LastWrite was approved", Greeting: "Hello, LastWrite!"}); out != want {
 		t.Fatalf("result %+v, want %+v (the last write)", out, want)
 	}
@@ -257,19 +206,19 @@ func TestSeed001_LastWriteWins(t *testing.T) {
 	if len(dropped) != 1 || dropped[0].EventID != "ev-first" {
 		t.Fatalf("dropped events %+v, want ev-first only", dropped)
 	}
-	if n := b.rt.Stats().DroppedByReason()[string(history.DropSuperseded)]; n != 1 {
+	if n := b.obs.droppedBy(string(history.DropSuperseded)); n != 1 {
 		t.Fatalf("superseded drops counted: %d, want 1", n)
 	}
 }
 
 // The seed's last-write-wins also holds for messages sent before the
 // instance exists: they are kept for it, and the newest one wins at start.
-func TestSeed001_LastWriteWinsBeforeStart(t *testing.T) {
+func TestLatestQueue_LastWriteWinsBeforeStart(t *testing.T) {
 	t.Parallel()
 	b, clock := s1Setup(t)
 	const id = "eb-before-start-1"
-	s1Enqueue(b, id, s1Approval{Approved: true}, "ev-a")
-	s1Enqueue(b, id, s1Approval{Approved: false}, "ev-b")
+	b.enqueue(id, "approval", s1Approval{Approved: true}, "ev-a")
+	b.enqueue(id, "approval", s1Approval{Approved: false}, "ev-b")
 	for _, ev := range []string{"ev-a", "ev-b"} {
 		if rec := b.fate(ev); rec.Fate != history.FatePending {
 			t.Fatalf("%s before start: %+v, want pending", ev, rec)
@@ -281,7 +230,7 @@ func TestSeed001_LastWriteWinsBeforeStart(t *testing.T) {
 		t.Fatalf("ev-a %+v, want dropped/superseded", rec)
 	}
 	s1Wake(clock)
-	if out := s1Done(b, id); out.Message != "Early was rejected" {
+	if out := resultOf[s1Result](b, id); out.Message != "Early was rejected" {
 		t.Fatalf("result %+v, want the last message (rejected)", out)
 	}
 	if rec := b.fate("ev-b"); rec.Fate != history.FateDelivered {
@@ -289,13 +238,11 @@ func TestSeed001_LastWriteWinsBeforeStart(t *testing.T) {
 	}
 }
 
-func TestSeed001_RejectedForCompletedInstance(t *testing.T) {
+func TestLatestQueue_RejectedForCompletedInstance(t *testing.T) {
 	t.Parallel()
 	b, _ := s1Setup(t)
 	const id = "eb-completed-reject-1"
-	if _, err := b.client.StartWorkflow(b.ctx, "echo", "done", herald.WithInstanceID(id)); err != nil {
-		t.Fatal(err)
-	}
+	b.start("echo", id, "done")
 	if info := b.waitDone(id); info.Status != herald.StatusCompleted {
 		t.Fatalf("status %s, want completed", info.Status)
 	}
@@ -317,13 +264,13 @@ func TestSeed001_RejectedForCompletedInstance(t *testing.T) {
 	}
 }
 
-func TestSeed001_RejectedForTerminatedInstance(t *testing.T) {
+func TestLatestQueue_RejectedForTerminatedInstance(t *testing.T) {
 	t.Parallel()
 	b, _ := s1Setup(t)
 	const id = "eb-terminated-reject-1"
 	s1StartSleeping(b, id, "Terminated")
 	// A message buffered before the end is dropped with the instance.
-	s1Enqueue(b, id, s1Approval{Approved: true}, "ev-early")
+	b.enqueue(id, "approval", s1Approval{Approved: true}, "ev-early")
 	b.waitFate("ev-early", history.FateBuffered)
 
 	if err := b.client.Terminate(b.ctx, id, "test"); err != nil {
@@ -350,7 +297,7 @@ func TestSeed001_RejectedForTerminatedInstance(t *testing.T) {
 	s1WantNothingStored(b, id, "ev-late-2", 1, before)
 }
 
-func TestSeed001_SchemaValidatedWhenBuffering(t *testing.T) {
+func TestLatestQueue_SchemaValidatedWhenBuffering(t *testing.T) {
 	t.Parallel()
 	b, clock := s1Setup(t)
 	const id = "eb-validation-1"
@@ -392,10 +339,10 @@ func TestSeed001_SchemaValidatedWhenBuffering(t *testing.T) {
 	}
 
 	// A valid one is accepted afterwards, and the refused ids are free.
-	s1Enqueue(b, id, s1Approval{Approved: true}, "ev-bad-type")
+	b.enqueue(id, "approval", s1Approval{Approved: true}, "ev-bad-type")
 	b.waitFate("ev-bad-type", history.FateBuffered)
 	s1Wake(clock)
-	if out := s1Done(b, id); out.Message != "Validate was approved" {
+	if out := resultOf[s1Result](b, id); out.Message != "Validate was approved" {
 		t.Fatalf("result %+v", out)
 	}
 	if rec := b.fate("ev-bad-type"); rec.Fate != history.FateDelivered {
@@ -407,7 +354,7 @@ func TestSeed001_SchemaValidatedWhenBuffering(t *testing.T) {
 	}
 }
 
-func TestSeed001_DirectDeliveryWhileWaiting(t *testing.T) {
+func TestLatestQueue_DirectDeliveryWhileWaiting(t *testing.T) {
 	t.Parallel()
 	b, clock := s1Setup(t)
 	const id = "eb-direct-delivery-1"
@@ -418,8 +365,8 @@ func TestSeed001_DirectDeliveryWhileWaiting(t *testing.T) {
 		t.Fatalf("status %+v, %v; want running (waiting)", info, err)
 	}
 
-	s1Enqueue(b, id, s1Approval{Approved: true}, "ev-direct")
-	out := s1Done(b, id)
+	b.enqueue(id, "approval", s1Approval{Approved: true}, "ev-direct")
+	out := resultOf[s1Result](b, id)
 	if want := (s1Result{Message: "Direct was approved", Greeting: "Hello, Direct!"}); out != want {
 		t.Fatalf("result %+v, want %+v", out, want)
 	}
@@ -428,8 +375,8 @@ func TestSeed001_DirectDeliveryWhileWaiting(t *testing.T) {
 	}
 	// Delivered to the waiting receive, not buffered first.
 	evs := b.history(id, 0)
-	subs := s1Find(evs, history.EventSubscribed, history.LaneQueue, "")
-	raised := s1Find(evs, history.EventRaised, history.LaneQueue, "ev-direct")
+	subs := ofKind(evs, history.EventSubscribed, history.LaneQueue, "")
+	raised := withID(ofKind(evs, history.EventRaised, history.LaneQueue, ""), "ev-direct")
 	if len(subs) != 1 || len(raised) != 1 || subs[0].EventID != "" || raised[0].TaskSeq != subs[0].Seq ||
 		raised[0].WaitNumber != 1 || raised[0].Seq < subs[0].Seq {
 		t.Fatalf("history:%s", dumpHistory(evs))

@@ -1,10 +1,9 @@
 package herald_test
 
-// End-to-end tests of the queue lane (SPEC §3.2) following seed 002's test
-// plan, part 2 (tests 5–10, seeds/002_ff9c748252f70f37.txt): the seed's
+// End-to-end tests of the queue lane's basics (docs/queue.md), following
+// seed 002's test plan, part 2 (tests 5–10): the seed's
 // "persistent events" (schedule_wait_persistent / raise_event_persistent)
-// are Herald's queue lane (ctx.Dequeue / client.Enqueue). Helpers are in
-// queue_test.go.
+// are Herald's queue lane (ctx.Dequeue / client.Enqueue).
 
 import (
 	"context"
@@ -17,7 +16,8 @@ import (
 	"github.com/heraldwf/herald/history"
 )
 
-func TestSeed002_5_QueueBasicDelivery(t *testing.T) {
+// From seed 002's test plan, test 5.
+func TestQueue_BasicDelivery(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil, func(rt *herald.Runtime) {
 		herald.RegisterWorkflow(rt, "w", func(ctx *herald.Context, _ struct{}) (string, error) {
@@ -26,17 +26,17 @@ func TestSeed002_5_QueueBasicDelivery(t *testing.T) {
 			return s, err
 		})
 	})
-	quStart(b, "w", "i", nil)
-	quWaitExec(b, "i", 1, history.EventSubscribed, history.LaneQueue, "X", 1)
-	quEnqueue(b, "i", "X", "data", "ev-1")
+	b.start("w", "i", nil)
+	b.waitExec("i", 1, history.EventSubscribed, history.LaneQueue, "X", 1)
+	b.enqueue("i", "X", "data", "ev-1")
 	var got string
 	b.result("i", &got)
 	if got != "data" {
 		t.Fatalf("result %q, want data", got)
 	}
 	evs := b.history("i", 0)
-	subs := quFind(evs, history.EventSubscribed, "", "")
-	raised := quFind(evs, history.EventRaised, "", "")
+	subs := ofKind(evs, history.EventSubscribed, "", "")
+	raised := ofKind(evs, history.EventRaised, "", "")
 	if len(subs) != 1 || len(raised) != 1 || subs[0].Lane != history.LaneQueue || subs[0].EventID != "" || subs[0].NoWait {
 		t.Fatalf("history:%s", dumpHistory(evs))
 	}
@@ -44,11 +44,12 @@ func TestSeed002_5_QueueBasicDelivery(t *testing.T) {
 		r.WaitNumber != 1 || r.OriginExecution != 1 || r.AtStart || string(r.Payload) != `"data"` {
 		t.Fatalf("delivery %+v; history:%s", r, dumpHistory(evs))
 	}
-	quCheckFate(b, "ev-1", quFate{Lane: history.LaneQueue, Name: "X", Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
-	quReplay(b, "i")
+	b.checkFate("ev-1", wantFate{Lane: history.LaneQueue, Name: "X", Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
+	b.replayAll("i")
 }
 
-func TestSeed002_6_QueueMessageBeforeDequeue(t *testing.T) {
+// From seed 002's test plan, test 6.
+func TestQueue_MessageBeforeDequeue(t *testing.T) {
 	t.Parallel()
 	type out struct {
 		Got    string
@@ -66,30 +67,31 @@ func TestSeed002_6_QueueMessageBeforeDequeue(t *testing.T) {
 			return o, err
 		})
 	})
-	quStart(b, "w", "i", nil)
-	quWaitExec(b, "i", 1, history.EventSubscribed, history.LanePositional, "go", 1)
+	b.start("w", "i", nil)
+	b.waitExec("i", 1, history.EventSubscribed, history.LanePositional, "go", 1)
 	// The message comes first: kept in the mailbox.
-	quEnqueue(b, "i", "X", "data", "ev-1")
+	b.enqueue("i", "X", "data", "ev-1")
 	b.waitFate("ev-1", history.FateBuffered)
-	quCheckFate(b, "ev-1", quFate{Lane: history.LaneQueue, Name: "X", Fate: history.FateBuffered, Execution: 1, Origin: 1})
-	quRaise(b, "i", "go", nil, "ev-go")
+	b.checkFate("ev-1", wantFate{Lane: history.LaneQueue, Name: "X", Fate: history.FateBuffered, Execution: 1, Origin: 1})
+	b.raise("i", "go", nil, "ev-go")
 	var o out
 	b.result("i", &o)
 	if o != (out{Got: "data", AtOnce: true}) {
 		t.Fatalf("result %+v, want data received at once", o)
 	}
 	evs := b.history("i", 0)
-	raised := quFind(evs, history.EventRaised, history.LaneQueue, "")
-	subs := quFind(evs, history.EventSubscribed, history.LaneQueue, "X")
-	if len(raised) != 1 || raised[0].EventID != "ev-1" || raised[0].TaskSeq != 0 || len(quByID(evs, "ev-1")) != 2 ||
+	raised := ofKind(evs, history.EventRaised, history.LaneQueue, "")
+	subs := ofKind(evs, history.EventSubscribed, history.LaneQueue, "X")
+	if len(raised) != 1 || raised[0].EventID != "ev-1" || raised[0].TaskSeq != 0 || len(withID(evs, "ev-1")) != 2 ||
 		len(subs) != 1 || subs[0].EventID != "ev-1" || subs[0].WaitNumber != 1 || subs[0].Seq < raised[0].Seq {
 		t.Fatalf("history:%s", dumpHistory(evs))
 	}
-	quCheckFate(b, "ev-1", quFate{Lane: history.LaneQueue, Name: "X", Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
-	quReplay(b, "i")
+	b.checkFate("ev-1", wantFate{Lane: history.LaneQueue, Name: "X", Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
+	b.replayAll("i")
 }
 
-func TestSeed002_7_QueueSurvivesSelectCancellation(t *testing.T) {
+// From seed 002's test plan, test 7.
+func TestQueue_SurvivesSelectCancellation(t *testing.T) {
 	t.Parallel()
 	type out struct {
 		Winner         int
@@ -122,21 +124,21 @@ func TestSeed002_7_QueueSurvivesSelectCancellation(t *testing.T) {
 			}
 		})
 	})
-	quStart(b, "w", "i", nil)
-	quWaitExec(b, "i", 1, history.ActivityScheduled, "", "busy", 1)
+	b.start("w", "i", nil)
+	b.waitExec("i", 1, history.ActivityScheduled, "", "busy", 1)
 	evs := b.history("i", 0)
-	sub := quFind(evs, history.EventSubscribed, history.LaneQueue, "X")
-	cancel := quFind(evs, history.EventSubscribedCancelled, "", "")
+	sub := ofKind(evs, history.EventSubscribed, history.LaneQueue, "X")
+	cancel := ofKind(evs, history.EventSubscribedCancelled, "", "")
 	if len(sub) != 1 || len(cancel) != 1 || cancel[0].Lane != history.LaneQueue || cancel[0].Name != "X" ||
-		cancel[0].TaskSeq != sub[0].Seq || len(quFind(evs, history.TimerFired, "", "")) != 1 {
+		cancel[0].TaskSeq != sub[0].Seq || len(ofKind(evs, history.TimerFired, "", "")) != 1 {
 		t.Fatalf("the timer should have won and the Dequeue been cancelled; history:%s", dumpHistory(evs))
 	}
 	// Between the cancelled receive and the next one: the message is kept,
 	// not dropped (the queue lane has no causality).
-	quEnqueue(b, "i", "X", "data", "ev-1")
+	b.enqueue("i", "X", "data", "ev-1")
 	b.waitFate("ev-1", history.FateBuffered)
 	evs = b.history("i", 0)
-	if r := quOne(b, evs, "ev-1"); r.Kind != history.EventRaised || r.TaskSeq != 0 || r.Seq < cancel[0].Seq {
+	if r := b.one(evs, "ev-1"); r.Kind != history.EventRaised || r.TaskSeq != 0 || r.Seq < cancel[0].Seq {
 		t.Fatalf("the message should be buffered after the cancellation; history:%s", dumpHistory(evs))
 	}
 	close(release)
@@ -146,15 +148,16 @@ func TestSeed002_7_QueueSurvivesSelectCancellation(t *testing.T) {
 		t.Fatalf("result %+v, want the timer to win and the next Dequeue to get data at once", o)
 	}
 	evs = b.history("i", 0)
-	sub = quFind(evs, history.EventSubscribed, history.LaneQueue, "X")
-	if len(sub) != 2 || sub[1].EventID != "ev-1" || sub[1].WaitNumber != 2 || len(quFind(evs, history.EventDropped, "", "")) != 0 {
+	sub = ofKind(evs, history.EventSubscribed, history.LaneQueue, "X")
+	if len(sub) != 2 || sub[1].EventID != "ev-1" || sub[1].WaitNumber != 2 || len(ofKind(evs, history.EventDropped, "", "")) != 0 {
 		t.Fatalf("history:%s", dumpHistory(evs))
 	}
-	quCheckFate(b, "ev-1", quFate{Lane: history.LaneQueue, Name: "X", Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 2})
-	quReplay(b, "i")
+	b.checkFate("ev-1", wantFate{Lane: history.LaneQueue, Name: "X", Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 2})
+	b.replayAll("i")
 }
 
-func TestSeed002_8_QueueFIFO(t *testing.T) {
+// From seed 002's test plan, test 8.
+func TestQueue_FIFO(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil, func(rt *herald.Runtime) {
 		// Buffered first, then received one by one.
@@ -187,46 +190,47 @@ func TestSeed002_8_QueueFIFO(t *testing.T) {
 		})
 	})
 
-	quStart(b, "sequential", "seq", nil)
-	quWaitExec(b, "seq", 1, history.EventSubscribed, history.LanePositional, "go", 1)
+	b.start("sequential", "seq", nil)
+	b.waitExec("seq", 1, history.EventSubscribed, history.LanePositional, "go", 1)
 	want := []string{"first", "second", "third"}
 	for _, p := range want {
-		quEnqueue(b, "seq", "X", p, "seq-"+p)
+		b.enqueue("seq", "X", p, "seq-"+p)
 	}
 	for _, p := range want {
 		b.waitFate("seq-"+p, history.FateBuffered)
 	}
-	quRaise(b, "seq", "go", nil, "ev-go")
+	b.raise("seq", "go", nil, "ev-go")
 	var got []string
 	b.result("seq", &got)
 	if !slices.Equal(got, want) {
 		t.Fatalf("received %q, want %q", got, want)
 	}
 	for i, p := range want {
-		quCheckFate(b, "seq-"+p, quFate{Lane: history.LaneQueue, Name: "X", Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: i + 1})
+		b.checkFate("seq-"+p, wantFate{Lane: history.LaneQueue, Name: "X", Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: i + 1})
 	}
-	quReplay(b, "seq")
+	b.replayAll("seq")
 
-	quStart(b, "outstanding", "out", nil)
-	quWaitExec(b, "out", 1, history.EventSubscribed, history.LaneQueue, "X", 2)
-	quEnqueue(b, "out", "X", "first", "out-first")
-	quEnqueue(b, "out", "X", "second", "out-second")
+	b.start("outstanding", "out", nil)
+	b.waitExec("out", 1, history.EventSubscribed, history.LaneQueue, "X", 2)
+	b.enqueue("out", "X", "first", "out-first")
+	b.enqueue("out", "X", "second", "out-second")
 	var got2 [2]string
 	b.result("out", &got2)
 	if got2 != [2]string{"first", "second"} {
 		t.Fatalf("received %q, want first, second", got2)
 	}
 	evs := b.history("out", 0)
-	subs := quFind(evs, history.EventSubscribed, history.LaneQueue, "X")
-	first, second := quOne(b, evs, "out-first"), quOne(b, evs, "out-second")
+	subs := ofKind(evs, history.EventSubscribed, history.LaneQueue, "X")
+	first, second := b.one(evs, "out-first"), b.one(evs, "out-second")
 	if len(subs) != 2 || first.TaskSeq != subs[0].Seq || second.TaskSeq != subs[1].Seq || first.Seq > second.Seq {
 		t.Fatalf("history:%s", dumpHistory(evs))
 	}
-	quCheckFate(b, "out-second", quFate{Lane: history.LaneQueue, Name: "X", Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 2})
-	quReplay(b, "out")
+	b.checkFate("out-second", wantFate{Lane: history.LaneQueue, Name: "X", Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 2})
+	b.replayAll("out")
 }
 
-func TestSeed002_9_QueueSurvivesContinueAsNew(t *testing.T) {
+// From seed 002's test plan, test 9.
+func TestQueue_SurvivesContinueAsNew(t *testing.T) {
 	t.Parallel()
 	type out struct {
 		Execution int
@@ -245,31 +249,32 @@ func TestSeed002_9_QueueSurvivesContinueAsNew(t *testing.T) {
 			return o, err
 		})
 	})
-	quStart(b, "w", "i", nil)
-	quWaitExec(b, "i", 1, history.EventSubscribed, history.LanePositional, "go", 1)
-	quEnqueue(b, "i", "X", "data", "ev-1")
+	b.start("w", "i", nil)
+	b.waitExec("i", 1, history.EventSubscribed, history.LanePositional, "go", 1)
+	b.enqueue("i", "X", "data", "ev-1")
 	b.waitFate("ev-1", history.FateBuffered)
-	quRaise(b, "i", "go", nil, "ev-go")
+	b.raise("i", "go", nil, "ev-go")
 	var o out
 	info := b.result("i", &o)
 	if o != (out{Execution: 2, Got: "data"}) || info.Execution != 2 {
 		t.Fatalf("result %+v (execution %d), want data received by execution 2", o, info.Execution)
 	}
 	ex1 := b.history("i", 1)
-	if r := quOne(b, ex1, "ev-1"); r.Kind != history.EventRaised || r.TaskSeq != 0 || r.Lane != history.LaneQueue ||
+	if r := b.one(ex1, "ev-1"); r.Kind != history.EventRaised || r.TaskSeq != 0 || r.Lane != history.LaneQueue ||
 		ex1[len(ex1)-1].Kind != history.ExecutionContinuedAsNew {
 		t.Fatalf("execution 1:%s", dumpHistory(ex1))
 	}
 	ex2 := b.history("i", 2)
 	quCheckStart(b, ex2, 2, quCarried{"ev-1", 1, ""})
-	if sub := quFind(ex2, history.EventSubscribed, history.LaneQueue, "X"); len(sub) != 1 || sub[0].EventID != "ev-1" || sub[0].WaitNumber != 1 {
+	if sub := ofKind(ex2, history.EventSubscribed, history.LaneQueue, "X"); len(sub) != 1 || sub[0].EventID != "ev-1" || sub[0].WaitNumber != 1 {
 		t.Fatalf("execution 2:%s", dumpHistory(ex2))
 	}
-	quCheckFate(b, "ev-1", quFate{Lane: history.LaneQueue, Name: "X", Fate: history.FateDelivered, Execution: 2, Origin: 1, WaitNumber: 1})
-	quReplay(b, "i")
+	b.checkFate("ev-1", wantFate{Lane: history.LaneQueue, Name: "X", Fate: history.FateDelivered, Execution: 2, Origin: 1, WaitNumber: 1})
+	b.replayAll("i")
 }
 
-func TestSeed002_10_QueueAndPositionalIndependent(t *testing.T) {
+// From seed 002's test plan, test 10.
+func TestQueue_IndependentOfPositional(t *testing.T) {
 	t.Parallel()
 	type both struct{ Positional, Queue string }
 	// cross records what each lane received after a cancelled receive on the
@@ -314,15 +319,15 @@ func TestSeed002_10_QueueAndPositionalIndependent(t *testing.T) {
 	})
 
 	// Positional first: it resolves the WaitEvent only.
-	quStart(b, "both", "pq", nil)
-	quWaitExec(b, "pq", 1, history.EventSubscribed, history.LaneQueue, "X", 1)
-	quRaise(b, "pq", "X", "positional", "pq-p")
+	b.start("both", "pq", nil)
+	b.waitExec("pq", 1, history.EventSubscribed, history.LaneQueue, "X", 1)
+	b.raise("pq", "X", "positional", "pq-p")
 	b.waitFate("pq-p", history.FateDelivered)
 	evs := b.history("pq", 0)
-	if len(quFind(evs, history.EventRaised, history.LaneQueue, "")) != 0 {
+	if len(ofKind(evs, history.EventRaised, history.LaneQueue, "")) != 0 {
 		t.Fatalf("the positional event reached the queue lane; history:%s", dumpHistory(evs))
 	}
-	quEnqueue(b, "pq", "X", "queue", "pq-q")
+	b.enqueue("pq", "X", "queue", "pq-q")
 	var o both
 	b.result("pq", &o)
 	if o != (both{Positional: "positional", Queue: "queue"}) {
@@ -331,29 +336,29 @@ func TestSeed002_10_QueueAndPositionalIndependent(t *testing.T) {
 	checkBoth := func(id, positionalID, queueID string) {
 		t.Helper()
 		evs := b.history(id, 0)
-		pSub := quFind(evs, history.EventSubscribed, history.LanePositional, "X")
-		qSub := quFind(evs, history.EventSubscribed, history.LaneQueue, "X")
-		p, q := quOne(b, evs, positionalID), quOne(b, evs, queueID)
+		pSub := ofKind(evs, history.EventSubscribed, history.LanePositional, "X")
+		qSub := ofKind(evs, history.EventSubscribed, history.LaneQueue, "X")
+		p, q := b.one(evs, positionalID), b.one(evs, queueID)
 		if len(pSub) != 1 || len(qSub) != 1 || p.Lane != history.LanePositional || p.TaskSeq != pSub[0].Seq ||
 			q.Lane != history.LaneQueue || q.TaskSeq != qSub[0].Seq || p.Kind != history.EventRaised || q.Kind != history.EventRaised {
 			t.Fatalf("%s history:%s", id, dumpHistory(evs))
 		}
-		quCheckFate(b, positionalID, quFate{Lane: history.LanePositional, Name: "X", Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
-		quCheckFate(b, queueID, quFate{Lane: history.LaneQueue, Name: "X", Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
-		quReplay(b, id)
+		b.checkFate(positionalID, wantFate{Lane: history.LanePositional, Name: "X", Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
+		b.checkFate(queueID, wantFate{Lane: history.LaneQueue, Name: "X", Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
+		b.replayAll(id)
 	}
 	checkBoth("pq", "pq-p", "pq-q")
 
 	// Queue first: it resolves the Dequeue only.
-	quStart(b, "both", "qp", nil)
-	quWaitExec(b, "qp", 1, history.EventSubscribed, history.LaneQueue, "X", 1)
-	quEnqueue(b, "qp", "X", "queue", "qp-q")
+	b.start("both", "qp", nil)
+	b.waitExec("qp", 1, history.EventSubscribed, history.LaneQueue, "X", 1)
+	b.enqueue("qp", "X", "queue", "qp-q")
 	b.waitFate("qp-q", history.FateDelivered)
 	evs = b.history("qp", 0)
-	if len(quFind(evs, history.EventRaised, history.LanePositional, "")) != 0 {
+	if len(ofKind(evs, history.EventRaised, history.LanePositional, "")) != 0 {
 		t.Fatalf("the queue message reached the positional lane; history:%s", dumpHistory(evs))
 	}
-	quRaise(b, "qp", "X", "positional", "qp-p")
+	b.raise("qp", "X", "positional", "qp-p")
 	b.result("qp", &o)
 	if o != (both{Positional: "positional", Queue: "queue"}) {
 		t.Fatalf("result %+v", o)
@@ -363,25 +368,25 @@ func TestSeed002_10_QueueAndPositionalIndependent(t *testing.T) {
 	// Cancelled receives on one lane leave nothing on the other: the
 	// withdrawn positional question on X does not drop a queue message X,
 	// and the cancelled Dequeue on Y does not drop a positional event Y.
-	quStart(b, "cross", "cross", nil)
-	quWaitExec(b, "cross", 1, history.EventSubscribed, history.LanePositional, "go", 1)
-	quEnqueue(b, "cross", "X", "queue", "cross-q")
-	quRaise(b, "cross", "Y", "positional", "cross-p")
+	b.start("cross", "cross", nil)
+	b.waitExec("cross", 1, history.EventSubscribed, history.LanePositional, "go", 1)
+	b.enqueue("cross", "X", "queue", "cross-q")
+	b.raise("cross", "Y", "positional", "cross-p")
 	b.waitFate("cross-q", history.FateBuffered)
 	b.waitFate("cross-p", history.FateBuffered)
-	quRaise(b, "cross", "go", nil, "cross-go")
+	b.raise("cross", "go", nil, "cross-go")
 	var c cross
 	b.result("cross", &c)
 	if c != (cross{Queue: "queue", Positional: "positional"}) {
 		t.Fatalf("result %+v", c)
 	}
 	evs = b.history("cross", 0)
-	cancels := quFind(evs, history.EventSubscribedCancelled, "", "")
+	cancels := ofKind(evs, history.EventSubscribedCancelled, "", "")
 	if len(cancels) != 2 || cancels[0].Lane != history.LanePositional || cancels[0].Name != "X" ||
-		cancels[1].Lane != history.LaneQueue || cancels[1].Name != "Y" || len(quFind(evs, history.EventDropped, "", "")) != 0 {
+		cancels[1].Lane != history.LaneQueue || cancels[1].Name != "Y" || len(ofKind(evs, history.EventDropped, "", "")) != 0 {
 		t.Fatalf("history:%s", dumpHistory(evs))
 	}
-	quCheckFate(b, "cross-q", quFate{Lane: history.LaneQueue, Name: "X", Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
-	quCheckFate(b, "cross-p", quFate{Lane: history.LanePositional, Name: "Y", Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
-	quReplay(b, "cross")
+	b.checkFate("cross-q", wantFate{Lane: history.LaneQueue, Name: "X", Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
+	b.checkFate("cross-p", wantFate{Lane: history.LanePositional, Name: "Y", Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
+	b.replayAll("cross")
 }

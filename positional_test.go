@@ -1,9 +1,10 @@
 package herald_test
 
-// End-to-end tests of the positional event lane (SPEC §3.1) following the
-// test plan of seed 000 (seeds/000_f6a7eed5f1fd4534.txt, tests 1.1–6.2),
-// with SPEC's decisions against that seed applied (4.2: a raise to a
-// completed instance is refused and nothing is stored; counting is 1:1).
+// End-to-end tests of the positional event lane (docs/positional.md),
+// following the test plan of seed 000 (tests 1.1–6.2; each test names its
+// number), with Herald's decisions against that seed applied
+// (docs/decisions.md: a raise to a completed instance is refused and nothing
+// is stored; counting is 1:1).
 
 import (
 	"encoding/json"
@@ -20,143 +21,6 @@ import (
 	"github.com/heraldwf/herald/history"
 )
 
-// ---- helpers shared by seed000_test.go, seed002_test.go and lane_test.go ----
-
-// plRaise raises a positional event with an explicit event id and fails the
-// test on error.
-func plRaise(b *bundle, instance, name string, payload any, eventID string, opts ...herald.RaiseOption) *herald.EventReceipt {
-	b.t.Helper()
-	r, err := b.client.RaiseEvent(b.ctx, instance, name, payload, append([]herald.RaiseOption{herald.WithEventID(eventID)}, opts...)...)
-	if err != nil {
-		b.t.Fatalf("raise %s (%s) to %s: %v", name, eventID, instance, err)
-	}
-	if r.EventID != eventID {
-		b.t.Fatalf("raise %s: receipt event id %q, want %q", name, r.EventID, eventID)
-	}
-	return r
-}
-
-// plEvent is one event for plRaiseMany.
-type plEvent struct {
-	Name    string
-	Payload any
-	ID      string
-}
-
-// plRaiseMany raises the events concurrently (so the store can commit them
-// in groups) and fails the test if any raise fails. Their arrival order is
-// not defined.
-func plRaiseMany(b *bundle, instance string, evs []plEvent) {
-	b.t.Helper()
-	ch := make(chan plEvent)
-	errs := make(chan error, len(evs))
-	var wg sync.WaitGroup
-	for range 10 {
-		wg.Go(func() {
-			for ev := range ch {
-				r, err := b.client.RaiseEvent(b.ctx, instance, ev.Name, ev.Payload, herald.WithEventID(ev.ID))
-				if err == nil && (r.EventID != ev.ID || r.Duplicate) {
-					err = fmt.Errorf("receipt %+v", r)
-				}
-				if err != nil {
-					errs <- fmt.Errorf("raise %s (%s): %w", ev.Name, ev.ID, err)
-				}
-			}
-		})
-	}
-	for _, ev := range evs {
-		ch <- ev
-	}
-	close(ch)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		b.t.Fatal(err)
-	}
-}
-
-// plStart starts workflow as instance id.
-func plStart(b *bundle, workflow, id string, input any) {
-	b.t.Helper()
-	got, err := b.client.StartWorkflow(b.ctx, workflow, input, herald.WithInstanceID(id))
-	if err != nil {
-		b.t.Fatalf("start %s as %s: %v", workflow, id, err)
-	}
-	if got != id {
-		b.t.Fatalf("start: id %q, want %q", got, id)
-	}
-}
-
-// plWaitExec waits until execution exec of the instance has at least n
-// events of kind (name "" matches any name).
-func plWaitExec(b *bundle, id string, exec int, kind history.Kind, name string, n int) {
-	b.t.Helper()
-	b.waitFor(fmt.Sprintf("%d× %s %s in %s execution %d", n, kind, name, id, exec), func() bool {
-		info, err := b.client.Status(b.ctx, id)
-		if err != nil || info.Execution < exec {
-			return false
-		}
-		evs, err := b.client.History(b.ctx, id, exec)
-		return err == nil && countKind(evs, kind, name) >= n
-	})
-}
-
-// plFind returns the events of kind (and name, unless "") in order.
-func plFind(evs []history.Event, kind history.Kind, name string) []history.Event {
-	var out []history.Event
-	for _, ev := range evs {
-		if ev.Kind == kind && (name == "" || ev.Name == name) {
-			out = append(out, ev)
-		}
-	}
-	return out
-}
-
-// plByID returns the events carrying eventID.
-func plByID(evs []history.Event, eventID string) []history.Event {
-	var out []history.Event
-	for _, ev := range evs {
-		if ev.EventID == eventID {
-			out = append(out, ev)
-		}
-	}
-	return out
-}
-
-// plCountPrefix counts events of kind whose name starts with prefix.
-func plCountPrefix(evs []history.Event, kind history.Kind, prefix string) int {
-	n := 0
-	for _, ev := range evs {
-		if ev.Kind == kind && strings.HasPrefix(ev.Name, prefix) {
-			n++
-		}
-	}
-	return n
-}
-
-// plFate is the expected ledger entry of an event.
-type plFate struct {
-	Fate       history.Fate
-	Reason     history.DropReason
-	Execution  int
-	Origin     int
-	WaitNumber int
-}
-
-// plCheckFate compares the event's fate record with want.
-func plCheckFate(b *bundle, eventID string, want plFate) *herald.EventRecord {
-	b.t.Helper()
-	rec := b.fate(eventID)
-	got := plFate{Fate: rec.Fate, Reason: rec.Reason, Execution: rec.Execution, Origin: rec.OriginExecution, WaitNumber: rec.WaitNumber}
-	if got != want {
-		b.t.Errorf("fate of %s = %+v, want %+v", eventID, got, want)
-	}
-	if rec.EventID != eventID || rec.Lane != history.LanePositional {
-		b.t.Errorf("fate record of %s: id %q lane %q", eventID, rec.EventID, rec.Lane)
-	}
-	return rec
-}
-
 // plWaitOne is a workflow that waits for one event "signal" and returns its
 // string payload.
 func plWaitOne(ctx *herald.Context, _ struct{}) (string, error) {
@@ -165,9 +29,10 @@ func plWaitOne(ctx *herald.Context, _ struct{}) (string, error) {
 	return s, err
 }
 
-// ---- 1. Basic queue semantics ----
+// ---- 1. Pairing in order (docs/positional.md, rules 1 and 2) ----
 
-func TestSeed000_1_1_RaiseBeforeWait(t *testing.T) {
+// From seed 000's test plan, test 1.1.
+func TestPositional_RaiseBeforeWait(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil, func(rt *herald.Runtime) {
 		// The workflow runs but does not wait for "approval" until "go".
@@ -180,15 +45,15 @@ func TestSeed000_1_1_RaiseBeforeWait(t *testing.T) {
 			return s, err
 		})
 	})
-	plStart(b, "w", "i", nil)
+	b.start("w", "i", nil)
 	b.waitHistory("i", history.EventSubscribed, "go", 1)
-	plRaise(b, "i", "approval", "yes", "ev-approval")
+	b.raise("i", "approval", "yes", "ev-approval")
 	b.waitHistory("i", history.EventRaised, "approval", 1)
-	plCheckFate(b, "ev-approval", plFate{Fate: history.FateBuffered, Execution: 1, Origin: 1})
+	b.checkFate("ev-approval", wantFate{Lane: history.LanePositional, Fate: history.FateBuffered, Execution: 1, Origin: 1})
 	if evs := b.history("i", 0); countKind(evs, history.EventSubscribed, "approval") != 0 {
 		t.Fatalf("no wait for approval yet, history:%s", dumpHistory(evs))
 	}
-	plRaise(b, "i", "go", nil, "ev-go")
+	b.raise("i", "go", nil, "ev-go")
 
 	var out string
 	b.result("i", &out)
@@ -196,8 +61,8 @@ func TestSeed000_1_1_RaiseBeforeWait(t *testing.T) {
 		t.Fatalf("result %q, want yes", out)
 	}
 	evs := b.history("i", 0)
-	raised := plFind(evs, history.EventRaised, "approval")
-	subs := plFind(evs, history.EventSubscribed, "approval")
+	raised := ofKind(evs, history.EventRaised, "", "approval")
+	subs := ofKind(evs, history.EventSubscribed, "", "approval")
 	if len(raised) != 1 || len(subs) != 1 {
 		t.Fatalf("want one EventRaised and one EventSubscribed for approval, history:%s", dumpHistory(evs))
 	}
@@ -212,10 +77,11 @@ func TestSeed000_1_1_RaiseBeforeWait(t *testing.T) {
 	if last := evs[len(evs)-1]; last.Kind != history.ExecutionCompleted || last.Seq != subs[0].Seq+1 {
 		t.Fatalf("wait did not return at once, history:%s", dumpHistory(evs))
 	}
-	plCheckFate(b, "ev-approval", plFate{Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
+	b.checkFate("ev-approval", wantFate{Lane: history.LanePositional, Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
 }
 
-func TestSeed000_1_2_RaiseAfterWait(t *testing.T) {
+// From seed 000's test plan, test 1.2.
+func TestPositional_RaiseAfterWait(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil, func(rt *herald.Runtime) {
 		herald.RegisterWorkflow(rt, "w", func(ctx *herald.Context, _ struct{}) (string, error) {
@@ -224,9 +90,9 @@ func TestSeed000_1_2_RaiseAfterWait(t *testing.T) {
 			return s, err
 		})
 	})
-	plStart(b, "w", "i", nil)
+	b.start("w", "i", nil)
 	b.waitHistory("i", history.EventSubscribed, "approval", 1)
-	plRaise(b, "i", "approval", "yes", "ev-approval")
+	b.raise("i", "approval", "yes", "ev-approval")
 
 	var out string
 	b.result("i", &out)
@@ -234,8 +100,8 @@ func TestSeed000_1_2_RaiseAfterWait(t *testing.T) {
 		t.Fatalf("result %q, want yes", out)
 	}
 	evs := b.history("i", 0)
-	subs := plFind(evs, history.EventSubscribed, "approval")
-	raised := plFind(evs, history.EventRaised, "approval")
+	subs := ofKind(evs, history.EventSubscribed, "", "approval")
+	raised := ofKind(evs, history.EventRaised, "", "approval")
 	if len(subs) != 1 || len(raised) != 1 {
 		t.Fatalf("history:%s", dumpHistory(evs))
 	}
@@ -244,10 +110,11 @@ func TestSeed000_1_2_RaiseAfterWait(t *testing.T) {
 		r.AtStart || r.Seq <= s.Seq {
 		t.Fatalf("raise-after-wait recorded wrongly, history:%s", dumpHistory(evs))
 	}
-	plCheckFate(b, "ev-approval", plFate{Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
+	b.checkFate("ev-approval", wantFate{Lane: history.LanePositional, Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
 }
 
-func TestSeed000_1_3_MultipleEventsSameName(t *testing.T) {
+// From seed 000's test plan, test 1.3.
+func TestPositional_MultipleEventsSameName(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil, func(rt *herald.Runtime) {
 		herald.RegisterWorkflow(rt, "w", func(ctx *herald.Context, _ struct{}) ([]string, error) {
@@ -262,10 +129,10 @@ func TestSeed000_1_3_MultipleEventsSameName(t *testing.T) {
 		})
 	})
 	// Given: the orchestration is not started.
-	plRaise(b, "i", "data", "first", "ev-1")
-	plRaise(b, "i", "data", "second", "ev-2")
-	plCheckFate(b, "ev-1", plFate{Fate: history.FatePending})
-	plStart(b, "w", "i", nil)
+	b.raise("i", "data", "first", "ev-1")
+	b.raise("i", "data", "second", "ev-2")
+	b.checkFate("ev-1", wantFate{Lane: history.LanePositional, Fate: history.FatePending})
+	b.start("w", "i", nil)
 
 	var out []string
 	b.result("i", &out)
@@ -273,8 +140,8 @@ func TestSeed000_1_3_MultipleEventsSameName(t *testing.T) {
 		t.Fatalf("result %q, want [first second]", out)
 	}
 	evs := b.history("i", 0)
-	raised := plFind(evs, history.EventRaised, "data")
-	subs := plFind(evs, history.EventSubscribed, "data")
+	raised := ofKind(evs, history.EventRaised, "", "data")
+	subs := ofKind(evs, history.EventSubscribed, "", "data")
 	if len(raised) != 2 || len(subs) != 2 {
 		t.Fatalf("history:%s", dumpHistory(evs))
 	}
@@ -286,11 +153,12 @@ func TestSeed000_1_3_MultipleEventsSameName(t *testing.T) {
 			t.Errorf("wait %d took %q (wait number %d), want %s", i+1, subs[i].EventID, subs[i].WaitNumber, want)
 		}
 	}
-	plCheckFate(b, "ev-1", plFate{Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
-	plCheckFate(b, "ev-2", plFate{Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 2})
+	b.checkFate("ev-1", wantFate{Lane: history.LanePositional, Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
+	b.checkFate("ev-2", wantFate{Lane: history.LanePositional, Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 2})
 }
 
-func TestSeed000_1_4_DifferentNames(t *testing.T) {
+// From seed 000's test plan, test 1.4.
+func TestPositional_DifferentNames(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil, func(rt *herald.Runtime) {
 		herald.RegisterWorkflow(rt, "w", func(ctx *herald.Context, _ struct{}) ([]string, error) {
@@ -305,9 +173,9 @@ func TestSeed000_1_4_DifferentNames(t *testing.T) {
 			return []string{bv, av}, nil
 		})
 	})
-	plRaise(b, "i", "event_a", "data_a", "ev-a")
-	plRaise(b, "i", "event_b", "data_b", "ev-b")
-	plStart(b, "w", "i", nil)
+	b.raise("i", "event_a", "data_a", "ev-a")
+	b.raise("i", "event_b", "data_b", "ev-b")
+	b.start("w", "i", nil)
 
 	var out []string
 	b.result("i", &out)
@@ -315,14 +183,14 @@ func TestSeed000_1_4_DifferentNames(t *testing.T) {
 		t.Fatalf("result %q, want [data_b data_a]", out)
 	}
 	evs := b.history("i", 0)
-	if s := plFind(evs, history.EventSubscribed, "event_b"); len(s) != 1 || s[0].EventID != "ev-b" || s[0].WaitNumber != 1 {
+	if s := ofKind(evs, history.EventSubscribed, "", "event_b"); len(s) != 1 || s[0].EventID != "ev-b" || s[0].WaitNumber != 1 {
 		t.Fatalf("wait for event_b took the wrong event, history:%s", dumpHistory(evs))
 	}
-	if s := plFind(evs, history.EventSubscribed, "event_a"); len(s) != 1 || s[0].EventID != "ev-a" || s[0].WaitNumber != 1 {
+	if s := ofKind(evs, history.EventSubscribed, "", "event_a"); len(s) != 1 || s[0].EventID != "ev-a" || s[0].WaitNumber != 1 {
 		t.Fatalf("wait for event_a took the wrong event, history:%s", dumpHistory(evs))
 	}
-	plCheckFate(b, "ev-a", plFate{Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
-	plCheckFate(b, "ev-b", plFate{Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
+	b.checkFate("ev-a", wantFate{Lane: history.LanePositional, Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
+	b.checkFate("ev-b", wantFate{Lane: history.LanePositional, Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
 
 	// Case-sensitive names: "Event_B" is another name and does not reach a
 	// wait for "event_b".
@@ -333,18 +201,18 @@ func TestSeed000_1_4_DifferentNames(t *testing.T) {
 			return s, err
 		})
 	})
-	plRaise(b2, "j", "Event_B", "wrong case", "ev-B")
-	plRaise(b2, "j", "event_b", "right case", "ev-b")
-	plStart(b2, "w", "j", nil)
+	b2.raise("j", "Event_B", "wrong case", "ev-B")
+	b2.raise("j", "event_b", "right case", "ev-b")
+	b2.start("w", "j", nil)
 	var s string
 	b2.result("j", &s)
 	if s != "right case" {
 		t.Fatalf("case-sensitive names: got %q", s)
 	}
-	plCheckFate(b2, "ev-B", plFate{Fate: history.FateDropped, Reason: history.DropInstanceTerminal, Execution: 1, Origin: 1})
+	b2.checkFate("ev-B", wantFate{Lane: history.LanePositional, Fate: history.FateDropped, Reason: history.DropInstanceTerminal, Execution: 1, Origin: 1})
 }
 
-// ---- 2. Continue-as-new carry forward ----
+// ---- 2. Continue-as-new carry forward (rule 5) ----
 
 // carryIn drives plCarry: execution 1 waits for "go" (events raised then are
 // buffered) and continues as new; executions 2 … WaitAt-1 continue as new at
@@ -371,12 +239,12 @@ func plCarry(ctx *herald.Context, in carryIn) (string, error) {
 func plCarryStart(t *testing.T, waitAt int) *bundle {
 	t.Helper()
 	b := setup(t, nil, func(rt *herald.Runtime) { herald.RegisterWorkflow(rt, "carry", plCarry) })
-	plStart(b, "carry", "i", carryIn{WaitAt: waitAt})
+	b.start("carry", "i", carryIn{WaitAt: waitAt})
 	b.waitHistory("i", history.EventSubscribed, "go", 1)
-	plRaise(b, "i", "signal", "payload", "ev-signal")
+	b.raise("i", "signal", "payload", "ev-signal")
 	b.waitHistory("i", history.EventRaised, "signal", 1)
-	plCheckFate(b, "ev-signal", plFate{Fate: history.FateBuffered, Execution: 1, Origin: 1})
-	plRaise(b, "i", "go", nil, "ev-go")
+	b.checkFate("ev-signal", wantFate{Lane: history.LanePositional, Fate: history.FateBuffered, Execution: 1, Origin: 1})
+	b.raise("i", "go", nil, "ev-go")
 	return b
 }
 
@@ -395,7 +263,8 @@ func plCheckCarried(b *bundle, exec int) {
 	}
 }
 
-func TestSeed000_2_1_BasicCarryForward(t *testing.T) {
+// From seed 000's test plan, test 2.1.
+func TestPositional_CarryForward(t *testing.T) {
 	t.Parallel()
 	b := plCarryStart(t, 2)
 	var out string
@@ -408,17 +277,18 @@ func TestSeed000_2_1_BasicCarryForward(t *testing.T) {
 	if last := ex1[len(ex1)-1]; last.Kind != history.ExecutionContinuedAsNew {
 		t.Fatalf("execution 1 history:%s", dumpHistory(ex1))
 	}
-	if s := plFind(ex1, history.EventSubscribed, "signal"); len(s) != 0 {
+	if s := ofKind(ex1, history.EventSubscribed, "", "signal"); len(s) != 0 {
 		t.Fatalf("execution 1 never waited for signal, history:%s", dumpHistory(ex1))
 	}
 	ex2 := b.history("i", 2)
-	if s := plFind(ex2, history.EventSubscribed, "signal"); len(s) != 1 || s[0].EventID != "ev-signal" || s[0].WaitNumber != 1 {
+	if s := ofKind(ex2, history.EventSubscribed, "", "signal"); len(s) != 1 || s[0].EventID != "ev-signal" || s[0].WaitNumber != 1 {
 		t.Fatalf("execution 2 history:%s", dumpHistory(ex2))
 	}
-	plCheckFate(b, "ev-signal", plFate{Fate: history.FateDelivered, Execution: 2, Origin: 1, WaitNumber: 1})
+	b.checkFate("ev-signal", wantFate{Lane: history.LanePositional, Fate: history.FateDelivered, Execution: 2, Origin: 1, WaitNumber: 1})
 }
 
-func TestSeed000_2_2_ConsumedEventNotCarriedForward(t *testing.T) {
+// From seed 000's test plan, test 2.2.
+func TestPositional_ConsumedEventNotCarriedForward(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil, func(rt *herald.Runtime) {
 		herald.RegisterWorkflow(rt, "w", func(ctx *herald.Context, _ struct{}) (string, error) {
@@ -432,10 +302,10 @@ func TestSeed000_2_2_ConsumedEventNotCarriedForward(t *testing.T) {
 			return s, nil
 		})
 	})
-	plStart(b, "w", "i", nil)
+	b.start("w", "i", nil)
 	b.waitHistory("i", history.EventSubscribed, "signal", 1)
-	plRaise(b, "i", "signal", "data", "ev-data")
-	plWaitExec(b, "i", 2, history.EventSubscribed, "signal", 1)
+	b.raise("i", "signal", "data", "ev-data")
+	b.waitExec("i", 2, history.EventSubscribed, "", "signal", 1)
 
 	// Execution 2 waits: nothing was carried.
 	ex2 := b.history("i", 2)
@@ -445,18 +315,19 @@ func TestSeed000_2_2_ConsumedEventNotCarriedForward(t *testing.T) {
 	if info, err := b.client.Status(b.ctx, "i"); err != nil || info.Status != herald.StatusRunning || info.Execution != 2 {
 		t.Fatalf("status %+v, %v; want running in execution 2", info, err)
 	}
-	plCheckFate(b, "ev-data", plFate{Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
+	b.checkFate("ev-data", wantFate{Lane: history.LanePositional, Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
 
-	plRaise(b, "i", "signal", "fresh", "ev-fresh")
+	b.raise("i", "signal", "fresh", "ev-fresh")
 	var out string
 	b.result("i", &out)
 	if out != "fresh" {
 		t.Fatalf("execution 2 got %q, want fresh (a consumed event must not be carried)", out)
 	}
-	plCheckFate(b, "ev-fresh", plFate{Fate: history.FateDelivered, Execution: 2, Origin: 2, WaitNumber: 1})
+	b.checkFate("ev-fresh", wantFate{Lane: history.LanePositional, Fate: history.FateDelivered, Execution: 2, Origin: 2, WaitNumber: 1})
 }
 
-func TestSeed000_2_3_MultipleExecutionsCarryForward(t *testing.T) {
+// From seed 000's test plan, test 2.3.
+func TestPositional_CarryForwardAcrossExecutions(t *testing.T) {
 	t.Parallel()
 	b := plCarryStart(t, 4)
 	var out string
@@ -467,20 +338,21 @@ func TestSeed000_2_3_MultipleExecutionsCarryForward(t *testing.T) {
 	for exec := 2; exec <= 4; exec++ {
 		plCheckCarried(b, exec)
 	}
-	plCheckFate(b, "ev-signal", plFate{Fate: history.FateDelivered, Execution: 4, Origin: 1, WaitNumber: 1})
+	b.checkFate("ev-signal", wantFate{Lane: history.LanePositional, Fate: history.FateDelivered, Execution: 4, Origin: 1, WaitNumber: 1})
 }
 
-func TestSeed000_2_4_CarryForwardLimitReached(t *testing.T) {
+// From seed 000's test plan, test 2.4.
+func TestPositional_CarryForwardLimitReached(t *testing.T) {
 	t.Parallel()
 	b := plCarryStart(t, 7)
-	plWaitExec(b, "i", 7, history.EventSubscribed, "signal", 1)
+	b.waitExec("i", 7, history.EventSubscribed, "", "signal", 1)
 
 	// Carried to executions 2 … 6 (age 1 … 5), dropped on the way to 7 (age 6).
 	for exec := 2; exec <= 6; exec++ {
 		plCheckCarried(b, exec)
 	}
 	ex7 := b.history("i", 7)
-	drops := plFind(ex7, history.EventDropped, "signal")
+	drops := ofKind(ex7, history.EventDropped, "", "signal")
 	if len(drops) != 1 || ex7[1].Kind != history.EventDropped {
 		t.Fatalf("execution 7 should start with the drop breadcrumb, history:%s", dumpHistory(ex7))
 	}
@@ -490,7 +362,7 @@ func TestSeed000_2_4_CarryForwardLimitReached(t *testing.T) {
 	if n := countKind(ex7, history.EventRaised, "signal"); n != 0 {
 		t.Fatalf("the dropped event reached execution 7, history:%s", dumpHistory(ex7))
 	}
-	plCheckFate(b, "ev-signal", plFate{Fate: history.FateDropped, Reason: history.DropCarryForwardLimit, Execution: 7, Origin: 1})
+	b.checkFate("ev-signal", wantFate{Lane: history.LanePositional, Fate: history.FateDropped, Reason: history.DropCarryForwardLimit, Execution: 7, Origin: 1})
 	b.wantWarn("herald: event dropped", "ev-signal", "carry_forward_limit")
 
 	// "Waits forever": still running, its wait unanswered.
@@ -498,17 +370,17 @@ func TestSeed000_2_4_CarryForwardLimitReached(t *testing.T) {
 	if err != nil || info.Status != herald.StatusRunning || info.Execution != 7 {
 		t.Fatalf("status %+v, %v; want running in execution 7", info, err)
 	}
-	if s := plFind(ex7, history.EventSubscribed, "signal"); len(s) != 1 || s[0].EventID != "" {
+	if s := ofKind(ex7, history.EventSubscribed, "", "signal"); len(s) != 1 || s[0].EventID != "" {
 		t.Fatalf("execution 7's wait should be unanswered, history:%s", dumpHistory(ex7))
 	}
 	// A fresh event lets it finish.
-	plRaise(b, "i", "signal", "fresh", "ev-fresh")
+	b.raise("i", "signal", "fresh", "ev-fresh")
 	var out string
 	b.result("i", &out)
 	if out != "fresh" {
 		t.Fatalf("result %q, want fresh", out)
 	}
-	plCheckFate(b, "ev-fresh", plFate{Fate: history.FateDelivered, Execution: 7, Origin: 7, WaitNumber: 1})
+	b.checkFate("ev-fresh", wantFate{Lane: history.LanePositional, Fate: history.FateDelivered, Execution: 7, Origin: 7, WaitNumber: 1})
 	for exec := 1; exec <= 7; exec++ {
 		if err := b.rt.ReplayHistory(b.history("i", exec)); err != nil {
 			t.Errorf("replay of execution %d: %v", exec, err)
@@ -516,7 +388,8 @@ func TestSeed000_2_4_CarryForwardLimitReached(t *testing.T) {
 	}
 }
 
-func TestSeed000_2_5_CarryForwardLimitBoundary(t *testing.T) {
+// From seed 000's test plan, test 2.5.
+func TestPositional_CarryForwardLimitBoundary(t *testing.T) {
 	t.Parallel()
 	b := plCarryStart(t, 6)
 	var out string
@@ -527,13 +400,13 @@ func TestSeed000_2_5_CarryForwardLimitBoundary(t *testing.T) {
 	for exec := 2; exec <= 6; exec++ {
 		plCheckCarried(b, exec)
 	}
-	plCheckFate(b, "ev-signal", plFate{Fate: history.FateDelivered, Execution: 6, Origin: 1, WaitNumber: 1})
+	b.checkFate("ev-signal", wantFate{Lane: history.LanePositional, Fate: history.FateDelivered, Execution: 6, Origin: 1, WaitNumber: 1})
 	if w := b.logs.warnings(); len(w) != 0 {
 		t.Errorf("unexpected warnings: %q", w)
 	}
 }
 
-// ---- 3. Per-instance limit (default MaxUnconsumedEvents: 100) ----
+// ---- 3. Per-instance limit (rule 4; default MaxUnconsumedEvents: 100) ----
 
 // pileIn drives plPile: wait for "consume", then one event of each name in
 // Consume (in order), then "finish"; return the payloads taken.
@@ -570,27 +443,28 @@ func plNames(prefix string, n int) []string {
 func plPileUp(t *testing.T, consume []string, names []string) *bundle {
 	t.Helper()
 	b := setup(t, nil, func(rt *herald.Runtime) { herald.RegisterWorkflow(rt, "pile", plPile) })
-	plStart(b, "pile", "i", pileIn{Consume: consume})
+	b.start("pile", "i", pileIn{Consume: consume})
 	b.waitHistory("i", history.EventSubscribed, "consume", 1)
-	evs := make([]plEvent, len(names))
+	evs := make([]sentEvent, len(names))
 	for i, n := range names {
-		evs[i] = plEvent{Name: n, Payload: "d-" + n, ID: "ev-" + n}
+		evs[i] = sentEvent{Name: n, Payload: "d-" + n, ID: "ev-" + n}
 	}
-	plRaiseMany(b, "i", evs)
+	b.raiseMany("i", evs)
 	b.waitFor(fmt.Sprintf("%d buffered events", len(names)), func() bool {
 		evs, err := b.client.History(b.ctx, "i", 0)
-		return err == nil && plCountPrefix(evs, history.EventRaised, "e") >= len(names)
+		return err == nil && countPrefix(evs, history.EventRaised, "e") >= len(names)
 	})
 	return b
 }
 
-func TestSeed000_3_1_UnderLimit(t *testing.T) {
+// From seed 000's test plan, test 3.1.
+func TestPositional_UnderLimit(t *testing.T) {
 	t.Parallel()
 	names := plNames("e", 50)
 	b := plPileUp(t, names, names)
 
 	evs := b.history("i", 0)
-	raised := plFind(evs, history.EventRaised, "")
+	raised := ofKind(evs, history.EventRaised, "", "")
 	if len(raised) != 50 || countKind(evs, history.EventDropped, "") != 0 {
 		t.Fatalf("want all 50 events persisted and none dropped, history:%s", dumpHistory(evs))
 	}
@@ -600,54 +474,55 @@ func TestSeed000_3_1_UnderLimit(t *testing.T) {
 			t.Fatalf("arrival %+v", ev)
 		}
 		seen[ev.Name] = true
-		plCheckFate(b, ev.EventID, plFate{Fate: history.FateBuffered, Execution: 1, Origin: 1})
+		b.checkFate(ev.EventID, wantFate{Lane: history.LanePositional, Fate: history.FateBuffered, Execution: 1, Origin: 1})
 	}
 
-	plRaise(b, "i", "consume", nil, "ev-consume")
+	b.raise("i", "consume", nil, "ev-consume")
 	b.waitHistory("i", history.EventSubscribed, "finish", 1)
-	plRaise(b, "i", "finish", nil, "ev-finish")
+	b.raise("i", "finish", nil, "ev-finish")
 	var out []string
 	b.result("i", &out)
 	if len(out) != 50 || out[0] != "d-e000" || out[49] != "d-e049" {
 		t.Fatalf("result %q", out)
 	}
 	for _, n := range names {
-		plCheckFate(b, "ev-"+n, plFate{Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
+		b.checkFate("ev-"+n, wantFate{Lane: history.LanePositional, Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
 	}
 	if w := b.logs.warnings(); len(w) != 0 {
 		t.Errorf("unexpected warnings: %q", w)
 	}
 }
 
-func TestSeed000_3_2_AtLimitNewEventDropped(t *testing.T) {
+// From seed 000's test plan, test 3.2.
+func TestPositional_AtLimitNewEventDropped(t *testing.T) {
 	t.Parallel()
 	b := plPileUp(t, nil, plNames("e", 100))
 
-	plRaise(b, "i", "new_event", "data", "ev-new")
+	b.raise("i", "new_event", "data", "ev-new")
 	b.waitHistory("i", history.EventDropped, "new_event", 1)
 	evs := b.history("i", 0)
 	if n := countKind(evs, history.EventRaised, "new_event"); n != 0 {
 		t.Fatalf("the event over the limit is in history as raised, history:%s", dumpHistory(evs))
 	}
-	d := plFind(evs, history.EventDropped, "new_event")[0]
+	d := ofKind(evs, history.EventDropped, "", "new_event")[0]
 	if d.EventID != "ev-new" || d.Reason != history.DropLimit || d.Lane != history.LanePositional || d.OriginExecution != 1 {
 		t.Fatalf("breadcrumb %+v", d)
 	}
-	plCheckFate(b, "ev-new", plFate{Fate: history.FateDropped, Reason: history.DropLimit, Execution: 1, Origin: 1})
+	b.checkFate("ev-new", wantFate{Lane: history.LanePositional, Fate: history.FateDropped, Reason: history.DropLimit, Execution: 1, Origin: 1})
 	b.wantWarn("herald: event dropped", "ev-new", "reason=limit")
-	if got := b.rt.Stats().DroppedByReason()["limit"]; got != 1 {
+	if got := b.obs.droppedBy("limit"); got != 1 {
 		t.Errorf("limit drops counted %d, want 1", got)
 	}
 	// The 100 buffered ones are untouched.
-	plCheckFate(b, "ev-e000", plFate{Fate: history.FateBuffered, Execution: 1, Origin: 1})
-	plCheckFate(b, "ev-e099", plFate{Fate: history.FateBuffered, Execution: 1, Origin: 1})
+	b.checkFate("ev-e000", wantFate{Lane: history.LanePositional, Fate: history.FateBuffered, Execution: 1, Origin: 1})
+	b.checkFate("ev-e099", wantFate{Lane: history.LanePositional, Fate: history.FateBuffered, Execution: 1, Origin: 1})
 
 	// The limit caps buffered events only: an event that meets an active
 	// wait is delivered even at the limit.
-	plRaise(b, "i", "consume", nil, "ev-consume")
+	b.raise("i", "consume", nil, "ev-consume")
 	b.waitHistory("i", history.EventSubscribed, "finish", 1)
-	plCheckFate(b, "ev-consume", plFate{Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
-	plRaise(b, "i", "finish", nil, "ev-finish")
+	b.checkFate("ev-consume", wantFate{Lane: history.LanePositional, Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
+	b.raise("i", "finish", nil, "ev-finish")
 	var out []string
 	b.result("i", &out)
 	if err := b.rt.ReplayHistory(b.history("i", 0)); err != nil {
@@ -655,43 +530,44 @@ func TestSeed000_3_2_AtLimitNewEventDropped(t *testing.T) {
 	}
 }
 
-func TestSeed000_3_3_ConsumedEventsFreeUpSpace(t *testing.T) {
+// From seed 000's test plan, test 3.3.
+func TestPositional_ConsumedEventsFreeRoom(t *testing.T) {
 	t.Parallel()
 	names := plNames("e", 100)
 	b := plPileUp(t, names[:10], names)
 
 	// At the limit: the next event is dropped.
-	plRaise(b, "i", "n-over", "x", "ev-over-1")
+	b.raise("i", "n-over", "x", "ev-over-1")
 	b.waitHistory("i", history.EventDropped, "n-over", 1)
-	plCheckFate(b, "ev-over-1", plFate{Fate: history.FateDropped, Reason: history.DropLimit, Execution: 1, Origin: 1})
+	b.checkFate("ev-over-1", wantFate{Lane: history.LanePositional, Fate: history.FateDropped, Reason: history.DropLimit, Execution: 1, Origin: 1})
 
 	// Consume 10 of them: room for exactly 10 more.
-	plRaise(b, "i", "consume", nil, "ev-consume")
+	b.raise("i", "consume", nil, "ev-consume")
 	b.waitHistory("i", history.EventSubscribed, "finish", 1)
 	for _, n := range names[:10] {
-		plCheckFate(b, "ev-"+n, plFate{Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
+		b.checkFate("ev-"+n, wantFate{Lane: history.LanePositional, Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
 	}
 	fresh := plNames("n", 10)
-	freshEvs := make([]plEvent, len(fresh))
+	freshEvs := make([]sentEvent, len(fresh))
 	for i, n := range fresh {
-		freshEvs[i] = plEvent{Name: n, Payload: "x", ID: "ev-" + n}
+		freshEvs[i] = sentEvent{Name: n, Payload: "x", ID: "ev-" + n}
 	}
-	plRaiseMany(b, "i", freshEvs)
+	b.raiseMany("i", freshEvs)
 	b.waitFor("10 fresh events buffered", func() bool {
 		evs, err := b.client.History(b.ctx, "i", 0)
-		return err == nil && plCountPrefix(evs, history.EventRaised, "n") >= 10
+		return err == nil && countPrefix(evs, history.EventRaised, "n") >= 10
 	})
 	for _, n := range fresh {
-		plCheckFate(b, "ev-"+n, plFate{Fate: history.FateBuffered, Execution: 1, Origin: 1})
+		b.checkFate("ev-"+n, wantFate{Lane: history.LanePositional, Fate: history.FateBuffered, Execution: 1, Origin: 1})
 	}
-	plRaise(b, "i", "n-over", "x", "ev-over-2")
+	b.raise("i", "n-over", "x", "ev-over-2")
 	b.waitHistory("i", history.EventDropped, "n-over", 2)
-	plCheckFate(b, "ev-over-2", plFate{Fate: history.FateDropped, Reason: history.DropLimit, Execution: 1, Origin: 1})
+	b.checkFate("ev-over-2", wantFate{Lane: history.LanePositional, Fate: history.FateDropped, Reason: history.DropLimit, Execution: 1, Origin: 1})
 	if evs := b.history("i", 0); countKind(evs, history.EventDropped, "") != 2 {
 		t.Fatalf("want exactly two drops, history:%s", dumpHistory(evs))
 	}
 
-	plRaise(b, "i", "finish", nil, "ev-finish")
+	b.raise("i", "finish", nil, "ev-finish")
 	var out []string
 	b.result("i", &out)
 	want := make([]string, 10)
@@ -703,7 +579,8 @@ func TestSeed000_3_3_ConsumedEventsFreeUpSpace(t *testing.T) {
 	}
 }
 
-func TestSeed000_3_4_MixedConsumedUnconsumed(t *testing.T) {
+// From seed 000's test plan, test 3.4.
+func TestPositional_MixedConsumedUnconsumed(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil, func(rt *herald.Runtime) {
 		herald.RegisterWorkflow(rt, "w", func(ctx *herald.Context, _ struct{}) ([]int, error) {
@@ -718,36 +595,36 @@ func TestSeed000_3_4_MixedConsumedUnconsumed(t *testing.T) {
 			return got, ctx.WaitEvent("finish").Get(nil)
 		})
 	})
-	plStart(b, "w", "i", nil)
+	b.start("w", "i", nil)
 	// 50 consumed events (raised concurrently while the workflow takes them:
 	// some meet a wait, some are buffered for a moment and taken by the next
 	// wait).
-	consumed := make([]plEvent, 50)
+	consumed := make([]sentEvent, 50)
 	for i := range consumed {
-		consumed[i] = plEvent{Name: "c", Payload: i, ID: fmt.Sprintf("ev-c%02d", i)}
+		consumed[i] = sentEvent{Name: "c", Payload: i, ID: fmt.Sprintf("ev-c%02d", i)}
 	}
-	plRaiseMany(b, "i", consumed)
+	b.raiseMany("i", consumed)
 	b.waitHistory("i", history.EventSubscribed, "finish", 1)
 	// 50 unconsumed events.
-	unconsumed := make([]plEvent, 50)
+	unconsumed := make([]sentEvent, 50)
 	for i := range unconsumed {
-		unconsumed[i] = plEvent{Name: "u", Payload: i, ID: fmt.Sprintf("ev-u%02d", i)}
+		unconsumed[i] = sentEvent{Name: "u", Payload: i, ID: fmt.Sprintf("ev-u%02d", i)}
 	}
-	plRaiseMany(b, "i", unconsumed)
+	b.raiseMany("i", unconsumed)
 	b.waitHistory("i", history.EventRaised, "u", 50)
 	// 100 events so far, 50 unconsumed: the next one is kept.
-	plRaise(b, "i", "new", "data", "ev-new")
+	b.raise("i", "new", "data", "ev-new")
 	b.waitHistory("i", history.EventRaised, "new", 1)
-	plCheckFate(b, "ev-new", plFate{Fate: history.FateBuffered, Execution: 1, Origin: 1})
+	b.checkFate("ev-new", wantFate{Lane: history.LanePositional, Fate: history.FateBuffered, Execution: 1, Origin: 1})
 	evs := b.history("i", 0)
 	if n := countKind(evs, history.EventDropped, ""); n != 0 {
 		t.Fatalf("%d events dropped, want none; history:%s", n, dumpHistory(evs))
 	}
 	for i := range 50 {
-		plCheckFate(b, fmt.Sprintf("ev-u%02d", i), plFate{Fate: history.FateBuffered, Execution: 1, Origin: 1})
+		b.checkFate(fmt.Sprintf("ev-u%02d", i), wantFate{Lane: history.LanePositional, Fate: history.FateBuffered, Execution: 1, Origin: 1})
 	}
 
-	plRaise(b, "i", "finish", nil, "ev-finish")
+	b.raise("i", "finish", nil, "ev-finish")
 	var out []int
 	b.result("i", &out)
 	if len(out) != 50 {
@@ -760,20 +637,21 @@ func TestSeed000_3_4_MixedConsumedUnconsumed(t *testing.T) {
 			t.Fatalf("result %v", out)
 		}
 		seen[v] = true
-		plCheckFate(b, fmt.Sprintf("ev-c%02d", v), plFate{Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: i + 1})
+		b.checkFate(fmt.Sprintf("ev-c%02d", v), wantFate{Lane: history.LanePositional, Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: i + 1})
 	}
 }
 
-// ---- 4. Edge cases ----
+// ---- 4. Edge cases (rules 6 and 7; docs/events.md, Payloads) ----
 
-func TestSeed000_4_1_RaiseToNonExistentInstance(t *testing.T) {
+// From seed 000's test plan, test 4.1.
+func TestPositional_RaiseBeforeInstanceExists(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil, func(rt *herald.Runtime) { herald.RegisterWorkflow(rt, "ProcessOrder", plWaitOne) })
-	r := plRaise(b, "order-123", "signal", "data", "ev-early")
+	r := b.raise("order-123", "signal", "data", "ev-early")
 	if r.Started || r.Duplicate {
 		t.Fatalf("receipt %+v", r)
 	}
-	plCheckFate(b, "ev-early", plFate{Fate: history.FatePending})
+	b.checkFate("ev-early", wantFate{Lane: history.LanePositional, Fate: history.FatePending})
 	if _, err := b.client.Status(b.ctx, "order-123"); !errors.Is(err, herald.ErrNotFound) {
 		t.Fatalf("a raise must not create the instance: %v", err)
 	}
@@ -782,7 +660,7 @@ func TestSeed000_4_1_RaiseToNonExistentInstance(t *testing.T) {
 		t.Fatalf("events of order-123: %+v, %v", recs, err)
 	}
 
-	plStart(b, "ProcessOrder", "order-123", struct{}{})
+	b.start("ProcessOrder", "order-123", struct{}{})
 	var out string
 	b.result("order-123", &out)
 	if out != "data" {
@@ -792,10 +670,11 @@ func TestSeed000_4_1_RaiseToNonExistentInstance(t *testing.T) {
 	if len(evs) < 2 || evs[1].Kind != history.EventRaised || !evs[1].AtStart || evs[1].EventID != "ev-early" || evs[1].OriginExecution != 1 {
 		t.Fatalf("the early event should be buffered at the start of execution 1, history:%s", dumpHistory(evs))
 	}
-	plCheckFate(b, "ev-early", plFate{Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
+	b.checkFate("ev-early", wantFate{Lane: history.LanePositional, Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
 }
 
-func TestSeed000_4_2_RaiseToCompletedInstance(t *testing.T) {
+// From seed 000's test plan, test 4.2.
+func TestPositional_RaiseToCompletedInstanceRefused(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil, func(rt *herald.Runtime) {
 		herald.RegisterWorkflow(rt, "done", func(ctx *herald.Context, _ struct{}) (string, error) { return "ok", nil })
@@ -808,7 +687,7 @@ func TestSeed000_4_2_RaiseToCompletedInstance(t *testing.T) {
 		status   herald.Status
 	}{{"done", herald.StatusCompleted}, {"fails", herald.StatusFailed}} {
 		id := "order-" + tc.workflow
-		plStart(b, tc.workflow, id, nil)
+		b.start(tc.workflow, id, nil)
 		if info := b.waitDone(id); info.Status != tc.status {
 			t.Fatalf("%s: status %s, want %s", id, info.Status, tc.status)
 		}
@@ -836,11 +715,12 @@ func TestSeed000_4_2_RaiseToCompletedInstance(t *testing.T) {
 			t.Fatalf("%s: status after refused raise %+v, %v", id, info, err)
 		}
 		// The refused id was not consumed: it can be used elsewhere.
-		plRaise(b, "other", "late_signal", "data", "late-"+id)
+		b.raise("other", "late_signal", "data", "late-"+id)
 	}
 }
 
-func TestSeed000_4_3_SameNameAcrossExecutions(t *testing.T) {
+// From seed 000's test plan, test 4.3.
+func TestPositional_SameNameAcrossExecutions(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil, func(rt *herald.Runtime) {
 		herald.RegisterWorkflow(rt, "w", func(ctx *herald.Context, _ struct{}) (string, error) {
@@ -858,21 +738,21 @@ func TestSeed000_4_3_SameNameAcrossExecutions(t *testing.T) {
 			return s, err
 		})
 	})
-	plStart(b, "w", "i", nil)
+	b.start("w", "i", nil)
 	b.waitHistory("i", history.EventSubscribed, "signal", 1)
-	plRaise(b, "i", "signal", "A", "ev-A")
-	plWaitExec(b, "i", 2, history.EventSubscribed, "go", 1)
-	plRaise(b, "i", "signal", "new_data", "ev-new")
+	b.raise("i", "signal", "A", "ev-A")
+	b.waitExec("i", 2, history.EventSubscribed, "", "go", 1)
+	b.raise("i", "signal", "new_data", "ev-new")
 	b.waitHistory("i", history.EventRaised, "signal", 1)
-	plRaise(b, "i", "go", nil, "ev-go")
+	b.raise("i", "go", nil, "ev-go")
 
 	var out string
 	b.result("i", &out)
 	if out != "new_data" {
 		t.Fatalf("result %q, want new_data", out)
 	}
-	plCheckFate(b, "ev-A", plFate{Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
-	plCheckFate(b, "ev-new", plFate{Fate: history.FateDelivered, Execution: 2, Origin: 2, WaitNumber: 1})
+	b.checkFate("ev-A", wantFate{Lane: history.LanePositional, Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
+	b.checkFate("ev-new", wantFate{Lane: history.LanePositional, Fate: history.FateDelivered, Execution: 2, Origin: 2, WaitNumber: 1})
 	ex2 := b.history("i", 2)
 	for _, ev := range ex2 {
 		if ev.AtStart || ev.EventID == "ev-A" {
@@ -881,7 +761,8 @@ func TestSeed000_4_3_SameNameAcrossExecutions(t *testing.T) {
 	}
 }
 
-func TestSeed000_4_4_EmptyEventData(t *testing.T) {
+// From seed 000's test plan, test 4.4.
+func TestPositional_EmptyEventData(t *testing.T) {
 	t.Parallel()
 	type result struct {
 		Str    string
@@ -906,11 +787,11 @@ func TestSeed000_4_4_EmptyEventData(t *testing.T) {
 			return r, nil
 		})
 	})
-	plStart(b, "w", "i", nil)
+	b.start("w", "i", nil)
 	b.waitHistory("i", history.EventSubscribed, "signal", 1)
-	plRaise(b, "i", "signal", "", "ev-empty")
-	plRaise(b, "i", "signal", "", "ev-empty-2")
-	plRaise(b, "i", "signal", nil, "ev-null")
+	b.raise("i", "signal", "", "ev-empty")
+	b.raise("i", "signal", "", "ev-empty-2")
+	b.raise("i", "signal", nil, "ev-null")
 
 	var out result
 	b.result("i", &out)
@@ -919,20 +800,21 @@ func TestSeed000_4_4_EmptyEventData(t *testing.T) {
 	}
 	evs := b.history("i", 0)
 	byID := map[string]string{}
-	for _, ev := range plFind(evs, history.EventRaised, "signal") {
+	for _, ev := range ofKind(evs, history.EventRaised, "", "signal") {
 		byID[ev.EventID] = string(ev.Payload)
 	}
 	if byID["ev-empty"] != `""` || byID["ev-null"] != "null" {
 		t.Fatalf("payloads in history %q", byID)
 	}
-	plCheckFate(b, "ev-empty", plFate{Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
-	plCheckFate(b, "ev-null", plFate{Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 3})
+	b.checkFate("ev-empty", wantFate{Lane: history.LanePositional, Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
+	b.checkFate("ev-null", wantFate{Lane: history.LanePositional, Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 3})
 }
 
-func TestSeed000_4_5_LargeEventData(t *testing.T) {
+// From seed 000's test plan, test 4.5.
+func TestPositional_LargeEventData(t *testing.T) {
 	t.Parallel()
 	const maxPayload = 128 << 10
-	b := setup(t, &herald.Config{MaxPayloadBytes: maxPayload}, func(rt *herald.Runtime) {
+	b := setup(t, &herald.Config{ClientConfig: herald.ClientConfig{MaxPayloadBytes: maxPayload}}, func(rt *herald.Runtime) {
 		herald.RegisterWorkflow(rt, "w", func(ctx *herald.Context, _ struct{}) ([]json.RawMessage, error) {
 			var out []json.RawMessage
 			for range 2 {
@@ -963,9 +845,9 @@ func TestSeed000_4_5_LargeEventData(t *testing.T) {
 		t.Fatalf("large payload is %d bytes", len(largeRaw))
 	}
 
-	plStart(b, "w", "i", nil)
+	b.start("w", "i", nil)
 	b.waitHistory("i", history.EventSubscribed, "signal", 1)
-	plRaise(b, "i", "signal", large, "ev-large")
+	b.raise("i", "signal", large, "ev-large")
 
 	// Over the cap: refused synchronously, nothing stored.
 	over := strings.Repeat("x", maxPayload) // encodes to maxPayload+2 bytes
@@ -979,7 +861,7 @@ func TestSeed000_4_5_LargeEventData(t *testing.T) {
 	}
 	// Exactly at the cap: accepted.
 	atCap := strings.Repeat("y", maxPayload-2)
-	plRaise(b, "i", "signal", atCap, "ev-at-cap")
+	b.raise("i", "signal", atCap, "ev-at-cap")
 
 	var out []json.RawMessage
 	b.result("i", &out)
@@ -995,20 +877,21 @@ func TestSeed000_4_5_LargeEventData(t *testing.T) {
 		t.Fatalf("payload at the cap did not round-trip: %v", err)
 	}
 	evs := b.history("i", 0)
-	if plByID(evs, "ev-over") != nil || countKind(evs, history.EventDropped, "") != 0 {
+	if withID(evs, "ev-over") != nil || countKind(evs, history.EventDropped, "") != 0 {
 		t.Fatalf("the refused event left a trace in history:%s", dumpHistory(evs))
 	}
 	recs, err := b.client.Events(b.ctx, "i")
 	if err != nil || len(recs) != 2 {
 		t.Fatalf("events %+v, %v; want the two accepted ones", recs, err)
 	}
-	plCheckFate(b, "ev-large", plFate{Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
-	plCheckFate(b, "ev-at-cap", plFate{Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 2})
+	b.checkFate("ev-large", wantFate{Lane: history.LanePositional, Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 1})
+	b.checkFate("ev-at-cap", wantFate{Lane: history.LanePositional, Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: 2})
 }
 
 // ---- 5. Concurrent scenarios ----
 
-func TestSeed000_5_1_MultipleRuntimesRaising(t *testing.T) {
+// From seed 000's test plan, test 5.1.
+func TestPositional_ManyRuntimesRaising(t *testing.T) {
 	t.Parallel()
 	register := func(rt *herald.Runtime) {
 		herald.RegisterWorkflow(rt, "w", func(ctx *herald.Context, _ struct{}) ([]string, error) {
@@ -1025,7 +908,7 @@ func TestSeed000_5_1_MultipleRuntimesRaising(t *testing.T) {
 	st := testStore(t)
 	ra := setupOn(t, st, nil, register)
 	rb := setupOn(t, st, nil, register)
-	plStart(ra, "w", "inst", nil)
+	ra.start("w", "inst", nil)
 	ra.waitHistory("inst", history.EventSubscribed, "sig", 1)
 
 	var wg sync.WaitGroup
@@ -1056,11 +939,12 @@ func TestSeed000_5_1_MultipleRuntimesRaising(t *testing.T) {
 	}
 	// Whatever the order, wait N received the event whose fate says N.
 	for i, p := range out {
-		plCheckFate(ra, "ev-"+p, plFate{Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: i + 1})
+		ra.checkFate("ev-"+p, wantFate{Lane: history.LanePositional, Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: i + 1})
 	}
 }
 
-func TestSeed000_5_2_RaceBetweenRaiseAndWait(t *testing.T) {
+// From seed 000's test plan, test 5.2.
+func TestPositional_RaceBetweenRaiseAndWait(t *testing.T) {
 	t.Parallel()
 	const n = 20
 	b := setup(t, nil, func(rt *herald.Runtime) {
@@ -1076,7 +960,7 @@ func TestSeed000_5_2_RaceBetweenRaiseAndWait(t *testing.T) {
 			return out, nil
 		})
 	})
-	plStart(b, "w", "i", nil)
+	b.start("w", "i", nil)
 	b.waitHistory("i", history.EventSubscribed, "signal", 1)
 	// The workflow is blocked on its first wait; raise concurrently while it
 	// takes them one at a time.
@@ -1108,7 +992,7 @@ func TestSeed000_5_2_RaceBetweenRaiseAndWait(t *testing.T) {
 		}
 		seen[p] = true
 		id := "ev-" + strings.TrimPrefix(p, "data-")
-		plCheckFate(b, id, plFate{Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: i + 1})
+		b.checkFate(id, wantFate{Lane: history.LanePositional, Fate: history.FateDelivered, Execution: 1, Origin: 1, WaitNumber: i + 1})
 	}
 	evs := b.history("i", 0)
 	if countKind(evs, history.EventRaised, "signal") != n || countKind(evs, history.EventDropped, "") != 0 {
@@ -1118,7 +1002,8 @@ func TestSeed000_5_2_RaceBetweenRaiseAndWait(t *testing.T) {
 
 // ---- 6. History verification ----
 
-func TestSeed000_6_1_ExternalEventInHistory(t *testing.T) {
+// From seed 000's test plan, test 6.1.
+func TestPositional_EventInHistory(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil, func(rt *herald.Runtime) {
 		herald.RegisterWorkflow(rt, "w", func(ctx *herald.Context, _ struct{}) (string, error) {
@@ -1130,10 +1015,10 @@ func TestSeed000_6_1_ExternalEventInHistory(t *testing.T) {
 			return s, err
 		})
 	})
-	plStart(b, "w", "i", nil)
-	plWaitExec(b, "i", 2, history.EventSubscribed, "signal", 1)
+	b.start("w", "i", nil)
+	b.waitExec("i", 2, history.EventSubscribed, "", "signal", 1)
 	before := time.Now()
-	r := plRaise(b, "i", "signal", "data", "ev-6.1")
+	r := b.raise("i", "signal", "data", "ev-6.1")
 	var out string
 	b.result("i", &out)
 	after := time.Now()
@@ -1142,8 +1027,8 @@ func TestSeed000_6_1_ExternalEventInHistory(t *testing.T) {
 	}
 
 	ex2 := b.history("i", 2)
-	raised := plFind(ex2, history.EventRaised, "signal")
-	sub := plFind(ex2, history.EventSubscribed, "signal")
+	raised := ofKind(ex2, history.EventRaised, "", "signal")
+	sub := ofKind(ex2, history.EventSubscribed, "", "signal")
 	if len(raised) != 1 || len(sub) != 1 || ex2[0].Execution != 2 {
 		t.Fatalf("execution 2 history:%s", dumpHistory(ex2))
 	}
@@ -1158,16 +1043,17 @@ func TestSeed000_6_1_ExternalEventInHistory(t *testing.T) {
 	if ev.Time.Before(ev.ReceivedAt) || ev.Time.After(after) {
 		t.Fatalf("history time %v, received %v", ev.Time, ev.ReceivedAt)
 	}
-	if plByID(b.history("i", 1), "ev-6.1") != nil {
+	if withID(b.history("i", 1), "ev-6.1") != nil {
 		t.Fatal("the event is in execution 1's history")
 	}
-	rec := plCheckFate(b, "ev-6.1", plFate{Fate: history.FateDelivered, Execution: 2, Origin: 2, WaitNumber: 1})
+	rec := b.checkFate("ev-6.1", wantFate{Lane: history.LanePositional, Fate: history.FateDelivered, Execution: 2, Origin: 2, WaitNumber: 1})
 	if rec.InstanceID != "i" || rec.Name != "signal" || !rec.ReceivedAt.Equal(r.ReceivedAt) {
 		t.Fatalf("fate record %+v", rec)
 	}
 }
 
-func TestSeed000_6_2_CarriedEventKeepsOriginalExecution(t *testing.T) {
+// From seed 000's test plan, test 6.2.
+func TestPositional_CarriedEventKeepsOriginalExecution(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil, func(rt *herald.Runtime) {
 		herald.RegisterWorkflow(rt, "w", func(ctx *herald.Context, _ struct{}) (string, error) {
@@ -1182,15 +1068,15 @@ func TestSeed000_6_2_CarriedEventKeepsOriginalExecution(t *testing.T) {
 			return s, err
 		})
 	})
-	plStart(b, "w", "i", nil)
+	b.start("w", "i", nil)
 	b.waitHistory("i", history.EventSubscribed, "go", 1)
-	r := plRaise(b, "i", "signal", "data", "ev-signal")
+	r := b.raise("i", "signal", "data", "ev-signal")
 	b.waitHistory("i", history.EventRaised, "signal", 1)
-	plRaise(b, "i", "go", nil, "ev-go-1")
-	plWaitExec(b, "i", 2, history.EventSubscribed, "go", 1)
+	b.raise("i", "go", nil, "ev-go-1")
+	b.waitExec("i", 2, history.EventSubscribed, "", "go", 1)
 
 	ex1 := b.history("i", 1)
-	orig := plFind(ex1, history.EventRaised, "signal")
+	orig := ofKind(ex1, history.EventRaised, "", "signal")
 	if len(orig) != 1 || orig[0].OriginExecution != 1 {
 		t.Fatalf("execution 1 history:%s", dumpHistory(ex1))
 	}
@@ -1203,13 +1089,13 @@ func TestSeed000_6_2_CarriedEventKeepsOriginalExecution(t *testing.T) {
 		string(c.Payload) != `"data"` || !c.ReceivedAt.Equal(r.ReceivedAt) || c.TaskSeq != 0 {
 		t.Fatalf("carried event %+v", c)
 	}
-	plCheckFate(b, "ev-signal", plFate{Fate: history.FateBuffered, Execution: 2, Origin: 1})
+	b.checkFate("ev-signal", wantFate{Lane: history.LanePositional, Fate: history.FateBuffered, Execution: 2, Origin: 1})
 
-	plRaise(b, "i", "go", nil, "ev-go-2")
+	b.raise("i", "go", nil, "ev-go-2")
 	var out string
 	b.result("i", &out)
 	if out != "data" {
 		t.Fatalf("result %q", out)
 	}
-	plCheckFate(b, "ev-signal", plFate{Fate: history.FateDelivered, Execution: 2, Origin: 1, WaitNumber: 1})
+	b.checkFate("ev-signal", wantFate{Lane: history.LanePositional, Fate: history.FateDelivered, Execution: 2, Origin: 1, WaitNumber: 1})
 }
