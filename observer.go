@@ -190,6 +190,7 @@ type ActivityReport struct {
 const (
 	ClaimTurns      = "turns"
 	ClaimActivities = "activities"
+	ClaimBus        = "bus"
 )
 
 // ClaimReport describes one claim call.

@@ -107,6 +107,12 @@ const (
 	// stored (the store sets its ID, Execution, EventID, Subscription,
 	// EventType, EventData, Attempts and CreatedAt).
 	BusDeadLetter
+	// BusReleased: the attempt never started (the runtime stopped with
+	// the execution still in its dispatch queue): the execution goes back
+	// to queued (retrying if it had failed attempts before), due at
+	// RetryAt, with Attempts decremented and no attempt record (Attempt is
+	// ignored).
+	BusReleased
 )
 
 // BusResult is the end of one claimed attempt.
