@@ -95,21 +95,26 @@ func (w *waiter) wait(ctx context.Context) (timer bool) {
 	return timer
 }
 
-// armWake arms the virtual-clock wake timer to fire when the clock reaches
-// at. A timer is armed relative to the clock's time when Reset runs, so an
-// Advance between reading the time and arming (the NextWake query sits
-// between them) would push the deadline past at and the wake would never
-// come: arm again until the time read before arming is still the time
-// after it.
+// armWake arms the wake timer of a clock that is not the wall clock to
+// fire when the clock reaches at. A timer is armed relative to the clock's
+// time when Reset runs, so a virtual clock's Advance between reading the
+// time and arming would push the deadline past at and the wake would never
+// come: arm again while the clock moved on by more than armSlack between
+// the read and the arming. (A clock that runs with the wall clock, offset
+// or scaled, moves a little between two reads; that is not a jump.)
 func (w *waiter) armWake(at time.Time) {
-	for {
+	for range 8 {
 		now := w.r.cfg.Clock.Now()
 		w.wake.Reset(at.Sub(now))
-		if w.r.cfg.Clock.Now().Equal(now) {
+		if w.r.cfg.Clock.Now().Sub(now) < armSlack {
 			return
 		}
 	}
 }
+
+// armSlack is how far a clock may move between two reads around arming a
+// timer without counting as a jump.
+const armSlack = time.Millisecond
 
 // readySet is the claim loop's set of tenants that may have work, in the
 // order they were added.
