@@ -190,21 +190,21 @@ func (r *Runtime) runBus(loop context.Context, workers chan struct{}, it *busIte
 	depth := r.bus.waiting.Add(1)
 	r.obs.BusQueue(BusQueueReport{Depth: int(depth), Capacity: r.cfg.Bus.QueueSize})
 	ctx := context.WithoutCancel(loop)
+	acquired := false
 	select {
 	case workers <- struct{}{}:
+		acquired = true
 	case <-loop.Done():
 	}
 	depth = r.bus.waiting.Add(-1)
 	r.obs.BusQueue(BusQueueReport{Depth: int(depth), Capacity: r.cfg.Bus.QueueSize})
+	if acquired {
+		defer func() { <-workers }()
+	}
 	if loop.Err() != nil {
-		select {
-		case <-workers:
-		default:
-		}
 		r.releaseBus(ctx, it)
 		return
 	}
-	defer func() { <-workers }()
 	r.attemptBus(ctx, it)
 }
 
