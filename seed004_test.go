@@ -1012,15 +1012,15 @@ func TestSeed004_Security_FilterInjection(t *testing.T) {
 	}
 	// Rules that try to be more than data are refused when saved.
 	for name, f := range map[string]string{
-		"a script":       `{"logic":"AND","conditions":[{"field":"data.x","op":"eq","value":"1","script":"process.exit()"}]}`,
-		"a regex op":     `{"logic":"AND","conditions":[{"field":"data.x","op":"regex","value":".*"}]}`,
-		"a proto path":   `{"logic":"AND","conditions":[{"field":"data.__proto__.x","op":"eq","value":1}]}`,
-		"a bracket path": `{"logic":"AND","conditions":[{"field":"data['x']","op":"eq","value":1}]}`,
+		"a script":        `{"logic":"AND","conditions":[{"field":"data.x","op":"eq","value":"1","script":"process.exit()"}]}`,
+		"a regex op":      `{"logic":"AND","conditions":[{"field":"data.x","op":"regex","value":".*"}]}`,
+		"a proto path":    `{"logic":"AND","conditions":[{"field":"data.__proto__.x","op":"eq","value":1}]}`,
+		"a bracket path":  `{"logic":"AND","conditions":[{"field":"data['x']","op":"eq","value":1}]}`,
 		"an object value": `{"logic":"AND","conditions":[{"field":"data.x","op":"eq","value":{"$gt":""}}]}`,
-		"a deep rule":    strings.Repeat(`{"logic":"AND","conditions":[`, 40) + `{"field":"a","op":"exists"}` + strings.Repeat(`]}`, 40),
-		"a huge rule":    `{"logic":"AND","conditions":[` + strings.Repeat(`{"field":"a","op":"exists"},`, 5000) + `{"field":"a","op":"exists"}]}`,
-		"duplicate keys": `{"logic":"AND","logic":"OR","conditions":[{"field":"a","op":"exists"}]}`,
-		"not json":       `{"logic":"AND",`,
+		"a deep rule":     strings.Repeat(`{"logic":"AND","conditions":[`, 40) + `{"field":"a","op":"exists"}` + strings.Repeat(`]}`, 40),
+		"a huge rule":     `{"logic":"AND","conditions":[` + strings.Repeat(`{"field":"a","op":"exists"},`, 5000) + `{"field":"a","op":"exists"}]}`,
+		"duplicate keys":  `{"logic":"AND","logic":"OR","conditions":[{"field":"a","op":"exists"}]}`,
+		"not json":        `{"logic":"AND",`,
 	} {
 		_, err := b.client.PutSubscription(b.ctx, herald.Subscription{ID: "evil", Pattern: "x", Filter: json.RawMessage(f),
 			Target: herald.Target{Kind: herald.TargetHandler, Handler: "h"}})
