@@ -102,7 +102,8 @@ func (r *Runtime) busLoop(ctx context.Context) {
 	}
 	defer r.closeScripts()
 	workers := make(chan struct{}, r.cfg.Bus.Workers)
-	claimLoop(ctx, r, ClaimBus, storage.WorkBus, r.cfg.Bus.QueueSize,
+	// Slots: Workers running plus QueueSize waiting for a worker.
+	claimLoop(ctx, r, ClaimBus, storage.WorkBus, r.cfg.Bus.Workers+r.cfg.Bus.QueueSize,
 		func(cctx context.Context, tenant string, max int) ([]*busItem, bool, error) {
 			return r.claimBus(cctx, tenant, max)
 		},

@@ -143,9 +143,10 @@ type Config struct {
 type BusConfig struct {
 	// Workers is how many executions run at once. Default 10.
 	Workers int
-	// QueueSize bounds the dispatch queue: the runtime claims executions
-	// only while fewer than QueueSize are claimed and not finished
-	// (running or waiting for a worker). Default 1000.
+	// QueueSize bounds the dispatch queue: claimed executions waiting for
+	// a worker. The runtime claims only what the queue and idle workers
+	// have room for (at most Workers + QueueSize executions are claimed
+	// and unfinished); the rest stays in the store. Default 1000.
 	QueueSize int
 	// Lease is how long a claimed execution is owned without a heartbeat;
 	// a running one is extended every Lease/3. Another runtime takes over
@@ -340,10 +341,6 @@ func (c *Config) Validate() error {
 			ps = append(ps, fmt.Sprintf("ActivityHeartbeat %v%s does not fit in ActivityLease %v%s: the lease would lapse between heartbeats",
 				d.ActivityHeartbeat, isDefault(c.ActivityHeartbeat), d.ActivityLease, isDefault(c.ActivityLease)))
 		}
-	}
-	if c.Bus.QueueSize >= 0 && c.Bus.Workers >= 0 && d.Bus.QueueSize < d.Bus.Workers {
-		ps = append(ps, fmt.Sprintf("Bus.QueueSize %d%s is smaller than Bus.Workers %d%s: workers would idle",
-			d.Bus.QueueSize, isDefault(c.Bus.QueueSize), d.Bus.Workers, isDefault(c.Bus.Workers)))
 	}
 	if c.Bus.Lease >= 0 && d.Bus.Lease > 0 && d.Bus.Lease < 3*time.Millisecond {
 		ps = append(ps, fmt.Sprintf("Bus.Lease %v is too short for a heartbeat", d.Bus.Lease))

@@ -110,7 +110,8 @@ type BusAttemptReport struct {
 
 // BusQueueReport is the state of a runtime's bus dispatch queue: Depth
 // executions claimed and waiting for a worker, out of Capacity
-// (Config.Bus.QueueSize).
+// (Config.Bus.QueueSize; the executions running on the workers are not in
+// the queue).
 type BusQueueReport struct {
 	Depth    int
 	Capacity int

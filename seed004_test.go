@@ -419,7 +419,7 @@ func TestSeed004_Async_QueueSize(t *testing.T) {
 	t.Parallel()
 	g := newGate()
 	obs := newBusObserver()
-	b := setup(t, &herald.Config{Bus: herald.BusConfig{Workers: 1, QueueSize: 2}, ClientConfig: herald.ClientConfig{Observer: obs}},
+	b := setup(t, &herald.Config{Bus: herald.BusConfig{Workers: 1, QueueSize: 1}, ClientConfig: herald.ClientConfig{Observer: obs}},
 		func(rt *herald.Runtime) {
 			herald.RegisterBusHandler(rt, "slow", func(ctx context.Context, ev herald.BusEvent) (any, error) {
 				g.run(ev)
@@ -432,8 +432,8 @@ func TestSeed004_Async_QueueSize(t *testing.T) {
 		b.publish("job", nil, id)
 	}
 	g.waitStarted(t, 1)
-	// Two are claimed (one runs, one waits for the worker); the other
-	// three stay queued in the store, not in memory.
+	// Two are claimed (one runs, one waits in the queue of one); the
+	// other three stay queued in the store, not in memory.
 	count := func() (running, queued int) {
 		for _, id := range ids {
 			ev := b.published(id)
@@ -455,7 +455,7 @@ func TestSeed004_Async_QueueSize(t *testing.T) {
 			break
 		}
 		if running > 2 {
-			t.Fatalf("%d executions claimed, more than Bus.QueueSize = 2", running)
+			t.Fatalf("%d executions claimed, more than Workers + QueueSize = 2", running)
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("claimed %d, queued %d; want 2 and 3", running, queued)
@@ -466,7 +466,7 @@ func TestSeed004_Async_QueueSize(t *testing.T) {
 	maxDepth := obs.maxDepth
 	obs.mu.Unlock()
 	if maxDepth > 1 {
-		t.Fatalf("dispatch queue depth reached %d, want at most QueueSize - Workers = 1", maxDepth)
+		t.Fatalf("dispatch queue depth reached %d, want at most QueueSize = 1", maxDepth)
 	}
 	close(g.release)
 	for _, id := range ids {
