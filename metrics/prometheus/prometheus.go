@@ -81,11 +81,11 @@
 //
 //	histogram_quantile(0.95, sum by (le) (rate(execution_duration_histogram_bucket[5m])))
 //
-// The queue gauges describe one runtime's dispatch queue and are set from
-// its latest report; they appear at the first report. Give each runtime
-// its own Observer and registry (Prometheus's instance label then tells
-// them apart): runtimes sharing one Observer overwrite each other's queue
-// gauges.
+// The queue gauges describe a runtime's dispatch queue (a process normally
+// runs one runtime, and Prometheus's instance label tells processes apart)
+// and are set from its latest report; they appear at the first report. Two
+// runtimes in one process sharing an Observer overwrite each other's queue
+// gauges: give such runtimes an Observer and registry each.
 //
 // alerts.yml, next to this file, holds Prometheus alerting and recording
 // rules over these metrics (failure rate, queue depth, refused publishes,
