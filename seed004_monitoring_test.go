@@ -164,8 +164,8 @@ func alertRule(t *testing.T, name string) string {
 		t.Fatalf("alert %s has no expr", name)
 	}
 	expr := rest[j+len("expr:"):]
-	if k := strings.Index(expr, "\n    for:"); k >= 0 {
-		expr = expr[:k]
+	if k := strings.Index(expr, "for:"); k >= 0 {
+		expr = expr[:k] // the rule's expression ends where its for: clause starts
 	}
 	return expr
 }
