@@ -252,10 +252,7 @@ func newFairQueue(w *wtx, tenant string) *fairQueue {
 func (f *fairQueue) next(sub string) (int64, error) {
 	if !f.loaded {
 		var low sql.NullInt64
-		if err := f.w.queryRow(`SELECT MIN(m) FROM (
-				SELECT MIN(fq) AS m FROM bus_routes WHERE tenant = ?1 AND status = 'queued'
-				UNION ALL
-				SELECT MIN(fq) FROM bus_routes WHERE tenant = ?1 AND status = 'retrying')`, f.tenant).Scan(&low); err != nil {
+		if err := f.w.queryRow(busLowSQL, f.tenant).Scan(&low); err != nil {
 			return 0, fmt.Errorf("read the lowest fair-queueing number: %w", err)
 		}
 		f.loaded, f.hasLow, f.low = true, low.Valid, low.Int64
@@ -280,6 +277,13 @@ func (f *fairQueue) next(sub string) (int64, error) {
 	f.last[sub] = n
 	return n, nil
 }
+
+// busLowSQL is the lowest fair-queueing number of tenant ?1's queued or
+// retrying executions (NULL: none): the first entry of two partial indexes.
+const busLowSQL = `SELECT MIN(m) FROM (
+		SELECT MIN(fq) AS m FROM bus_routes WHERE tenant = ?1 AND status = 'queued'
+		UNION ALL
+		SELECT MIN(fq) FROM bus_routes WHERE tenant = ?1 AND status = 'retrying')`
 
 // save stores the subscriptions' last numbers.
 func (f *fairQueue) save() error {
@@ -331,8 +335,7 @@ func (s *Store) BusRoute(ctx context.Context, p *storage.BusRouteParams) (int, e
 	var routed int
 	err := s.write(ctx, func(w *wtx) error {
 		routed = 0
-		rows, err := w.query(`SELECT seq, id, type, data, source, published_at FROM bus_events
-			WHERE tenant = ? AND routed_at = 0 ORDER BY seq LIMIT ?`, p.Tenant, max)
+		rows, err := w.query(busUnroutedSQL, p.Tenant, max)
 		if err != nil {
 			return fmt.Errorf("read unrouted events: %w", err)
 		}
@@ -396,6 +399,10 @@ func (s *Store) BusRoute(ctx context.Context, p *storage.BusRouteParams) (int, e
 
 const busEventCols = `seq, id, type, data, source, published_at`
 
+// busUnroutedSQL reads the oldest ?2 unrouted events of tenant ?1.
+const busUnroutedSQL = `SELECT ` + busEventCols + ` FROM bus_events
+	WHERE tenant = ?1 AND routed_at = 0 ORDER BY seq LIMIT ?2`
+
 func scanBusEvent(sc scanner) (*storage.BusEvent, error) {
 	var (
 		ev   storage.BusEvent
@@ -436,6 +443,19 @@ func scanExec(sc scanner, extra ...any) (*heraldtype.Execution, error) {
 	return &x, nil
 }
 
+// busDueSQL finds up to ?3 executions of tenant ?1 due at ?2, in claim
+// order: the first ?3 of each partial index, merged.
+const busDueSQL = `SELECT id, status FROM (
+		SELECT * FROM (SELECT id, status, fq, due_at FROM bus_routes
+			WHERE tenant = ?1 AND status = 'queued' AND due_at <= ?2 ORDER BY fq, due_at, id LIMIT ?3)
+		UNION ALL
+		SELECT * FROM (SELECT id, status, fq, due_at FROM bus_routes
+			WHERE tenant = ?1 AND status = 'retrying' AND due_at <= ?2 ORDER BY fq, due_at, id LIMIT ?3)
+		UNION ALL
+		SELECT * FROM (SELECT id, status, fq, due_at FROM bus_routes
+			WHERE tenant = ?1 AND status = 'running' AND lease_until < ?2 ORDER BY fq, due_at, id LIMIT ?3)
+	) ORDER BY fq, due_at, id LIMIT ?3`
+
 // BusClaim: see storage.BusStore. The due executions come from three
 // partial indexes (queued in fair-queueing order, retrying by due time,
 // running by lease end), merged in fair-queueing order; the claim is
@@ -464,16 +484,7 @@ func (s *Store) BusClaim(ctx context.Context, p *storage.BusClaimParams) ([]*sto
 	var claimed []*storage.BusClaimed
 	err := s.writeEarly(ctx, func(w *wtx) error {
 		claimed = nil
-		rows, err := w.query(`SELECT id, status FROM (
-				SELECT * FROM (SELECT id, status, fq, due_at FROM bus_routes
-					WHERE tenant = ?1 AND status = 'queued' AND due_at <= ?2 ORDER BY fq, due_at, id LIMIT ?3)
-				UNION ALL
-				SELECT * FROM (SELECT id, status, fq, due_at FROM bus_routes
-					WHERE tenant = ?1 AND status = 'retrying' AND due_at <= ?2 ORDER BY fq, due_at, id LIMIT ?3)
-				UNION ALL
-				SELECT * FROM (SELECT id, status, fq, due_at FROM bus_routes
-					WHERE tenant = ?1 AND status = 'running' AND lease_until < ?2 ORDER BY fq, due_at, id LIMIT ?3)
-			) ORDER BY fq, due_at, id LIMIT ?3`, p.Tenant, nowN, max)
+		rows, err := w.query(busDueSQL, p.Tenant, nowN, max)
 		if err != nil {
 			return fmt.Errorf("find due executions: %w", err)
 		}
@@ -1128,6 +1139,12 @@ func letterFilter(tenant string, f *storage.BusDeadLetterFilter) (where []string
 	return where, args, false, nil
 }
 
+// letterListSQL is a page of dead letters matching where, newest first.
+func letterListSQL(where []string) string {
+	return `SELECT ` + deadLetterCols + ` FROM bus_dead_letters d
+		WHERE ` + strings.Join(where, " AND ") + ` ORDER BY d.id DESC LIMIT ?`
+}
+
 // BusDeadLetterList: see storage.BusStore. A page reads one more letter
 // than it returns, so that its cursor is 0 when it is the last.
 func (s *Store) BusDeadLetterList(ctx context.Context, p *storage.BusDeadLetterListParams) (_ []*heraldtype.DeadLetter, _ int64, err error) {
@@ -1152,8 +1169,7 @@ func (s *Store) BusDeadLetterList(ctx context.Context, p *storage.BusDeadLetterL
 		where, args = append(where, "d.id < ?"), append(args, p.Before)
 	}
 	limit := listLimit(p.Limit)
-	rows, err := s.reader(nil).QueryContext(ctx, `SELECT `+deadLetterCols+` FROM bus_dead_letters d
-		WHERE `+strings.Join(where, " AND ")+` ORDER BY d.id DESC LIMIT ?`, append(args, limit+1)...)
+	rows, err := s.reader(nil).QueryContext(ctx, letterListSQL(where), append(args, limit+1)...)
 	if err != nil {
 		return nil, 0, fmt.Errorf("sqlite: list dead letters: %w", s.readErr(err))
 	}
@@ -1392,6 +1408,13 @@ func scanAttempt(sc scanner) (*heraldtype.Attempt, error) {
 	return &a, nil
 }
 
+// attemptListSQL is a page of attempt records matching where, oldest
+// first.
+func attemptListSQL(where []string) string {
+	return `SELECT ` + attemptCols + ` FROM bus_attempts
+		WHERE ` + strings.Join(where, " AND ") + ` ORDER BY id LIMIT ?`
+}
+
 // BusAttemptList: see storage.BusStore. A page reads one more record than
 // it returns, so that its cursor is 0 when it is the last.
 func (s *Store) BusAttemptList(ctx context.Context, p *storage.BusAttemptListParams) (_ []*heraldtype.Attempt, _ int64, err error) {
@@ -1420,8 +1443,7 @@ func (s *Store) BusAttemptList(ctx context.Context, p *storage.BusAttemptListPar
 		where, args = append(where, "subscription = ?"), append(args, p.Subscription)
 	}
 	limit := listLimit(p.Limit)
-	rows, err := s.reader(nil).QueryContext(ctx, `SELECT `+attemptCols+` FROM bus_attempts
-		WHERE `+strings.Join(where, " AND ")+` ORDER BY id LIMIT ?`, append(args, limit+1)...)
+	rows, err := s.reader(nil).QueryContext(ctx, attemptListSQL(where), append(args, limit+1)...)
 	if err != nil {
 		return nil, 0, fmt.Errorf("sqlite: list attempts: %w", s.readErr(err))
 	}
@@ -1446,6 +1468,13 @@ func (s *Store) BusAttemptList(ctx context.Context, p *storage.BusAttemptListPar
 
 // ---- maintenance ----
 
+// busPrunableSQL finds up to ?3 events of tenant ?1 routed before ?2
+// whose executions have all ended, oldest routed first.
+const busPrunableSQL = `SELECT seq FROM bus_events e WHERE tenant = ?1 AND routed_at > 0 AND routed_at < ?2
+	AND NOT EXISTS (SELECT 1 FROM bus_routes r WHERE r.tenant = ?1 AND r.event_seq = e.seq
+		AND r.status IN ('queued', 'running', 'retrying'))
+	ORDER BY routed_at LIMIT ?3`
+
 // BusPrune: see storage.BusStore. The oldest routed events first
 // (bus_events_routed), skipping those with an execution that has not
 // ended.
@@ -1464,10 +1493,7 @@ func (s *Store) BusPrune(ctx context.Context, p *storage.BusPruneParams) (int, e
 	var count int
 	err := s.write(ctx, func(w *wtx) error {
 		count = 0
-		rows, err := w.query(`SELECT seq FROM bus_events e WHERE tenant = ?1 AND routed_at > 0 AND routed_at < ?2
-			AND NOT EXISTS (SELECT 1 FROM bus_routes r WHERE r.tenant = ?1 AND r.event_seq = e.seq
-				AND r.status IN ('queued', 'running', 'retrying'))
-			ORDER BY routed_at LIMIT ?3`, p.Tenant, before, limit)
+		rows, err := w.query(busPrunableSQL, p.Tenant, before, limit)
 		if err != nil {
 			return fmt.Errorf("find ended events: %w", err)
 		}
