@@ -26,9 +26,9 @@ import (
 //     execution's id is the route's, so ids of executions have gaps where
 //     filtered routes took one. Routes are returned in decision order.
 //   - The fair-queueing number: a subscription without a stored last number
-//     counts as having -1 (its first execution gets max(0, the lowest
-//     queued or retrying number)). The last numbers live in bus_fair_queue;
-//     a subscription's row is deleted with it.
+//     counts as having -1 (its first execution gets the tenant's current
+//     number). The last numbers live in bus_fair_queue (a subscription's
+//     row is deleted with it), the highest number given in bus_tenants.
 //   - Fencing is by lock token only: BusFinish and BusHeartbeat succeed
 //     after the lease ran out as long as nobody claimed the execution since.
 //     An ended execution has no token, so a second finish gets
@@ -230,17 +230,20 @@ func checkTurnPublish(evs []storage.BusPublishEvent) error {
 // ---- fair queueing ----
 
 // fairQueue numbers executions within one write transaction: the number is
-// max(the subscription's last number + 1, the lowest number of the tenant's
-// queued or retrying executions) (see storage.BusStore's BusRoute). The
-// lowest number is read once: within the transaction the set of queued or
-// retrying executions only grows, by the numbers given here, which are
+// max(the subscription's last number + 1, the tenant's current number) (see
+// storage.BusStore's BusRoute), where the current number is the lowest
+// number of the tenant's queued or retrying executions, or, with none, the
+// highest number given (bus_tenants.fq_top; -1 before the first, which
+// max ignores). It is read once: within the transaction the set of queued
+// or retrying executions only grows, by the numbers given here, which are
 // never below it.
 type fairQueue struct {
 	w      *wtx
 	tenant string
-	loaded bool  // low has been read
-	hasLow bool  // the tenant has queued or retrying executions
-	low    int64 // their lowest number
+	loaded bool  // cur and top have been read
+	queued bool  // the tenant has queued or retrying executions
+	cur    int64 // the tenant's current number
+	top    int64 // the highest number given
 	last   map[string]int64
 }
 
@@ -252,10 +255,13 @@ func newFairQueue(w *wtx, tenant string) *fairQueue {
 func (f *fairQueue) next(sub string) (int64, error) {
 	if !f.loaded {
 		var low sql.NullInt64
-		if err := f.w.queryRow(busLowSQL, f.tenant).Scan(&low); err != nil {
-			return 0, fmt.Errorf("read the lowest fair-queueing number: %w", err)
+		if err := f.w.queryRow(busLowSQL, f.tenant).Scan(&low, &f.top); err != nil {
+			return 0, fmt.Errorf("read the current fair-queueing number: %w", err)
 		}
-		f.loaded, f.hasLow, f.low = true, low.Valid, low.Int64
+		f.loaded, f.queued, f.cur = true, low.Valid, f.top
+		if low.Valid {
+			f.cur = low.Int64
+		}
 	}
 	last, ok := f.last[sub]
 	if !ok {
@@ -267,26 +273,33 @@ func (f *fairQueue) next(sub string) (int64, error) {
 			return 0, fmt.Errorf("read the fair-queueing number of %q: %w", sub, err)
 		}
 	}
-	n := last + 1
-	if f.hasLow && f.low > n {
-		n = f.low
+	n := max(last+1, f.cur)
+	if !f.queued {
+		// The first queued execution: the lowest number from now on.
+		f.queued, f.cur = true, n
 	}
-	if !f.hasLow {
-		f.hasLow, f.low = true, n
-	}
-	f.last[sub] = n
+	f.last[sub], f.top = n, max(f.top, n)
 	return n, nil
 }
 
 // busLowSQL is the lowest fair-queueing number of tenant ?1's queued or
-// retrying executions (NULL: none): the first entry of two partial indexes.
-const busLowSQL = `SELECT MIN(m) FROM (
+// retrying executions (NULL: none), the first entry of two partial indexes,
+// and the highest number the tenant gave (-1: none).
+const busLowSQL = `SELECT (SELECT MIN(m) FROM (
 		SELECT MIN(fq) AS m FROM bus_routes WHERE tenant = ?1 AND status = 'queued'
 		UNION ALL
-		SELECT MIN(fq) FROM bus_routes WHERE tenant = ?1 AND status = 'retrying')`
+		SELECT MIN(fq) FROM bus_routes WHERE tenant = ?1 AND status = 'retrying')),
+	COALESCE((SELECT fq_top FROM bus_tenants WHERE tenant = ?1), -1)`
 
-// save stores the subscriptions' last numbers.
+// save stores the subscriptions' last numbers and the highest number.
 func (f *fairQueue) save() error {
+	if len(f.last) == 0 {
+		return nil
+	}
+	if _, err := f.w.exec(`INSERT INTO bus_tenants (tenant, fq_top) VALUES (?1, ?2)
+		ON CONFLICT (tenant) DO UPDATE SET fq_top = MAX(fq_top, ?2)`, f.tenant, f.top); err != nil {
+		return fmt.Errorf("store the highest fair-queueing number: %w", err)
+	}
 	for sub, last := range f.last {
 		if _, err := f.w.exec(`INSERT INTO bus_fair_queue (tenant, subscription, last) VALUES (?, ?, ?)
 			ON CONFLICT (tenant, subscription) DO UPDATE SET last = excluded.last`, f.tenant, sub, last); err != nil {

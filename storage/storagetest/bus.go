@@ -718,6 +718,36 @@ func testBusFairQueueingNumbers(b *bundle) {
 		d.busFinishOK(at(2*time.Second), o)
 	}
 	wantStrings(t, "claim order across queued and retrying", d.claimOrder(at(10*time.Second)), "a1/A", "b0/B", "a2/A")
+
+	// With nothing queued, the current number is the highest given: a
+	// subscription whose backlog drained is not held back by another's
+	// backlog afterwards. A's a00..a29 get 0..29 and run; then B's ten get
+	// 29..38 and A's next 30: it runs third, not after B's ten.
+	e := b.in(b.tenant + "-e")
+	var as []string
+	for i := range 30 {
+		as = append(as, fmt.Sprintf("a%02d", i))
+	}
+	e.busPublishRouted(at(1*time.Second), "a", []string{"A"}, as...)
+	for _, c := range e.busClaim(at(2*time.Second), 100) {
+		e.busFinishOK(at(2*time.Second), outcome(c, storage.BusSucceeded, at(2*time.Second)))
+	}
+	var bs []string
+	for i := range 10 {
+		bs = append(bs, fmt.Sprintf("b%d", i))
+	}
+	e.busPublishRouted(at(3*time.Second), "b", []string{"B"}, bs...)
+	e.busPublishRouted(at(4*time.Second), "a", []string{"A"}, "late")
+	order := e.claimOrder(at(10 * time.Second))
+	if i := slices.Index(order, "late/A"); i != 2 {
+		t.Fatalf("A's execution after its backlog drained was claim %d of %v, want the third", i+1, order)
+	}
+	// Within one route, with nothing queued (the claims above hold the
+	// rest): the first execution queued is the lowest for the next ones.
+	// B's last is 38, the highest given: its next gets 39; C is new and
+	// gets max(0, 39) = 39 (not the highest given, 38); A gets max(31, 39).
+	e.busPublishRouted(at(5*time.Second), "x", []string{"B", "C", "A"}, "x")
+	wantStrings(t, "claim order within one route", e.claimOrder(at(10*time.Second)), "x/B", "x/C", "x/A")
 }
 
 // ---- claim, finish, heartbeat ----

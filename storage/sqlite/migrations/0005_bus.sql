@@ -69,8 +69,8 @@ CREATE INDEX bus_routes_running ON bus_routes (tenant, lease_until) WHERE status
 -- (BusRoute, a retry, a reprocess). The row is deleted with the
 -- subscription (BusSubscriptionDelete); an execution of a deleted
 -- subscription that is numbered again (a retry, a reprocess) writes it
--- again, and a subscription created again starts from the tenant's lowest
--- queued number.
+-- again, and a subscription created again starts from the tenant's current
+-- number.
 CREATE TABLE bus_fair_queue (
     tenant       TEXT    NOT NULL,
     subscription TEXT    NOT NULL,
@@ -146,10 +146,12 @@ CREATE TABLE bus_subscriptions (
 ) WITHOUT ROWID;
 
 -- Per tenant: the subscription generation, incremented by every put and
--- delete of a subscription.
+-- delete of a subscription; the highest fair-queueing number given (-1:
+-- none yet), the tenant's current number when nothing is queued.
 CREATE TABLE bus_tenants (
     tenant         TEXT    NOT NULL PRIMARY KEY,
-    sub_generation INTEGER NOT NULL
+    sub_generation INTEGER NOT NULL DEFAULT 0,
+    fq_top         INTEGER NOT NULL DEFAULT -1
 ) WITHOUT ROWID;
 
 -- Scripts: one row per saved version (created_at: when it was saved), and a
