@@ -44,10 +44,11 @@ import (
 //     storage.TextProblem with MaxIDBytes, event types and subscription
 //     patterns with MaxNameBytes; a Source must be valid UTF-8 without NUL
 //     and at most "workflow:" plus MaxIDBytes; script sources valid UTF-8
-//     without NUL; Data and a subscription's Filter must be valid JSON (Data
-//     is not re-checked on the hot path beyond being non-empty: the engine
-//     checks it). A filter field of a list that breaks the text rules is
-//     refused like an id.
+//     without NUL; a subscription's Filter valid JSON (or empty), its
+//     MaxRetries and Timeout not negative. Data must not be empty; that it
+//     is JSON the engine checks (the hot path does not parse it again). A
+//     filter field of a list that breaks the text rules is refused like an
+//     id.
 //   - Limits: a negative Max, Limit, Lease, cursor or script version is
 //     refused; zero is the default; a list Limit over 1000 is read as 1000.
 //   - BusRoute calls Route on the writer goroutine, inside the write
@@ -90,12 +91,7 @@ func checkOptID(what, s string) error {
 	return checkID(what, s)
 }
 
-func checkTenant(tenant string) error {
-	if err := storage.ValidateTenantID(tenant); err != nil {
-		return err
-	}
-	return nil
-}
+func checkTenant(tenant string) error { return storage.ValidateTenantID(tenant) }
 
 // checkFreeText refuses text a store cannot keep everywhere: invalid UTF-8
 // or a NUL byte.

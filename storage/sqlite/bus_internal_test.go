@@ -2,9 +2,15 @@ package sqlite
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/heraldwf/herald/heraldtype"
+	"github.com/heraldwf/herald/storage"
 )
 
 // The bus's queries are index probes and range scans of indexes that lead
@@ -92,5 +98,72 @@ func TestBusPlans(t *testing.T) {
 		if testing.Verbose() {
 			t.Logf("%s:\n%s", c.name, p)
 		}
+	}
+}
+
+// The refusals this store adds to the contract's (see bus.go) change
+// nothing either.
+func TestBusOwnRefusals(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "refusals.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	want := func(what string, err error) {
+		t.Helper()
+		if !errors.Is(err, heraldtype.ErrInvalidArgument) {
+			t.Errorf("%s: %v, want ErrInvalidArgument", what, err)
+		}
+	}
+	_, err = s.BusPublish(ctx, &storage.BusPublishParams{Tenant: "t", Now: now, Event: storage.BusPublishEvent{ID: "e", Type: "a"}})
+	want("BusPublish without data", err)
+	_, err = s.BusPublish(ctx, &storage.BusPublishParams{Tenant: "t", Now: now, Event: storage.BusPublishEvent{ID: "e", Type: "a",
+		Data: json.RawMessage(`1`), Source: "workflow:" + strings.Repeat("x", storage.MaxIDBytes+1)}})
+	want("BusPublish with a source over the cap", err)
+	if _, err := s.BusPublish(ctx, &storage.BusPublishParams{Tenant: "t", Now: now, Event: storage.BusPublishEvent{ID: "e", Type: "a",
+		Data: json.RawMessage(`1`), Source: "workflow:" + strings.Repeat("x", storage.MaxIDBytes)}}); err != nil {
+		t.Fatalf("BusPublish with a source at the cap: %v", err)
+	}
+	if n, err := s.BusRoute(ctx, &storage.BusRouteParams{Tenant: "t", Now: now, Route: func(*storage.BusEvent) []storage.BusRouteDecision {
+		return []storage.BusRouteDecision{{Subscription: "s", Matched: true}}
+	}}); n != 1 || err != nil {
+		t.Fatalf("BusRoute: %d, %v", n, err)
+	}
+	cs, err := s.BusClaim(ctx, &storage.BusClaimParams{Tenant: "t", Now: now})
+	if err != nil || len(cs) != 1 {
+		t.Fatalf("BusClaim: %v, %v", cs, err)
+	}
+	want("BusHeartbeat with a zero LeaseUntil", s.BusHeartbeat(ctx, &storage.BusHeartbeatParams{Tenant: "t",
+		Execution: cs[0].Execution.ID, LockToken: cs[0].LockToken}))
+	neg := -1
+	for what, sub := range map[string]heraldtype.Subscription{
+		"a filter that is not JSON": {ID: "s", Pattern: "a", Filter: json.RawMessage(`{"all":`)},
+		"a negative MaxRetries":     {ID: "s", Pattern: "a", MaxRetries: &neg},
+		"a negative Timeout":        {ID: "s", Pattern: "a", Timeout: heraldtype.Duration(-time.Second)},
+		"an empty pattern":          {ID: "s"},
+		"a NUL in the pattern":      {ID: "s", Pattern: "a\x00"},
+	} {
+		_, err := s.BusSubscriptionPut(ctx, &storage.BusSubscriptionPutParams{Tenant: "t", Subscription: sub, Now: now})
+		want("BusSubscriptionPut with "+what, err)
+	}
+	for what, src := range map[string]string{"a NUL": "return '\x00'", "invalid UTF-8": "return '\xff'"} {
+		_, err := s.BusScriptPut(ctx, &storage.BusScriptPutParams{Tenant: "t", ID: "js", Source: src, Now: now})
+		want("BusScriptPut with "+what+" in the source", err)
+	}
+	// Nothing was written by the refusals; the lease is the claim's.
+	if g, err := s.BusSubscriptionGeneration(ctx, &storage.BusTenantParams{Tenant: "t"}); g != 0 || err != nil {
+		t.Errorf("generation %d, %v", g, err)
+	}
+	if ss, err := s.BusScriptList(ctx, &storage.BusTenantParams{Tenant: "t"}); len(ss) != 0 || err != nil {
+		t.Errorf("scripts %d, %v", len(ss), err)
+	}
+	if n, err := s.BusBacklog(ctx, &storage.BusBacklogParams{Tenant: "t"}); n != 1 || err != nil {
+		t.Errorf("backlog %d, %v; want the claimed execution only", n, err)
+	}
+	at, ok, err := s.NextWake(ctx, &storage.NextWakeParams{Tenant: "t", Now: now})
+	if err != nil || !ok || !at.Equal(cs[0].Execution.UpdatedAt.Add(time.Minute)) {
+		t.Errorf("NextWake = %v, %v, %v; want the claim's lease end", at, ok, err)
 	}
 }
