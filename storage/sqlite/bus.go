@@ -541,7 +541,7 @@ type finishArgs struct {
 func checkResult(i int, r *storage.BusResult) (finishArgs, error) {
 	var a finishArgs
 	switch r.Outcome {
-	case storage.BusSucceeded, storage.BusRetry:
+	case storage.BusSucceeded, storage.BusRetry, storage.BusReleased:
 	case storage.BusDeadLetter:
 		if r.DeadLetter == nil {
 			return a, invalidf("result %d: a dead letter without DeadLetter", i)
@@ -600,7 +600,7 @@ func (s *Store) BusFinish(ctx context.Context, p *storage.BusFinishParams) ([]er
 				errs[i] = fmt.Errorf("sqlite: finish execution %d: %w", r.Execution, heraldtype.ErrLeaseLost)
 				continue
 			}
-			retried = retried || r.Outcome == storage.BusRetry
+			retried = retried || r.Outcome == storage.BusRetry || r.Outcome == storage.BusReleased
 		}
 		if err := fq.save(); err != nil {
 			return err
@@ -635,6 +635,23 @@ func finishOne(w *wtx, fq *fairQueue, tenant string, r *storage.BusResult, a fin
 	}
 	if status != string(heraldtype.ExecRunning) || !token.Valid || r.LockToken == "" || token.String != r.LockToken {
 		return false, nil
+	}
+	if r.Outcome == storage.BusReleased {
+		// The attempt never started: back to where the claim found it, no
+		// record, its fair-queueing number kept (it stays at the front).
+		due := backend.Nanos(r.RetryAt)
+		if due == 0 {
+			due = now
+		}
+		back := string(heraldtype.ExecQueued)
+		if attempts > 1 {
+			back = string(heraldtype.ExecRetrying)
+		}
+		if _, err := w.exec(`UPDATE bus_routes SET status = ?, attempts = attempts - 1, due_at = ?, lock_token = NULL,
+			lease_until = 0, updated_at = ? WHERE id = ?`, back, due, now, r.Execution); err != nil {
+			return false, fmt.Errorf("release execution: %w", err)
+		}
+		return true, nil
 	}
 	at := &r.Attempt
 	if _, err := w.exec(`INSERT INTO bus_attempts (tenant, execution, event_id, subscription, number, succeeded, started_at,

@@ -2,6 +2,7 @@ package storagetest
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -38,6 +39,7 @@ var busTests = []struct {
 	{"BusClaimConcurrent", testBusClaimConcurrent},
 	{"BusFinish", testBusFinish},
 	{"BusFinishLeaseLost", testBusFinishLeaseLost},
+	{"BusFinishReleased", testBusFinishReleased},
 	{"BusFinishRefusals", testBusFinishRefusals},
 	{"BusHeartbeat", testBusHeartbeat},
 	{"BusSubscriptions", testBusSubscriptions},
@@ -1143,4 +1145,63 @@ func testBusHeartbeat(b *bundle) {
 		LockToken: c2.LockToken, LeaseUntil: at(time.Hour)})
 	wantErr(t, "heartbeat of an unknown execution", err, heraldtype.ErrLeaseLost)
 	wantEqual(t, "status", b.busExec("e1", "s").Status, heraldtype.ExecSucceeded)
+}
+
+// testBusFinishReleased: a claimed execution whose attempt never started
+// goes back to queued (or retrying) with its Attempts as before the claim,
+// due at RetryAt, with no attempt record; its next claim counts the same
+// attempt again.
+func testBusFinishReleased(b *bundle) {
+	t := b.t
+	b.busPublishRouted(t0, "order.placed", []string{"fresh", "again"}, "e1")
+	now := at(time.Second)
+	cs := b.busClaim(now, 10)
+	if len(cs) != 2 {
+		t.Fatalf("claimed %v", claimedIDs(cs))
+	}
+	bySub := map[string]*storage.BusClaimed{}
+	for _, c := range cs {
+		bySub[c.Execution.Subscription] = c
+	}
+	// "again" fails once, then its retry is claimed and released.
+	retry := outcome(bySub["again"], storage.BusRetry, now)
+	retry.RetryAt = at(2 * time.Second)
+	b.busFinishOK(now, retry)
+	again := b.busClaimOne(at(2*time.Second), "e1", "again")
+	wantEqual(t, "Attempts of the retry's claim", again.Execution.Attempts, 2)
+
+	releaseAt := at(5 * time.Second)
+	rel := func(c *storage.BusClaimed) storage.BusResult {
+		return storage.BusResult{Execution: c.Execution.ID, LockToken: c.LockToken, Outcome: storage.BusReleased,
+			RetryAt: releaseAt, Attempt: heraldtype.Attempt{Number: 99, Error: "ignored"}}
+	}
+	b.busFinishOK(at(3*time.Second), rel(bySub["fresh"]), rel(again))
+
+	x := b.busExec("e1", "fresh")
+	wantEqual(t, "released fresh Status", x.Status, heraldtype.ExecQueued)
+	wantEqual(t, "released fresh Attempts", x.Attempts, 0)
+	wantTime(t, "released fresh NextAttemptAt", x.NextAttemptAt, releaseAt)
+	x = b.busExec("e1", "again")
+	wantEqual(t, "released retry Status", x.Status, heraldtype.ExecRetrying)
+	wantEqual(t, "released retry Attempts", x.Attempts, 1)
+	as, _ := b.attempts(storage.BusAttemptListParams{EventID: "e1"})
+	if len(as) != 1 {
+		t.Fatalf("%d attempt records after releases, want only the one failed attempt", len(as))
+	}
+	// The old tokens own nothing now.
+	if errs := b.busFinish(at(3*time.Second), outcome(bySub["fresh"], storage.BusSucceeded, now)); !errors.Is(errs[0], heraldtype.ErrLeaseLost) {
+		t.Fatalf("finish with a released token: %v, want ErrLeaseLost", errs[0])
+	}
+	b.busClaimNone(releaseAt.Add(-time.Nanosecond))
+	got := b.busClaim(releaseAt, 10)
+	if len(got) != 2 {
+		t.Fatalf("after the release: claimed %v", claimedIDs(got))
+	}
+	for _, c := range got {
+		want := map[string]int{"fresh": 1, "again": 2}[c.Execution.Subscription]
+		wantEqual(t, "Attempts of the claim after a release of "+c.Execution.Subscription, c.Execution.Attempts, want)
+		if c.TakenOver {
+			t.Fatalf("a released execution's claim is not a takeover")
+		}
+	}
 }
