@@ -27,7 +27,8 @@ import (
 // warmTables are the tables analyzed by the warm-up; the first four must
 // have been analyzed for it to end.
 var warmTables = []string{"instances", "inbox", "events", "history",
-	"activities", "correlated_waits", "correlated_events", "correlated_produced"}
+	"activities", "correlated_waits", "correlated_events", "correlated_produced",
+	"bus_events", "bus_routes", "bus_attempts"}
 
 const (
 	warmCore      = 4   // warmTables[:warmCore] end the warm-up

@@ -1,0 +1,209 @@
+-- Herald schema, version 8 (PostgreSQL): the event bus (storage.BusStore,
+-- docs/bus.md).
+--
+-- As everywhere, tenant leads every key and every query names it. Indexes
+-- other than a table's primary key are partial, with a predicate only the
+-- queries that want them state, so that a generic plan made while a table is
+-- empty never settles on one of them for a lookup by key (see migration
+-- 0003). Free text the engine gets from targets (errors, stacks, script
+-- logs, filter explanations) is bytea: it is stored byte for byte, NUL bytes
+-- and invalid UTF-8 included, as SQLite stores it.
+
+-- Published events. seq is the publish order (an identity: increasing,
+-- with gaps). routed_at is 0 until BusRoute has routed the event.
+CREATE TABLE bus_events (
+    tenant       text   NOT NULL,
+    id           text   NOT NULL,
+    seq          bigint GENERATED ALWAYS AS IDENTITY,
+    type         text   NOT NULL,
+    data         text,
+    source       text   NOT NULL DEFAULT '',
+    published_at bigint NOT NULL,
+    routed_at    bigint NOT NULL DEFAULT 0,
+    PRIMARY KEY (tenant, id)
+);
+-- BusRoute's queue (oldest first), TenantsReady's probe, BusBacklog.
+CREATE INDEX bus_events_unrouted ON bus_events (tenant, seq) WHERE routed_at = 0;
+-- BusPrune (oldest routed first).
+CREATE INDEX bus_events_routed ON bus_events (tenant, routed_at, seq) WHERE routed_at > 0;
+
+-- Routes: one row per (event, subscription) decision of BusRoute. A
+-- matched route is the execution (id is its storage id); a route whose
+-- filter said no has status 'filtered' and never runs. fq is the
+-- fair-queueing number BusClaim orders by; due_at is when a queued or
+-- retrying execution becomes due (0 otherwise); lock_token/lease_until is
+-- a running execution's lease.
+CREATE TABLE bus_routes (
+    tenant       text    NOT NULL,
+    id           bigint  GENERATED ALWAYS AS IDENTITY,
+    event_id     text    NOT NULL,
+    subscription text    NOT NULL,
+    status       text    NOT NULL CHECK (status IN ('filtered', 'queued', 'running', 'retrying', 'succeeded', 'dead_lettered')),
+    filtered_by  bytea,
+    attempts     integer NOT NULL DEFAULT 0,
+    fq           bigint  NOT NULL DEFAULT 0,
+    due_at       bigint  NOT NULL DEFAULT 0,
+    lock_token   text,
+    lease_until  bigint  NOT NULL DEFAULT 0,
+    last_error   bytea,
+    result       text,
+    dead_letter  bigint  NOT NULL DEFAULT 0,
+    reprocessed  integer NOT NULL DEFAULT 0,
+    created_at   bigint  NOT NULL,
+    updated_at   bigint  NOT NULL,
+    PRIMARY KEY (tenant, id)
+);
+-- At most one route per (event, subscription); an event's routes
+-- (BusEventGet, BusPrune). Only those queries state id > 0.
+CREATE UNIQUE INDEX bus_routes_event ON bus_routes (tenant, event_id, subscription) WHERE id > 0;
+-- The dispatch queue in claim order, and its lowest fair-queueing number
+-- (one probe).
+CREATE INDEX bus_routes_queue ON bus_routes (tenant, fq, due_at, id) WHERE status IN ('queued', 'retrying');
+-- Due times of the queue (TenantsReady, NextWake): only they state
+-- due_at > 0.
+CREATE INDEX bus_routes_due ON bus_routes (tenant, due_at) WHERE status IN ('queued', 'retrying') AND due_at > 0;
+-- Leases of running executions (takeover, TenantsReady, NextWake).
+CREATE INDEX bus_routes_running ON bus_routes (tenant, lease_until) WHERE status = 'running';
+
+-- Attempt records, one per ended attempt. logs is the script's lines, each
+-- an unsigned varint length and its bytes.
+CREATE TABLE bus_attempts (
+    tenant       text    NOT NULL,
+    id           bigint  GENERATED ALWAYS AS IDENTITY,
+    execution    bigint  NOT NULL,
+    event_id     text    NOT NULL,
+    subscription text    NOT NULL,
+    number       integer NOT NULL,
+    succeeded    boolean NOT NULL,
+    started_at   bigint  NOT NULL,
+    duration_ns  bigint  NOT NULL,
+    result       text,
+    error_kind   text    NOT NULL DEFAULT '',
+    error        bytea,
+    stack        bytea,
+    logs         bytea,
+    PRIMARY KEY (tenant, id)
+);
+CREATE INDEX bus_attempts_execution ON bus_attempts (tenant, execution, id) WHERE id > 0;
+CREATE INDEX bus_attempts_event ON bus_attempts (tenant, event_id, id) WHERE id > 0;
+CREATE INDEX bus_attempts_subscription ON bus_attempts (tenant, subscription, id) WHERE id > 0;
+
+-- Dead letters. target is the JSON of heraldtype.Target.
+CREATE TABLE bus_dead_letters (
+    tenant         text    NOT NULL,
+    id             bigint  GENERATED ALWAYS AS IDENTITY,
+    execution      bigint  NOT NULL,
+    event_id       text    NOT NULL,
+    subscription   text    NOT NULL,
+    target         text    NOT NULL,
+    event_type     text    NOT NULL,
+    event_data     text,
+    error_kind     text    NOT NULL,
+    error          bytea,
+    stack          bytea,
+    attempts       integer NOT NULL,
+    failed_at      bigint  NOT NULL,
+    created_at     bigint  NOT NULL,
+    reprocessed_at bigint  NOT NULL DEFAULT 0,
+    PRIMARY KEY (tenant, id)
+);
+-- Pages of one subscription's letters: only those queries state id > 0.
+CREATE INDEX bus_dead_letters_subscription ON bus_dead_letters (tenant, subscription, id) WHERE id > 0;
+
+-- Subscriptions. ids sort bytewise (COLLATE "C"), so that the primary key
+-- serves BusSubscriptionList's order. filter is the rule tree's JSON,
+-- target the JSON of heraldtype.Target; max_retries NULL is the default.
+CREATE TABLE bus_subscriptions (
+    tenant      text    NOT NULL,
+    id          text    COLLATE "C" NOT NULL,
+    pattern     text    NOT NULL,
+    filter      text,
+    target      text    NOT NULL,
+    enabled     boolean NOT NULL,
+    max_retries integer,
+    timeout_ns  bigint  NOT NULL DEFAULT 0,
+    version     integer NOT NULL,
+    created_at  bigint  NOT NULL,
+    updated_at  bigint  NOT NULL,
+    PRIMARY KEY (tenant, id)
+);
+
+-- Per tenant: the subscription generation (changed by every put and
+-- delete of a subscription).
+CREATE TABLE bus_tenants (
+    tenant         text   PRIMARY KEY,
+    sub_generation bigint NOT NULL
+);
+
+-- Per (tenant, subscription): the last fair-queueing number given to one of
+-- its executions.
+CREATE TABLE bus_fq (
+    tenant       text   NOT NULL,
+    subscription text   NOT NULL,
+    last         bigint NOT NULL,
+    PRIMARY KEY (tenant, subscription)
+);
+
+-- Scripts: every version kept; latest marks the newest version of an id.
+-- first_created is the first version's time (Script.CreatedAt), created_at
+-- this version's (Script.UpdatedAt).
+CREATE TABLE bus_scripts (
+    tenant        text    NOT NULL,
+    id            text    COLLATE "C" NOT NULL,
+    version       integer NOT NULL,
+    source        text    NOT NULL,
+    created_at    bigint  NOT NULL,
+    first_created bigint  NOT NULL,
+    latest        boolean NOT NULL,
+    PRIMARY KEY (tenant, id, version)
+);
+CREATE UNIQUE INDEX bus_scripts_latest ON bus_scripts (tenant, id) WHERE latest;
+
+-- herald_bus_numbers gives the next fair-queueing number to one new (or
+-- retried, or reprocessed) execution of each subscription of p_subs, in
+-- order, and returns them: each is max(the subscription's last number + 1,
+-- the lowest number of the tenant's queued or retrying executions, 0 if it
+-- has none), as if the executions were queued one by one. It locks the
+-- subscriptions' bus_fq rows (in subscription order, so that concurrent
+-- calls do not deadlock) until the transaction ends.
+--
+-- Queued one by one, a number never lowers the minimum once the queue has
+-- one (every number is at least the minimum), so the minimum the first
+-- number saw holds for all; with an empty queue the first number (the
+-- first subscription's last + 1) becomes it. Hence one pass: each
+-- subscription's first number is max(last + 1, that minimum), its next ones
+-- follow.
+CREATE FUNCTION herald_bus_numbers(p_tenant text, p_subs text[])
+RETURNS bigint[]
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_min bigint;
+    v_out bigint[];
+BEGIN
+    IF COALESCE(cardinality(p_subs), 0) = 0 THEN
+        RETURN '{}';
+    END IF;
+    INSERT INTO bus_fq (tenant, subscription, last)
+    SELECT p_tenant, d.s, 0 FROM (SELECT DISTINCT s FROM unnest(p_subs) AS u(s)) d ORDER BY d.s
+    ON CONFLICT (tenant, subscription) DO NOTHING;
+    PERFORM 1 FROM bus_fq WHERE tenant = p_tenant AND subscription = ANY(p_subs)
+    ORDER BY subscription FOR UPDATE;
+    SELECT fq INTO v_min FROM bus_routes
+    WHERE tenant = p_tenant AND status IN ('queued', 'retrying')
+    ORDER BY fq LIMIT 1;
+    IF v_min IS NULL THEN
+        SELECT last + 1 INTO v_min FROM bus_fq WHERE tenant = p_tenant AND subscription = p_subs[1];
+    END IF;
+    WITH n AS (
+        SELECT u.ord, u.s, GREATEST(f.last + 1, v_min) + row_number() OVER (PARTITION BY u.s ORDER BY u.ord) - 1 AS n
+        FROM unnest(p_subs) WITH ORDINALITY AS u(s, ord)
+        JOIN bus_fq f ON f.tenant = p_tenant AND f.subscription = u.s
+    ), up AS (
+        UPDATE bus_fq f SET last = m.n
+        FROM (SELECT s, max(n) AS n FROM n GROUP BY s) m
+        WHERE f.tenant = p_tenant AND f.subscription = m.s
+    )
+    SELECT array_agg(n.n ORDER BY n.ord) INTO v_out FROM n;
+    RETURN v_out;
+END
+$$;
