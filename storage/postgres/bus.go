@@ -168,10 +168,13 @@ func (s *Store) BusRoute(ctx context.Context, p *storage.BusRouteParams) (int, e
 	if p.Route == nil {
 		return 0, fmt.Errorf("postgres: bus route: %w", invalid("no Route function"))
 	}
-	max := limitOr(p.Max, busRouteMax, 0)
+	max, err := limitOr(p.Max, busRouteMax, 0)
+	if err != nil {
+		return 0, fmt.Errorf("postgres: bus route: %w", err)
+	}
 	now := backend.NowOr(p.Now).UnixNano()
 	var routed, queued int
-	err := s.do(ctx, func(ctx context.Context) error {
+	err = s.do(ctx, func(ctx context.Context) error {
 		routed, queued = 0, 0
 		var (
 			evs   []*storage.BusEvent
@@ -366,10 +369,13 @@ func (s *Store) BusClaim(ctx context.Context, p *storage.BusClaimParams) ([]*sto
 	if err := storage.ValidateTenantID(p.Tenant); err != nil {
 		return nil, fmt.Errorf("postgres: bus claim: %w", err)
 	}
+	if p.Max < 0 || p.Lease < 0 {
+		return nil, fmt.Errorf("postgres: bus claim: %w", invalid("negative Max %d or Lease %v", p.Max, p.Lease))
+	}
 	now := backend.NowOr(p.Now)
 	max := backend.ClaimMax(p.Max)
 	lease := p.Lease
-	if lease <= 0 {
+	if lease == 0 {
 		lease = busLease
 	}
 	leaseUntil := now.Add(lease)

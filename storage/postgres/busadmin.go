@@ -281,19 +281,24 @@ func scanScript(row pgx.Row) (*heraldtype.Script, error) {
 	return &sc, nil
 }
 
-// Script puts: scriptDemoteSQL locks script $2 of tenant $1's latest
-// version and marks it no longer latest; scriptInsertSQL then inserts
-// version max+1 ($3 source, $4 now) as the latest, in the same batch (one
-// transaction). Two puts that race (the first two of an id, or one whose
-// demote waited for the other's commit and found no latest version left)
-// collide on the primary key or bus_scripts_latest; the loser tries again.
+// Script puts: scriptDemoteSQL locks script $2 of tenant $1's latest row
+// (a tombstone of a deleted script included) and marks it no longer
+// latest; scriptInsertSQL then inserts version max+1 ($3 source, $4 now)
+// as the latest, and scriptBuryTombstoneSQL drops the tombstone, in the
+// same batch (one transaction). Two puts that race (the first two of an
+// id, or one whose demote waited for the other's commit and found no
+// latest row left) collide on the primary key or bus_scripts_latest; the
+// loser tries again.
 const (
 	scriptDemoteSQL = `UPDATE bus_scripts SET latest = false WHERE tenant = $1 AND id = $2 AND latest`
 	scriptInsertSQL = `INSERT INTO bus_scripts (tenant, id, version, source, created_at, first_created, latest)
-	SELECT $1, $2, COALESCE(last.version, 0) + 1, $3, $4, COALESCE(last.first_created, $4), true
+	SELECT $1, $2, COALESCE(last.version, 0) + 1, $3, $4,
+		CASE WHEN last.deleted IS NOT FALSE THEN $4 ELSE last.first_created END, true
 	FROM (SELECT 1) one
-	LEFT JOIN (SELECT version, first_created FROM bus_scripts WHERE tenant = $1 AND id = $2 ORDER BY version DESC LIMIT 1) last ON true
+	LEFT JOIN (SELECT version, first_created, deleted FROM bus_scripts WHERE tenant = $1 AND id = $2
+	           ORDER BY version DESC LIMIT 1) last ON true
 	RETURNING ` + scriptCols
+	scriptBuryTombstoneSQL = `DELETE FROM bus_scripts WHERE tenant = $1 AND id = $2 AND deleted`
 )
 
 // BusScriptPut: see storage.BusStore. The source must be valid UTF-8
@@ -319,6 +324,7 @@ func (s *Store) BusScriptPut(ctx context.Context, p *storage.BusScriptPutParams)
 				out, err = scanScript(row)
 				return err
 			}, scriptInsertSQL, p.Tenant, p.ID, p.Source, now)
+			b.exec("drop tombstone", scriptBuryTombstoneSQL, p.Tenant, p.ID)
 			err := b.send(ctx, s.pool)
 			if c := pgConstraint(err); (c == "bus_scripts_pkey" || c == "bus_scripts_latest") && try < 10 {
 				continue
@@ -347,9 +353,9 @@ func (s *Store) BusScriptGet(ctx context.Context, p *storage.BusScriptGetParams)
 	err := s.do(ctx, func(ctx context.Context) error {
 		var row pgx.Row
 		if p.Version == 0 {
-			row = s.pool.QueryRow(ctx, `SELECT `+scriptCols+` FROM bus_scripts WHERE tenant = $1 AND id = $2 AND latest`, p.Tenant, p.ID)
+			row = s.pool.QueryRow(ctx, `SELECT `+scriptCols+` FROM bus_scripts WHERE tenant = $1 AND id = $2 AND latest AND NOT deleted`, p.Tenant, p.ID)
 		} else {
-			row = s.pool.QueryRow(ctx, `SELECT `+scriptCols+` FROM bus_scripts WHERE tenant = $1 AND id = $2 AND version = $3`,
+			row = s.pool.QueryRow(ctx, `SELECT `+scriptCols+` FROM bus_scripts WHERE tenant = $1 AND id = $2 AND version = $3 AND NOT deleted`,
 				p.Tenant, p.ID, p.Version)
 		}
 		var err error
@@ -377,7 +383,7 @@ func (s *Store) BusScriptList(ctx context.Context, p *storage.BusTenantParams) (
 	var out []*heraldtype.Script
 	err := s.do(ctx, func(ctx context.Context) error {
 		out = nil
-		rows, err := s.pool.Query(ctx, `SELECT `+scriptCols+` FROM bus_scripts WHERE tenant = $1 AND latest ORDER BY id`, p.Tenant)
+		rows, err := s.pool.Query(ctx, `SELECT `+scriptCols+` FROM bus_scripts WHERE tenant = $1 AND latest AND NOT deleted ORDER BY id`, p.Tenant)
 		if err != nil {
 			return err
 		}
@@ -397,8 +403,20 @@ func (s *Store) BusScriptList(ctx context.Context, p *storage.BusTenantParams) (
 	return out, nil
 }
 
+// scriptDeleteSQL deletes script $2 of tenant $1: its latest row becomes
+// a tombstone, the others go. It returns the tombstone's version (no row:
+// no such script).
+const scriptDeleteSQL = `WITH t AS (
+	UPDATE bus_scripts SET deleted = true, source = '' WHERE tenant = $1 AND id = $2 AND latest AND NOT deleted
+	RETURNING version
+), d AS (
+	DELETE FROM bus_scripts WHERE tenant = $1 AND id = $2 AND NOT latest AND EXISTS (SELECT 1 FROM t)
+)
+SELECT version FROM t`
+
 // BusScriptDelete: see storage.BusStore. p.Version is ignored: every
-// version goes.
+// version goes. The id's version count is kept (a tombstone), so that the
+// id saved again continues it.
 func (s *Store) BusScriptDelete(ctx context.Context, p *storage.BusScriptGetParams) error {
 	if p == nil {
 		return fmt.Errorf("postgres: delete script: %w", errNilParams)
@@ -407,14 +425,24 @@ func (s *Store) BusScriptDelete(ctx context.Context, p *storage.BusScriptGetPara
 		return fmt.Errorf("postgres: delete script: %w", err)
 	}
 	err := s.do(ctx, func(ctx context.Context) error {
-		ct, err := s.pool.Exec(ctx, `DELETE FROM bus_scripts WHERE tenant = $1 AND id = $2`, p.Tenant, p.ID)
-		if err != nil {
-			return err
+		for range 10 {
+			var version int32
+			err := s.pool.QueryRow(ctx, scriptDeleteSQL, p.Tenant, p.ID).Scan(&version)
+			if !errors.Is(err, pgx.ErrNoRows) {
+				return err
+			}
+			// None, or a put replaced the latest version while the
+			// delete waited for its lock: look again.
+			var live bool
+			if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM bus_scripts
+				WHERE tenant = $1 AND id = $2 AND latest AND NOT deleted)`, p.Tenant, p.ID).Scan(&live); err != nil {
+				return err
+			}
+			if !live {
+				return heraldtype.ErrNotFound
+			}
 		}
-		if ct.RowsAffected() == 0 {
-			return heraldtype.ErrNotFound
-		}
-		return nil
+		return errors.New("the script keeps changing")
 	})
 	if err != nil {
 		return fmt.Errorf("postgres: delete script %q: %w", p.ID, err)
@@ -512,7 +540,10 @@ func (s *Store) BusDeadLetterList(ctx context.Context, p *storage.BusDeadLetterL
 	if p.Filter.IDs != nil && len(p.Filter.IDs) == 0 {
 		return nil, 0, nil
 	}
-	limit := limitOr(p.Limit, busListLimit, busListMax)
+	limit, err := limitOr(p.Limit, busListLimit, busListMax)
+	if err != nil {
+		return nil, 0, fmt.Errorf("postgres: list dead letters: %w", err)
+	}
 	if p.Before > 0 {
 		args = append(args, p.Before)
 		where += " AND d.id < $" + strconv.Itoa(len(args))
@@ -593,8 +624,12 @@ func (s *Store) BusDeadLetterReprocess(ctx context.Context, p *storage.BusDeadLe
 	if p.Filter.IDs != nil && len(p.Filter.IDs) == 0 {
 		return 0, nil
 	}
+	limit, err := limitOr(p.Limit, busOpLimit, 0)
+	if err != nil {
+		return 0, fmt.Errorf("postgres: reprocess dead letters: %w", err)
+	}
 	now := backend.NowOr(p.Now).UnixNano()
-	args = append(args, limitOr(p.Limit, busOpLimit, 0), now)
+	args = append(args, limit, now)
 	lim, at := "$"+strconv.Itoa(len(args)-1), "$"+strconv.Itoa(len(args))
 	q := `WITH l AS MATERIALIZED (
 		SELECT d.id, d.execution, e.subscription FROM bus_dead_letters d
@@ -647,7 +682,11 @@ func (s *Store) BusDeadLetterDelete(ctx context.Context, p *storage.BusDeadLette
 	if p.Filter.IDs != nil && len(p.Filter.IDs) == 0 {
 		return 0, nil
 	}
-	args = append(args, limitOr(p.Limit, busOpLimit, 0))
+	limit, err := limitOr(p.Limit, busOpLimit, 0)
+	if err != nil {
+		return 0, fmt.Errorf("postgres: delete dead letters: %w", err)
+	}
+	args = append(args, limit)
 	q := `DELETE FROM bus_dead_letters WHERE ctid = ANY(ARRAY(
 		SELECT d.ctid FROM bus_dead_letters d WHERE ` + where + ` ORDER BY d.id LIMIT $` + strconv.Itoa(len(args)) + `
 		FOR UPDATE SKIP LOCKED))`
@@ -806,12 +845,15 @@ func (s *Store) BusAttemptList(ctx context.Context, p *storage.BusAttemptListPar
 	if p.After > 0 {
 		add("a.id > $", p.After)
 	}
-	limit := limitOr(p.Limit, busListLimit, busListMax)
+	limit, err := limitOr(p.Limit, busListLimit, busListMax)
+	if err != nil {
+		return nil, 0, fmt.Errorf("postgres: list attempts: %w", err)
+	}
 	args = append(args, limit+1)
 	q := `SELECT ` + attemptCols + ` FROM bus_attempts a WHERE ` + strings.Join(where, " AND ") +
 		` ORDER BY a.id LIMIT $` + strconv.Itoa(len(args))
 	var out []*heraldtype.Attempt
-	err := s.do(ctx, func(ctx context.Context) error {
+	err = s.do(ctx, func(ctx context.Context) error {
 		out = nil
 		rows, err := s.pool.Query(ctx, q, args...)
 		if err != nil {
@@ -877,16 +919,19 @@ func (s *Store) BusPrune(ctx context.Context, p *storage.BusPruneParams) (int, e
 	if err := storage.ValidateTenantID(p.Tenant); err != nil {
 		return 0, fmt.Errorf("postgres: bus prune: %w", err)
 	}
+	limit, err := limitOr(p.Limit, busPruneLimit, 0)
+	if err != nil {
+		return 0, fmt.Errorf("postgres: bus prune: %w", err)
+	}
 	before := backend.Nanos(p.Before)
 	if before <= 0 {
 		return 0, nil
 	}
 	var n int
-	err := s.do(ctx, func(ctx context.Context) error {
+	err = s.do(ctx, func(ctx context.Context) error {
 		var b batch
 		b.exec("", scanSettings)
-		b.queryRow("", func(row pgx.Row) error { return row.Scan(&n) }, busPruneSQL, p.Tenant, before,
-			limitOr(p.Limit, busPruneLimit, 0))
+		b.queryRow("", func(row pgx.Row) error { return row.Scan(&n) }, busPruneSQL, p.Tenant, before, limit)
 		return b.send(ctx, s.pool)
 	})
 	if err != nil {

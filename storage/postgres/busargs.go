@@ -3,7 +3,6 @@ package postgres
 import (
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -155,16 +154,19 @@ func decodeLogs(b []byte) ([]string, error) {
 	return lines, nil
 }
 
-// limitOr is a page size or batch size: n, def if n is not positive, at
-// most max (0: no cap).
-func limitOr(n, def, max int) int {
-	if n <= 0 {
+// limitOr is a page size or batch size: n, def if n is 0, at most max (0:
+// no cap). A negative n is refused.
+func limitOr(n, def, max int) (int, error) {
+	if n < 0 {
+		return 0, invalid("negative limit %d", n)
+	}
+	if n == 0 {
 		n = def
 	}
 	if max > 0 && n > max {
 		n = max
 	}
-	return n
+	return n, nil
 }
 
 // Defaults of the bus's params.
@@ -177,4 +179,4 @@ const (
 	busPruneLimit = 1000
 )
 
-var errNilParams = errors.New("nil params")
+var errNilParams = fmt.Errorf("nil params: %w", heraldtype.ErrInvalidArgument)

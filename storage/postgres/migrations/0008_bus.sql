@@ -146,7 +146,9 @@ CREATE TABLE bus_fq (
 
 -- Scripts: every version kept; latest marks the newest version of an id.
 -- first_created is the first version's time (Script.CreatedAt), created_at
--- this version's (Script.UpdatedAt).
+-- this version's (Script.UpdatedAt). A deleted script leaves its latest
+-- row as a tombstone (deleted, source emptied), so that saving the id again
+-- continues its versions: an id and a version never name two sources.
 CREATE TABLE bus_scripts (
     tenant        text    NOT NULL,
     id            text    COLLATE "C" NOT NULL,
@@ -155,6 +157,7 @@ CREATE TABLE bus_scripts (
     created_at    bigint  NOT NULL,
     first_created bigint  NOT NULL,
     latest        boolean NOT NULL,
+    deleted       boolean NOT NULL DEFAULT false,
     PRIMARY KEY (tenant, id, version)
 );
 CREATE UNIQUE INDEX bus_scripts_latest ON bus_scripts (tenant, id) WHERE latest;
