@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/heraldwf/herald/heraldtype"
 	"github.com/heraldwf/herald/storage"
@@ -31,21 +32,97 @@ import (
 // ---- publish ----
 
 // publishSQL stores an event unless the tenant has one with its id ($1
-// tenant, $2 id, $3 type, $4 data, $5 source, $6 now). It returns whether it
-// stored it, and the stored event's type and publish time; no row if an
-// event with the id was committed after the statement's snapshot was
-// taken (the caller reads it again).
+// tenant, $2 id, $3 type, $4 data, $5 source, $6 now). Its one row says
+// whether it stored it, and the stored event's type and publish time:
+// NULL if an event with the id was committed after the statement's
+// snapshot was taken (the caller reads it again).
 const publishSQL = `WITH ins AS (
 	INSERT INTO bus_events (tenant, id, type, data, source, published_at) VALUES ($1, $2, $3, $4, $5, $6)
 	ON CONFLICT (tenant, id) DO NOTHING
 	RETURNING type, published_at
 )
-SELECT true, type, published_at FROM ins
-UNION ALL
-SELECT false, type, published_at FROM bus_events WHERE tenant = $1 AND id = $2 AND NOT EXISTS (SELECT 1 FROM ins)`
+SELECT EXISTS (SELECT 1 FROM ins), COALESCE((SELECT type FROM ins), e.type), COALESCE((SELECT published_at FROM ins), e.published_at)
+FROM (SELECT 1) one
+LEFT JOIN bus_events e ON e.tenant = $1 AND e.id = $2`
 
-// BusPublish: see storage.BusStore. One statement; a duplicate costs a
-// second one only if its first copy committed while the statement ran.
+// publishCall is one BusPublish.
+type publishCall struct {
+	ctx context.Context
+	p   *storage.BusPublishParams
+	now int64
+
+	stored bool
+	typ    *string
+	at     *int64
+	err    error
+}
+
+func (c *publishCall) args() []any {
+	ev := &c.p.Event
+	return []any{c.p.Tenant, ev.ID, ev.Type, backend.RawArg(ev.Data), ev.Source, c.now}
+}
+
+// Publish batches: concurrent publishes share a transaction, in one round
+// trip, as raises do (see raiseBatch): a batch runs publishSQL for each,
+// in (tenant, id) order; if it fails, each publish runs again on its own.
+const (
+	maxPublishBatches = 4  // batches in flight
+	maxPublishBatch   = 32 // publishes per batch
+)
+
+// publishBatch runs a batch of publishes.
+func (s *Store) publishBatch(calls []*combined[*publishCall]) {
+	if len(calls) == 1 {
+		c := calls[0].call
+		c.err = s.publishOne(c.ctx, c)
+		return
+	}
+	slices.SortStableFunc(calls, func(a, b *combined[*publishCall]) int {
+		return cmp.Or(cmp.Compare(a.call.p.Tenant, b.call.p.Tenant), cmp.Compare(a.call.p.Event.ID, b.call.p.Event.ID))
+	})
+	var b batch
+	for _, cc := range calls {
+		c := cc.call
+		b.queryRow("", func(row pgx.Row) error { return row.Scan(&c.stored, &c.typ, &c.at) }, publishSQL, c.args()...)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
+	err := b.send(ctx, s.pool)
+	cancel()
+	for _, cc := range calls {
+		c := cc.call
+		if err != nil || c.typ == nil {
+			c.err = s.publishOne(c.ctx, c)
+		}
+	}
+}
+
+// publishOne publishes c in a transaction of its own, retried on
+// serialization failures and deadlocks. An event that is there when the
+// insert finds it but gone when it is read again was pruned meanwhile: the
+// next try stores it.
+func (s *Store) publishOne(ctx context.Context, c *publishCall) error {
+	return s.do(ctx, func(ctx context.Context) error {
+		for range 3 {
+			c.typ, c.at = nil, nil
+			if err := s.pool.QueryRow(ctx, publishSQL, c.args()...).Scan(&c.stored, &c.typ, &c.at); err != nil || c.typ != nil {
+				return err
+			}
+			var typ string
+			var at int64
+			err := s.pool.QueryRow(ctx, `SELECT type, published_at FROM bus_events WHERE tenant = $1 AND id = $2`,
+				c.p.Tenant, c.p.Event.ID).Scan(&typ, &at)
+			if !errors.Is(err, pgx.ErrNoRows) {
+				c.stored, c.typ, c.at = false, &typ, &at
+				return err
+			}
+		}
+		return errors.New("the event with this id keeps vanishing")
+	})
+}
+
+// BusPublish: see storage.BusStore. One statement (publishSQL, in a batch
+// shared with concurrent publishes); a duplicate costs a second one only if
+// its first copy committed while the statement ran.
 func (s *Store) BusPublish(ctx context.Context, p *storage.BusPublishParams) (*storage.BusPublished, error) {
 	if p == nil {
 		return nil, fmt.Errorf("postgres: bus publish: %w", errNilParams)
@@ -56,42 +133,23 @@ func (s *Store) BusPublish(ctx context.Context, p *storage.BusPublishParams) (*s
 	if err := checkPublish(&p.Event); err != nil {
 		return nil, fmt.Errorf("postgres: bus publish %.64q: %w", p.Event.ID, err)
 	}
-	now := backend.NowOr(p.Now).UnixNano()
-	ev := &p.Event
-	var (
-		stored bool
-		typ    string
-		at     int64
-	)
-	err := s.do(ctx, func(ctx context.Context) error {
-		// An event that is there when the insert finds it but gone when it
-		// is read again was pruned meanwhile: the next try stores it.
-		for range 3 {
-			err := s.pool.QueryRow(ctx, publishSQL, p.Tenant, ev.ID, ev.Type, backend.RawArg(ev.Data), ev.Source, now).
-				Scan(&stored, &typ, &at)
-			if !errors.Is(err, pgx.ErrNoRows) {
-				return err
-			}
-			stored = false
-			err = s.pool.QueryRow(ctx, `SELECT type, published_at FROM bus_events WHERE tenant = $1 AND id = $2`,
-				p.Tenant, ev.ID).Scan(&typ, &at)
-			if !errors.Is(err, pgx.ErrNoRows) {
-				return err
-			}
-		}
-		return errors.New("the event with this id keeps vanishing")
-	})
-	if err != nil {
-		return nil, fmt.Errorf("postgres: bus publish %q: %w", ev.ID, err)
+	c := &publishCall{ctx: ctx, p: p, now: backend.NowOr(p.Now).UnixNano()}
+	if s.closed.Load() {
+		c.err = s.publishOne(ctx, c)
+	} else if err := s.publishes.do(ctx, c); err != nil {
+		c.err = err
 	}
-	if !stored && typ != ev.Type {
-		return nil, fmt.Errorf("postgres: bus publish %q: first published with type %q: %w", ev.ID, typ, heraldtype.ErrEventIDConflict)
+	if c.err != nil {
+		return nil, fmt.Errorf("postgres: bus publish %q: %w", p.Event.ID, c.err)
 	}
-	if stored {
+	if !c.stored && *c.typ != p.Event.Type {
+		return nil, fmt.Errorf("postgres: bus publish %q: first published with type %q: %w", p.Event.ID, *c.typ, heraldtype.ErrEventIDConflict)
+	}
+	if c.stored {
 		s.warm.note()
 		s.signal(p.Tenant, storage.WorkBus)
 	}
-	return &storage.BusPublished{Duplicate: !stored, PublishedAt: backend.FromNanos(at)}, nil
+	return &storage.BusPublished{Duplicate: !c.stored, PublishedAt: backend.FromNanos(*c.at)}, nil
 }
 
 // publishTurnSQL stores a turn's published events ($1 tenant, $2 ids, $3
@@ -132,7 +190,7 @@ func (b *batch) queuePublish(tenant string, evs []storage.BusPublishEvent, now i
 // routeSelectSQL locks up to $2 of tenant $1's unrouted events, oldest
 // first, skipping those another transaction (another node's BusRoute)
 // holds.
-const routeSelectSQL = `SELECT seq, id, type, data, source, published_at FROM bus_events
+const routeSelectSQL = `SELECT ctid, seq, id, type, data, source, published_at FROM bus_events
 	WHERE tenant = $1 AND routed_at = 0
 	ORDER BY seq
 	LIMIT $2
@@ -151,8 +209,10 @@ const routeInsertSQL = `INSERT INTO bus_routes (tenant, event_id, subscription, 
 	CROSS JOIN (SELECT herald_bus_numbers($1, $8::text[]) AS nums) n
 	ORDER BY t.ord`
 
-// routeMarkSQL marks tenant $1's events $3 routed at $2.
-const routeMarkSQL = `UPDATE bus_events SET routed_at = $2 WHERE tenant = $1 AND id = ANY($3::text[])`
+// routeMarkSQL marks the events at ctids $2 routed at $1. The routing
+// locked them in an earlier statement of its transaction, so the snapshot
+// of this one has their current versions.
+const routeMarkSQL = `UPDATE bus_events SET routed_at = $1 WHERE ctid = ANY($2::tid[])`
 
 // BusRoute: see storage.BusStore. One transaction in two round trips: the
 // first locks the events (BEGIN, then routeSelectSQL), the second stores
@@ -178,6 +238,7 @@ func (s *Store) BusRoute(ctx context.Context, p *storage.BusRouteParams) (int, e
 		routed, queued = 0, 0
 		var (
 			evs   []*storage.BusEvent
+			tids  []pgtype.TID
 			first batch
 		)
 		first.exec("", scanSettings)
@@ -185,14 +246,15 @@ func (s *Store) BusRoute(ctx context.Context, p *storage.BusRouteParams) (int, e
 			for rows.Next() {
 				var (
 					ev   storage.BusEvent
+					tid  pgtype.TID
 					data []byte
 					at   int64
 				)
-				if err := rows.Scan(&ev.Seq, &ev.ID, &ev.Type, &data, &ev.Source, &at); err != nil {
+				if err := rows.Scan(&tid, &ev.Seq, &ev.ID, &ev.Type, &data, &ev.Source, &at); err != nil {
 					return err
 				}
 				ev.Data, ev.PublishedAt = backend.RawOf(data), backend.FromNanos(at)
-				evs = append(evs, &ev)
+				evs, tids = append(evs, &ev), append(tids, tid)
 			}
 			return nil
 		}, routeSelectSQL, p.Tenant, max)
@@ -205,10 +267,8 @@ func (s *Store) BusRoute(ctx context.Context, p *storage.BusRouteParams) (int, e
 				matched                  []bool
 				filteredBy               [][]byte
 				ks                       []int32
-				ids                      = make([]string, len(evs))
 			)
-			for i, ev := range evs {
-				ids[i] = ev.ID
+			for _, ev := range evs {
 				ds := p.Route(ev)
 				seen := make(map[string]bool, len(ds))
 				for _, d := range ds {
@@ -229,10 +289,11 @@ func (s *Store) BusRoute(ctx context.Context, p *storage.BusRouteParams) (int, e
 				}
 			}
 			var b batch
+			b.exec("", scanSettings)
 			if len(subs) > 0 {
 				b.exec("store routes", routeInsertSQL, p.Tenant, now, eventIDs, subs, matched, filteredBy, ks, numbered)
 			}
-			b.exec("mark routed", routeMarkSQL, p.Tenant, now, ids)
+			b.exec("mark routed", routeMarkSQL, now, tids)
 			routed, queued = len(evs), len(numbered)
 			return &b, nil
 		})
@@ -435,26 +496,36 @@ func (s *Store) BusClaim(ctx context.Context, p *storage.BusClaimParams) ([]*sto
 
 // ---- finish ----
 
+// busFinishLockSQL locks the executions of tenant $1 (ids $2, ascending)
+// that tokens $3 still own. BusFinish runs it before busFinishSQL, in the
+// same transaction, so that the snapshot of busFinishSQL has the locked
+// rows' current versions (a heartbeat may have changed one since the lock
+// statement began) and may change them by ctid.
+const busFinishLockSQL = `SELECT count(*) FROM unnest($2::bigint[], $3::text[]) AS x(id, token)
+	CROSS JOIN LATERAL (
+		SELECT 1 FROM bus_routes r WHERE r.tenant = $1 AND r.id = x.id AND r.lock_token = x.token OFFSET 0 FOR UPDATE
+	) l`
+
 // busFinishSQL ends claimed attempts of tenant $1 at $2, one per element of
-// the arrays $3..$21 (see BusFinish). It locks the executions, keeps those
-// each result's token still owns (f), stores their dead letters and attempt
-// records, gives the retries their fair-queueing numbers, and sets the
-// executions as the outcomes say. It returns the ord of each result it
-// wrote.
+// the arrays $3..$21 (see BusFinish). It reads the executions each
+// result's token still owns (f: a token is set only while its execution
+// runs), stores their dead letters and attempt records, gives the retries
+// their fair-queueing numbers, and sets the executions as the outcomes
+// say. It returns the ord of each result it wrote. Every row is found by
+// its key: one probe per result.
 const busFinishSQL = `WITH r AS (
 	SELECT * FROM unnest($3::integer[], $4::bigint[], $5::text[], $6::integer[], $7::bigint[],
 		$8::integer[], $9::boolean[], $10::bigint[], $11::bigint[], $12::text[], $13::text[], $14::bytea[], $15::bytea[], $16::bytea[],
 		$17::text[], $18::text[], $19::bytea[], $20::bytea[], $21::bigint[])
 	AS t(ord, exec, token, outcome, retry_at, number, succeeded, started_at, duration, result, error_kind, error, stack, logs,
 		dl_target, dl_kind, dl_error, dl_stack, dl_failed)
-), locked AS MATERIALIZED (
-	SELECT id, event_id, subscription, attempts, lock_token FROM bus_routes
-	WHERE tenant = $1 AND id = ANY($4::bigint[]) AND status = 'running'
-	FOR UPDATE
 ), f AS MATERIALIZED (
-	SELECT r.*, l.event_id, l.subscription, l.attempts,
+	SELECT r.*, l.tid, l.event_id, l.subscription, l.attempts,
 		CASE WHEN r.outcome = 2 THEN row_number() OVER (PARTITION BY r.outcome = 2 ORDER BY r.ord) END AS k
-	FROM r JOIN locked l ON l.id = r.exec AND l.lock_token = r.token
+	FROM r CROSS JOIN LATERAL (
+		SELECT ctid AS tid, event_id, subscription, attempts FROM bus_routes e
+		WHERE e.tenant = $1 AND e.id = r.exec AND e.lock_token = r.token OFFSET 0
+	) l
 ), nums AS MATERIALIZED (
 	SELECT herald_bus_numbers($1, ARRAY(SELECT subscription FROM f WHERE outcome = 2 ORDER BY ord)) AS n
 ), dl AS (
@@ -483,8 +554,8 @@ const busFinishSQL = `WITH r AS (
 			CASE WHEN f.outcome = 1 THEN e.last_error ELSE f.error END,
 			COALESCE((SELECT dl.id FROM dl WHERE dl.execution = f.exec), e.dead_letter),
 			$2
-		FROM f WHERE f.exec = e.id)
-	WHERE e.tenant = $1 AND e.id = ANY(ARRAY(SELECT exec FROM f))
+		FROM f WHERE f.tid = e.ctid)
+	WHERE e.ctid = ANY(ARRAY(SELECT tid FROM f))
 )
 SELECT ord FROM f`
 
@@ -571,11 +642,23 @@ func (s *Store) BusFinish(ctx context.Context, p *storage.BusFinishParams) ([]er
 	if len(ords) == 0 {
 		return out, nil
 	}
+	// The lock statement's arguments: the executions in id order (the
+	// order every statement that locks several takes them in).
+	lockIDs, lockTokens := slices.Clone(execs), slices.Clone(tokens)
+	byID := make([]int, len(execs))
+	for i := range byID {
+		byID[i] = i
+	}
+	slices.SortFunc(byID, func(a, b int) int { return cmp.Compare(execs[a], execs[b]) })
+	for i, j := range byID {
+		lockIDs[i], lockTokens[i] = execs[j], tokens[j]
+	}
 	written := make(map[int32]bool, len(ords))
 	err := s.do(ctx, func(ctx context.Context) error {
 		clear(written)
 		var b batch
 		b.exec("", scanSettings)
+		b.exec("lock executions", busFinishLockSQL, p.Tenant, lockIDs, lockTokens)
 		b.query("finish", func(rows pgx.Rows) error {
 			for rows.Next() {
 				var ord int32
@@ -608,6 +691,13 @@ func (s *Store) BusFinish(ctx context.Context, p *storage.BusFinishParams) ([]er
 	return out, nil
 }
 
+// busHeartbeatSQL moves the lease of tenant $1's execution $2 to $4 (0:
+// leaves it) if token $3 owns it. A token is set only while its execution
+// runs (the query names no status, so that no partial index of statuses
+// competes with the primary key).
+const busHeartbeatSQL = `UPDATE bus_routes SET lease_until = CASE WHEN $4::bigint = 0 THEN lease_until ELSE $4::bigint END
+	WHERE tenant = $1 AND id = $2 AND lock_token = $3`
+
 // BusHeartbeat: see storage.BusStore. A zero LeaseUntil leaves the lease
 // as it is (the call then only checks that the token owns the execution).
 func (s *Store) BusHeartbeat(ctx context.Context, p *storage.BusHeartbeatParams) error {
@@ -621,8 +711,7 @@ func (s *Store) BusHeartbeat(ctx context.Context, p *storage.BusHeartbeatParams)
 		return fmt.Errorf("postgres: bus heartbeat of execution %d: empty lock token: %w", p.Execution, heraldtype.ErrLeaseLost)
 	}
 	err := s.do(ctx, func(ctx context.Context) error {
-		ct, err := s.pool.Exec(ctx, `UPDATE bus_routes SET lease_until = CASE WHEN $4::bigint = 0 THEN lease_until ELSE $4::bigint END
-			WHERE tenant = $1 AND id = $2 AND lock_token = $3 AND status = 'running'`,
+		ct, err := s.pool.Exec(ctx, busHeartbeatSQL,
 			p.Tenant, p.Execution, p.LockToken, backend.Nanos(p.LeaseUntil))
 		if err != nil {
 			return err

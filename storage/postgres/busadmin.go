@@ -554,19 +554,19 @@ func (s *Store) BusDeadLetterList(ctx context.Context, p *storage.BusDeadLetterL
 	var out []*heraldtype.DeadLetter
 	err = s.do(ctx, func(ctx context.Context) error {
 		out = nil
-		rows, err := s.pool.Query(ctx, q, args...)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			d, err := scanDeadLetter(rows)
-			if err != nil {
-				return err
+		var b batch
+		b.exec("", scanSettings)
+		b.query("", func(rows pgx.Rows) error {
+			for rows.Next() {
+				d, err := scanDeadLetter(rows)
+				if err != nil {
+					return err
+				}
+				out = append(out, d)
 			}
-			out = append(out, d)
-		}
-		return rows.Err()
+			return nil
+		}, q, args...)
+		return b.send(ctx, s.pool)
 	})
 	if err != nil {
 		return nil, 0, fmt.Errorf("postgres: list dead letters: %w", err)
@@ -603,10 +603,37 @@ func (s *Store) BusDeadLetterGet(ctx context.Context, p *storage.BusDeadLetterGe
 	return out, nil
 }
 
-// BusDeadLetterReprocess: see storage.BusStore. One statement: the
-// letters (oldest first) whose execution still ended in them are locked
-// with their executions, skipping those another transaction holds; the
-// executions are queued again with fair-queueing numbers in that order.
+// lettersSet is the SQL of the letter ids the lock statement before it in
+// the same transaction stored in the setting herald.letters (none if it
+// stored none).
+const lettersSet = `COALESCE(NULLIF(current_setting('herald.letters', true), ''), '{}')::bigint[]`
+
+// busReprocessSQL requeues, at $2, the executions of tenant $1's letters
+// that the lock statement before it locked (lettersSet, oldest first),
+// with fair-queueing numbers in that order, and marks the letters
+// reprocessed. Its snapshot has the locked rows' current versions, which
+// it changes by ctid.
+const busReprocessSQL = `WITH l AS MATERIALIZED (
+	SELECT x.ord, d.tid AS dtid, e.tid AS etid, e.subscription
+	FROM unnest(` + lettersSet + `) WITH ORDINALITY AS x(id, ord)
+	CROSS JOIN LATERAL (SELECT ctid AS tid, execution FROM bus_dead_letters d WHERE d.tenant = $1 AND d.id = x.id OFFSET 0) d
+	CROSS JOIN LATERAL (SELECT ctid AS tid, subscription FROM bus_routes e WHERE e.tenant = $1 AND e.id = d.execution OFFSET 0) e
+), nums AS MATERIALIZED (
+	SELECT herald_bus_numbers($1, ARRAY(SELECT subscription FROM l ORDER BY ord)) AS n
+), letters AS (
+	UPDATE bus_dead_letters SET reprocessed_at = $2 WHERE ctid = ANY(ARRAY(SELECT dtid FROM l))
+), execs AS (
+	UPDATE bus_routes e SET status = 'queued', due_at = $2, attempts = 0, reprocessed = e.reprocessed + 1,
+		fq = ((SELECT n FROM nums))[(SELECT l.ord FROM l WHERE l.etid = e.ctid)], updated_at = $2
+	WHERE e.ctid = ANY(ARRAY(SELECT etid FROM l))
+)
+SELECT count(*) FROM l`
+
+// BusDeadLetterReprocess: see storage.BusStore. One transaction of two
+// statements in one round trip: the first locks up to p.Limit matching
+// letters (oldest first) whose execution still ended in them, with those
+// executions, skipping letters another transaction holds; the second
+// (busReprocessSQL) queues the executions again.
 func (s *Store) BusDeadLetterReprocess(ctx context.Context, p *storage.BusDeadLetterOpParams) (int, error) {
 	if p == nil {
 		return 0, fmt.Errorf("postgres: reprocess dead letters: %w", errNilParams)
@@ -618,43 +645,36 @@ func (s *Store) BusDeadLetterReprocess(ctx context.Context, p *storage.BusDeadLe
 	if err != nil {
 		return 0, fmt.Errorf("postgres: reprocess dead letters: %w", err)
 	}
+	limit, err := limitOr(p.Limit, busOpLimit, 0)
+	if err != nil {
+		return 0, fmt.Errorf("postgres: reprocess dead letters: %w", err)
+	}
 	if p.Filter.Reprocessed != nil && *p.Filter.Reprocessed {
 		return 0, nil // reprocessed letters are never reprocessed again
 	}
 	if p.Filter.IDs != nil && len(p.Filter.IDs) == 0 {
 		return 0, nil
 	}
-	limit, err := limitOr(p.Limit, busOpLimit, 0)
-	if err != nil {
-		return 0, fmt.Errorf("postgres: reprocess dead letters: %w", err)
-	}
 	now := backend.NowOr(p.Now).UnixNano()
-	args = append(args, limit, now)
-	lim, at := "$"+strconv.Itoa(len(args)-1), "$"+strconv.Itoa(len(args))
-	q := `WITH l AS MATERIALIZED (
-		SELECT d.id, d.execution, e.subscription FROM bus_dead_letters d
-		JOIN bus_routes e ON e.tenant = $1 AND e.id = d.execution AND e.status = 'dead_lettered' AND e.dead_letter = d.id
+	args = append(args, limit)
+	lock := `WITH l AS MATERIALIZED (
+		SELECT d.id FROM bus_dead_letters d
+		CROSS JOIN LATERAL (
+			SELECT 1 FROM bus_routes e WHERE e.tenant = $1 AND e.id = d.execution AND e.status = 'dead_lettered'
+			  AND e.dead_letter = d.id OFFSET 0 FOR UPDATE
+		) e
 		WHERE ` + where + ` AND d.reprocessed_at = 0
 		ORDER BY d.id
-		LIMIT ` + lim + `
-		FOR UPDATE OF d, e SKIP LOCKED
-	), nums AS MATERIALIZED (
-		SELECT herald_bus_numbers($1, ARRAY(SELECT subscription FROM l ORDER BY id)) AS n
-	), k AS MATERIALIZED (
-		SELECT l.execution, row_number() OVER (ORDER BY l.id) AS k FROM l
-	), letters AS (
-		UPDATE bus_dead_letters SET reprocessed_at = ` + at + ` WHERE tenant = $1 AND id = ANY(ARRAY(SELECT id FROM l))
-	), execs AS (
-		UPDATE bus_routes e SET status = 'queued', due_at = ` + at + `, attempts = 0, reprocessed = e.reprocessed + 1,
-			fq = ((SELECT n FROM nums))[(SELECT k.k FROM k WHERE k.execution = e.id)], updated_at = ` + at + `
-		WHERE e.tenant = $1 AND e.id = ANY(ARRAY(SELECT execution FROM l))
+		LIMIT $` + strconv.Itoa(len(args)) + `
+		FOR UPDATE OF d SKIP LOCKED
 	)
-	SELECT count(*) FROM l`
+	SELECT set_config('herald.letters', COALESCE((SELECT array_agg(id ORDER BY id) FROM l)::text, ''), true)`
 	var n int
 	err = s.do(ctx, func(ctx context.Context) error {
 		var b batch
 		b.exec("", scanSettings)
-		b.queryRow("", func(row pgx.Row) error { return row.Scan(&n) }, q, args...)
+		b.exec("lock letters", lock, args...)
+		b.queryRow("requeue", func(row pgx.Row) error { return row.Scan(&n) }, busReprocessSQL, p.Tenant, now)
 		return b.send(ctx, s.pool)
 	})
 	if err != nil {
@@ -667,7 +687,10 @@ func (s *Store) BusDeadLetterReprocess(ctx context.Context, p *storage.BusDeadLe
 }
 
 // BusDeadLetterDelete: see storage.BusStore. The oldest matching letters
-// go first; letters another transaction holds are skipped.
+// go first; letters another transaction holds are skipped. One
+// transaction of two statements in one round trip: the first locks the
+// letters, the second (whose snapshot has their current versions) deletes
+// them by ctid.
 func (s *Store) BusDeadLetterDelete(ctx context.Context, p *storage.BusDeadLetterOpParams) (int, error) {
 	if p == nil {
 		return 0, fmt.Errorf("postgres: delete dead letters: %w", errNilParams)
@@ -679,27 +702,34 @@ func (s *Store) BusDeadLetterDelete(ctx context.Context, p *storage.BusDeadLette
 	if err != nil {
 		return 0, fmt.Errorf("postgres: delete dead letters: %w", err)
 	}
-	if p.Filter.IDs != nil && len(p.Filter.IDs) == 0 {
-		return 0, nil
-	}
 	limit, err := limitOr(p.Limit, busOpLimit, 0)
 	if err != nil {
 		return 0, fmt.Errorf("postgres: delete dead letters: %w", err)
 	}
+	if p.Filter.IDs != nil && len(p.Filter.IDs) == 0 {
+		return 0, nil
+	}
 	args = append(args, limit)
-	q := `DELETE FROM bus_dead_letters WHERE ctid = ANY(ARRAY(
-		SELECT d.ctid FROM bus_dead_letters d WHERE ` + where + ` ORDER BY d.id LIMIT $` + strconv.Itoa(len(args)) + `
-		FOR UPDATE SKIP LOCKED))`
-	var n int64
+	lock := `SELECT set_config('herald.letters', COALESCE((SELECT array_agg(id ORDER BY id) FROM (
+		SELECT d.id FROM bus_dead_letters d WHERE ` + where + ` ORDER BY d.id LIMIT $` + strconv.Itoa(len(args)) + `
+		FOR UPDATE SKIP LOCKED) l)::text, ''), true)`
+	var n int
 	err = s.do(ctx, func(ctx context.Context) error {
-		ct, err := s.pool.Exec(ctx, q, args...)
-		n = ct.RowsAffected()
-		return err
+		var b batch
+		b.exec("", scanSettings)
+		b.exec("lock letters", lock, args...)
+		b.queryRow("delete", func(row pgx.Row) error { return row.Scan(&n) }, `WITH d AS (
+			DELETE FROM bus_dead_letters WHERE ctid = ANY(ARRAY(
+				SELECT d.tid FROM unnest(`+lettersSet+`) AS x(id)
+				CROSS JOIN LATERAL (SELECT ctid AS tid FROM bus_dead_letters d WHERE d.tenant = $1 AND d.id = x.id OFFSET 0) d))
+			RETURNING 1
+		) SELECT count(*) FROM d`, p.Tenant)
+		return b.send(ctx, s.pool)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("postgres: delete dead letters: %w", err)
 	}
-	return int(n), nil
+	return n, nil
 }
 
 // ---- events, attempts, retention ----
@@ -822,25 +852,26 @@ func (s *Store) BusAttemptList(ctx context.Context, p *storage.BusAttemptListPar
 	if p.Execution < 0 || p.After < 0 {
 		return nil, 0, fmt.Errorf("postgres: list attempts: %w", invalid("negative execution %d or cursor %d", p.Execution, p.After))
 	}
-	where, args := []string{"a.tenant = $1", "a.id > 0"}, []any{p.Tenant}
+	// Each condition states its index's predicate (migration 0008).
+	where, args := []string{"a.tenant = $1"}, []any{p.Tenant}
 	add := func(cond string, v any) {
 		args = append(args, v)
 		where = append(where, cond+strconv.Itoa(len(args)))
 	}
 	if p.Execution != 0 {
-		add("a.execution = $", p.Execution)
+		add("a.execution > 0 AND a.execution = $", p.Execution)
 	}
 	if p.EventID != "" {
 		if err := checkID("event id", p.EventID); err != nil {
 			return nil, 0, fmt.Errorf("postgres: list attempts: %w", err)
 		}
-		add("a.event_id = $", p.EventID)
+		add("a.event_id <> '' AND a.event_id = $", p.EventID)
 	}
 	if p.Subscription != "" {
 		if err := checkID("subscription", p.Subscription); err != nil {
 			return nil, 0, fmt.Errorf("postgres: list attempts: %w", err)
 		}
-		add("a.subscription = $", p.Subscription)
+		add("a.subscription <> '' AND a.subscription = $", p.Subscription)
 	}
 	if p.After > 0 {
 		add("a.id > $", p.After)
@@ -855,19 +886,19 @@ func (s *Store) BusAttemptList(ctx context.Context, p *storage.BusAttemptListPar
 	var out []*heraldtype.Attempt
 	err = s.do(ctx, func(ctx context.Context) error {
 		out = nil
-		rows, err := s.pool.Query(ctx, q, args...)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			a, err := scanAttempt(rows)
-			if err != nil {
-				return err
+		var b batch
+		b.exec("", scanSettings)
+		b.query("", func(rows pgx.Rows) error {
+			for rows.Next() {
+				a, err := scanAttempt(rows)
+				if err != nil {
+					return err
+				}
+				out = append(out, a)
 			}
-			out = append(out, a)
-		}
-		return rows.Err()
+			return nil
+		}, q, args...)
+		return b.send(ctx, s.pool)
 	})
 	if err != nil {
 		return nil, 0, fmt.Errorf("postgres: list attempts: %w", err)
@@ -880,38 +911,57 @@ func (s *Store) BusAttemptList(ctx context.Context, p *storage.BusAttemptListPar
 	return out, next, nil
 }
 
-// busPruneSQL deletes up to $3 of tenant $1's events routed before $2
-// whose executions have all ended, oldest routed first, with their routes
-// and attempts. The candidates' routes are locked, and their statuses read
-// again under the lock, so that an execution a concurrent reprocess queues
-// again keeps its event.
-const busPruneSQL = `WITH cand AS MATERIALIZED (
+// busPruneLockSQL locks up to $3 of tenant $1's events routed before $2
+// whose executions have all ended, oldest routed first (skipping events
+// other transactions hold), with their routes, reads the routes' statuses
+// again under the lock (a concurrent reprocess may have queued one again),
+// and stores the ids of the events still prunable in the setting
+// herald.pruned for busPruneSQL.
+const busPruneLockSQL = `WITH cand AS MATERIALIZED (
 	SELECT e.id FROM bus_events e
-	WHERE e.tenant = $1 AND e.routed_at > 0 AND e.routed_at < $2
-	  AND NOT EXISTS (SELECT 1 FROM bus_routes r WHERE r.tenant = $1 AND r.event_id = e.id AND r.id > 0
-	                  AND r.status IN ('queued', 'running', 'retrying'))
+	LEFT JOIN LATERAL (
+		SELECT 1 AS x FROM bus_routes r WHERE r.tenant = $1 AND r.event_id = e.id AND r.id > 0
+		  AND r.status IN ('queued', 'running', 'retrying') LIMIT 1
+	) busy ON true
+	WHERE e.tenant = $1 AND e.routed_at > 0 AND e.routed_at < $2 AND busy.x IS NULL
 	ORDER BY e.routed_at, e.seq
 	LIMIT $3
-	FOR UPDATE SKIP LOCKED
+	FOR UPDATE OF e SKIP LOCKED
 ), locked AS MATERIALIZED (
-	SELECT r.event_id, r.status FROM bus_routes r
-	WHERE r.tenant = $1 AND r.event_id = ANY(ARRAY(SELECT id FROM cand)) AND r.id > 0
-	FOR UPDATE
-), gone AS MATERIALIZED (
-	SELECT id FROM cand
-	WHERE NOT EXISTS (SELECT 1 FROM locked l WHERE l.event_id = cand.id AND l.status IN ('queued', 'running', 'retrying'))
+	SELECT c.id, r.status FROM cand c
+	CROSS JOIN LATERAL (
+		SELECT status FROM bus_routes r WHERE r.tenant = $1 AND r.event_id = c.id AND r.id > 0 OFFSET 0 FOR UPDATE
+	) r
+)
+SELECT set_config('herald.pruned', COALESCE((SELECT array_agg(c.id)::text FROM cand c WHERE NOT EXISTS (
+	SELECT 1 FROM locked l WHERE l.id = c.id AND l.status IN ('queued', 'running', 'retrying'))), ''), true)`
+
+// busPruneSQL deletes tenant $1's events that busPruneLockSQL, before it
+// in the same transaction, locked and found prunable, with their routes
+// and attempts: its snapshot has the locked rows' current versions, which
+// it finds by key and deletes by ctid. It returns how many events it
+// deleted.
+const busPruneSQL = `WITH ids AS MATERIALIZED (
+	SELECT unnest(COALESCE(NULLIF(current_setting('herald.pruned', true), ''), '{}')::text[]) AS id
 ), routes AS (
-	DELETE FROM bus_routes WHERE tenant = $1 AND event_id = ANY(ARRAY(SELECT id FROM gone)) AND id > 0
+	DELETE FROM bus_routes WHERE ctid = ANY(ARRAY(
+		SELECT r.tid FROM ids CROSS JOIN LATERAL (
+			SELECT ctid AS tid FROM bus_routes r WHERE r.tenant = $1 AND r.event_id = ids.id AND r.id > 0 OFFSET 0) r))
 ), attempts AS (
-	DELETE FROM bus_attempts WHERE tenant = $1 AND event_id = ANY(ARRAY(SELECT id FROM gone)) AND id > 0
+	DELETE FROM bus_attempts WHERE ctid = ANY(ARRAY(
+		SELECT a.tid FROM ids CROSS JOIN LATERAL (
+			SELECT ctid AS tid FROM bus_attempts a WHERE a.tenant = $1 AND a.event_id <> '' AND a.event_id = ids.id OFFSET 0) a))
 ), events AS (
-	DELETE FROM bus_events WHERE tenant = $1 AND id = ANY(ARRAY(SELECT id FROM gone))
+	DELETE FROM bus_events WHERE ctid = ANY(ARRAY(
+		SELECT e.tid FROM ids CROSS JOIN LATERAL (
+			SELECT ctid AS tid FROM bus_events e WHERE e.tenant = $1 AND e.id = ids.id OFFSET 0) e))
 	RETURNING 1
 )
 SELECT count(*) FROM events`
 
-// BusPrune: see storage.BusStore. One statement; events another
-// transaction holds are skipped.
+// BusPrune: see storage.BusStore. One transaction of two statements in one
+// round trip (busPruneLockSQL, busPruneSQL); events another transaction
+// holds are skipped.
 func (s *Store) BusPrune(ctx context.Context, p *storage.BusPruneParams) (int, error) {
 	if p == nil {
 		return 0, fmt.Errorf("postgres: bus prune: %w", errNilParams)
@@ -931,7 +981,8 @@ func (s *Store) BusPrune(ctx context.Context, p *storage.BusPruneParams) (int, e
 	err = s.do(ctx, func(ctx context.Context) error {
 		var b batch
 		b.exec("", scanSettings)
-		b.queryRow("", func(row pgx.Row) error { return row.Scan(&n) }, busPruneSQL, p.Tenant, before, limit)
+		b.exec("lock events", busPruneLockSQL, p.Tenant, before, limit)
+		b.queryRow("delete", func(row pgx.Row) error { return row.Scan(&n) }, busPruneSQL, p.Tenant)
 		return b.send(ctx, s.pool)
 	})
 	if err != nil {

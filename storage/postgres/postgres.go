@@ -41,8 +41,8 @@
 //
 // Under load, what a transaction costs beyond its statements (its round
 // trip, its commit, waking the client and the backend) was most of the cost
-// of a raise or a turn commit. So concurrent TurnCommit, EventRaise and
-// EventDefinitionGet calls share transactions: a call that finds one of a
+// of a raise or a turn commit. So concurrent TurnCommit, EventRaise,
+// BusPublish and EventDefinitionGet calls share transactions: a call that finds one of a
 // few batch slots free runs at once (a call alone is never delayed), and
 // the calls made while the slots are busy share the next batch, one
 // transaction in one round trip (see combiner). A call returns once its
@@ -292,15 +292,16 @@ type Store struct {
 	closeOnce sync.Once
 	closing   chan struct{}
 
-	ownPIDs  *sync.Map // uint32 backend pid → struct{}: the pool's connections
-	hub      backend.Hub
-	claims   claimNotes
-	commits  combiner[*commitCall]
-	raises   combiner[*raiseCall]
-	defGets  combiner[*defGetCall]
-	warm     statsWarmer
-	notifier notifier
-	listener listener
+	ownPIDs   *sync.Map // uint32 backend pid → struct{}: the pool's connections
+	hub       backend.Hub
+	claims    claimNotes
+	commits   combiner[*commitCall]
+	raises    combiner[*raiseCall]
+	publishes combiner[*publishCall]
+	defGets   combiner[*defGetCall]
+	warm      statsWarmer
+	notifier  notifier
+	listener  listener
 
 	tenantsSeen sync.Map // tenant id → struct{}: known to be registered
 }
@@ -380,6 +381,7 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	s.warm.s = s
 	s.commits = combiner[*commitCall]{maxLeaders: maxCommitBatches, maxBatch: maxCommitBatch, run: s.commitBatch}
 	s.raises = combiner[*raiseCall]{maxLeaders: maxRaiseBatches, maxBatch: maxRaiseBatch, run: s.raiseBatch}
+	s.publishes = combiner[*publishCall]{maxLeaders: maxPublishBatches, maxBatch: maxPublishBatch, run: s.publishBatch}
 	s.defGets = combiner[*defGetCall]{maxLeaders: maxDefGetBatches, maxBatch: maxDefGetBatch, run: s.defGetBatch}
 	s.notifier.start(s)
 	s.listener.init(s, pcfg.ConnConfig.Copy())

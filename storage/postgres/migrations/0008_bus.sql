@@ -84,9 +84,11 @@ CREATE TABLE bus_attempts (
     logs         bytea,
     PRIMARY KEY (tenant, id)
 );
-CREATE INDEX bus_attempts_execution ON bus_attempts (tenant, execution, id) WHERE id > 0;
-CREATE INDEX bus_attempts_event ON bus_attempts (tenant, event_id, id) WHERE id > 0;
-CREATE INDEX bus_attempts_subscription ON bus_attempts (tenant, subscription, id) WHERE id > 0;
+-- Each secondary index has a predicate of its own (always true) that only
+-- the queries wanting it state, so that none competes with another.
+CREATE INDEX bus_attempts_execution ON bus_attempts (tenant, execution, id) WHERE execution > 0;
+CREATE INDEX bus_attempts_event ON bus_attempts (tenant, event_id, id) WHERE event_id <> '';
+CREATE INDEX bus_attempts_subscription ON bus_attempts (tenant, subscription, id) WHERE subscription <> '';
 
 -- Dead letters. target is the JSON of heraldtype.Target.
 CREATE TABLE bus_dead_letters (
@@ -176,37 +178,53 @@ CREATE UNIQUE INDEX bus_scripts_latest ON bus_scripts (tenant, id) WHERE latest;
 -- first subscription's last + 1) becomes it. Hence one pass: each
 -- subscription's first number is max(last + 1, that minimum), its next ones
 -- follow.
+--
+-- Every row is read by its key (one statement per subscription), so that
+-- the plans this function keeps never scan a tenant's rows.
 CREATE FUNCTION herald_bus_numbers(p_tenant text, p_subs text[])
 RETURNS bigint[]
 LANGUAGE plpgsql AS $$
 DECLARE
-    v_min bigint;
-    v_out bigint[];
+    v_subs  text[];
+    v_lasts bigint[] := '{}';
+    v_last  bigint;
+    v_min   bigint;
+    v_out   bigint[];
+    v_maxes bigint[];
+    v_sub   text;
 BEGIN
     IF COALESCE(cardinality(p_subs), 0) = 0 THEN
         RETURN '{}';
     END IF;
-    INSERT INTO bus_fq (tenant, subscription, last)
-    SELECT p_tenant, d.s, 0 FROM (SELECT DISTINCT s FROM unnest(p_subs) AS u(s)) d ORDER BY d.s
-    ON CONFLICT (tenant, subscription) DO NOTHING;
-    PERFORM 1 FROM bus_fq WHERE tenant = p_tenant AND subscription = ANY(p_subs)
-    ORDER BY subscription FOR UPDATE;
+    SELECT array_agg(d.s ORDER BY d.s) INTO v_subs FROM (SELECT DISTINCT u.s FROM unnest(p_subs) AS u(s)) d;
+    FOREACH v_sub IN ARRAY v_subs LOOP
+        SELECT last INTO v_last FROM bus_fq WHERE tenant = p_tenant AND subscription = v_sub FOR UPDATE;
+        IF NOT FOUND THEN
+            INSERT INTO bus_fq (tenant, subscription, last) VALUES (p_tenant, v_sub, 0)
+            ON CONFLICT (tenant, subscription) DO NOTHING;
+            SELECT last INTO v_last FROM bus_fq WHERE tenant = p_tenant AND subscription = v_sub FOR UPDATE;
+        END IF;
+        v_lasts := v_lasts || v_last;
+    END LOOP;
     SELECT fq INTO v_min FROM bus_routes
     WHERE tenant = p_tenant AND status IN ('queued', 'retrying')
     ORDER BY fq LIMIT 1;
     IF v_min IS NULL THEN
-        SELECT last + 1 INTO v_min FROM bus_fq WHERE tenant = p_tenant AND subscription = p_subs[1];
+        v_min := v_lasts[array_position(v_subs, p_subs[1])] + 1;
     END IF;
-    WITH n AS (
-        SELECT u.ord, u.s, GREATEST(f.last + 1, v_min) + row_number() OVER (PARTITION BY u.s ORDER BY u.ord) - 1 AS n
+    WITH l AS (
+        SELECT * FROM unnest(v_subs, v_lasts) AS l(s, last)
+    ), n AS (
+        SELECT u.ord, u.s, GREATEST(l.last + 1, v_min) + row_number() OVER (PARTITION BY u.s ORDER BY u.ord) - 1 AS n
         FROM unnest(p_subs) WITH ORDINALITY AS u(s, ord)
-        JOIN bus_fq f ON f.tenant = p_tenant AND f.subscription = u.s
-    ), up AS (
-        UPDATE bus_fq f SET last = m.n
-        FROM (SELECT s, max(n) AS n FROM n GROUP BY s) m
-        WHERE f.tenant = p_tenant AND f.subscription = m.s
+        JOIN l ON l.s = u.s
     )
-    SELECT array_agg(n.n ORDER BY n.ord) INTO v_out FROM n;
+    SELECT array_agg(n.n ORDER BY n.ord),
+           (SELECT array_agg(m.n ORDER BY m.s) FROM (SELECT n2.s, max(n2.n) AS n FROM n n2 GROUP BY n2.s) m)
+    INTO v_out, v_maxes FROM n;
+    FOR i IN 1 .. cardinality(v_subs) LOOP
+        UPDATE bus_fq SET last = v_maxes[i] WHERE tenant = p_tenant AND subscription = v_subs[i];
+    END LOOP;
     RETURN v_out;
 END
 $$;
