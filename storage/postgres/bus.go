@@ -146,7 +146,7 @@ func (s *Store) BusPublish(ctx context.Context, p *storage.BusPublishParams) (*s
 		return nil, fmt.Errorf("postgres: bus publish %q: first published with type %q: %w", p.Event.ID, *c.typ, heraldtype.ErrEventIDConflict)
 	}
 	if c.stored {
-		s.warm.note()
+		s.warmBus.note()
 		s.signal(p.Tenant, storage.WorkBus)
 	}
 	return &storage.BusPublished{Duplicate: !c.stored, PublishedAt: backend.FromNanos(*c.at)}, nil
@@ -302,7 +302,7 @@ func (s *Store) BusRoute(ctx context.Context, p *storage.BusRouteParams) (int, e
 		return 0, fmt.Errorf("postgres: bus route: %w", err)
 	}
 	if queued > 0 {
-		s.warm.note()
+		s.warmBus.note()
 		s.signal(p.Tenant, storage.WorkBus)
 	}
 	return routed, nil
@@ -684,7 +684,7 @@ func (s *Store) BusFinish(ctx context.Context, p *storage.BusFinishParams) ([]er
 			retried = true
 		}
 	}
-	s.warm.note()
+	s.warmBus.note()
 	if retries && retried {
 		s.signal(p.Tenant, storage.WorkBus)
 	}

@@ -199,3 +199,53 @@ func TestBusQueuePlansOnEmptySchema(t *testing.T) {
 		})
 	}
 }
+
+// The store analyzes the bus's busiest tables itself once they hold a few
+// hundred changed rows (see stats.go), even after the workflows' tables
+// have been analyzed: the statements that read them are then planned with
+// statistics.
+func TestBusTablesWarmUp(t *testing.T) {
+	url := testdb.PostgresURL(t)
+	schema := testdb.NewSchema(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := Open(ctx, url, WithSchema(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	conn := schemaConn(t, ctx, url, schema)
+	if _, err := conn.Exec(ctx, `ANALYZE instances; ANALYZE inbox; ANALYZE events; ANALYZE history`); err != nil {
+		t.Fatal(err)
+	}
+	s.warm.done.Store(true) // as after the workflows' warm-up
+	// Publish and route until both tables are analyzed (the statistics the
+	// warm-up reads reach pg_stat_user_tables within a second or so).
+	for i := 0; ; i++ {
+		if _, err := s.BusPublish(ctx, &storage.BusPublishParams{Tenant: "t", Now: time.Unix(0, 1),
+			Event: storage.BusPublishEvent{ID: fmt.Sprint("e", i), Type: "x"}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.BusRoute(ctx, &storage.BusRouteParams{Tenant: "t", Max: 1, Now: time.Unix(0, 1),
+			Route: func(*storage.BusEvent) []storage.BusRouteDecision {
+				return []storage.BusRouteDecision{{Subscription: "s", Matched: true}}
+			}}); err != nil {
+			t.Fatal(err)
+		}
+		if i < 300 {
+			continue
+		}
+		var n int
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_user_tables WHERE schemaname = $1
+			AND relname IN ('bus_events', 'bus_routes') AND last_analyze IS NOT NULL`, schema).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 2 {
+			t.Logf("analyzed after %d events", i+1)
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("%d of bus_events and bus_routes analyzed by the store after %d events", n, i+1)
+		}
+	}
+}

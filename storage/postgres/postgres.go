@@ -299,7 +299,8 @@ type Store struct {
 	raises    combiner[*raiseCall]
 	publishes combiner[*publishCall]
 	defGets   combiner[*defGetCall]
-	warm      statsWarmer
+	warm      statsWarmer // workflows' tables
+	warmBus   statsWarmer // the bus's tables
 	notifier  notifier
 	listener  listener
 
@@ -378,7 +379,8 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 		ownPIDs: ownPIDs,
 		closing: make(chan struct{}),
 	}
-	s.warm.s = s
+	s.warm = statsWarmer{s: s, tables: warmTables, core: warmCore}
+	s.warmBus = statsWarmer{s: s, tables: warmBusTables, core: len(warmBusTables)}
 	s.commits = combiner[*commitCall]{maxLeaders: maxCommitBatches, maxBatch: maxCommitBatch, run: s.commitBatch}
 	s.raises = combiner[*raiseCall]{maxLeaders: maxRaiseBatches, maxBatch: maxRaiseBatch, run: s.raiseBatch}
 	s.publishes = combiner[*publishCall]{maxLeaders: maxPublishBatches, maxBatch: maxPublishBatch, run: s.publishBatch}
@@ -399,6 +401,7 @@ func (s *Store) Close() error {
 		s.listener.stop()
 		s.notifier.stop()
 		s.warm.wait()
+		s.warmBus.wait()
 		s.pool.Close()
 	})
 	return nil
