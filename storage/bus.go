@@ -254,10 +254,12 @@ type BusStore interface {
 	// workers if it queued executions.
 	//
 	// Fairness across subscriptions: each execution gets a fair-queueing
-	// number, max(the subscription's last number + 1, the lowest number of
-	// the tenant's queued or retrying executions) (0 if it has none), and
+	// number, max(the subscription's last number + 1, the tenant's current
+	// number: the lowest number of its queued or retrying executions, or if
+	// it has none the highest number it ever gave, 0 before the first), and
 	// BusClaim takes executions in that order, so a subscription with
-	// thousands queued does not hold back another's single one.
+	// thousands queued does not hold back another's single one (nor does
+	// one whose thousands ran earlier, when the queue had drained since).
 	BusRoute(ctx context.Context, p *BusRouteParams) (int, error)
 	// BusClaim claims up to p.Max of the tenant's executions that are
 	// due: queued or retrying with DueAt not after p.Now, or running with

@@ -17,6 +17,10 @@ import (
 // number of tenant $1's queue (it must be one index probe).
 const busMinNumberSQL = `SELECT fq FROM bus_routes WHERE tenant = $1 AND status IN ('queued', 'retrying') ORDER BY fq LIMIT 1`
 
+// busMaxNumberSQL is herald_bus_numbers's probe of the highest
+// fair-queueing number tenant $1 ever gave.
+const busMaxNumberSQL = `SELECT last FROM bus_fq WHERE tenant = $1 AND last >= 0 ORDER BY last DESC LIMIT 1`
+
 // The bus's statements cost what they touch, not what the tenant holds:
 // checked on tables holding 100k queued executions, 100k dead letters and
 // 100k attempt records of one tenant, before and after they are analyzed
@@ -129,7 +133,8 @@ func TestBusPlansAtScale(t *testing.T) {
 // never analyzed, the generic plan that walks the partial index made for
 // them in its order and stops at the limit: the routing walks
 // bus_events_unrouted, the lowest fair-queueing number bus_routes_queue,
-// the claim bus_routes_queue and bus_routes_running, the backlog all three
+// the highest number given bus_fq_last, the claim bus_routes_queue and
+// bus_routes_running, the backlog all three
 // (TestHotPlansOnEmptySchema checks the lookups).
 func TestBusQueuePlansOnEmptySchema(t *testing.T) {
 	url := testdb.PostgresURL(t)
@@ -148,6 +153,7 @@ func TestBusQueuePlansOnEmptySchema(t *testing.T) {
 	}{
 		{"route", routeSelectSQL, []string{"Index Scan using bus_events_unrouted"}},
 		{"lowest number", busMinNumberSQL, []string{"using bus_routes_queue"}},
+		{"highest number", busMaxNumberSQL, []string{"using bus_fq_last"}},
 		{"claim", busClaimSQL, []string{"Index Scan using bus_routes_queue", "Index Scan using bus_routes_running", "Tid Scan"}},
 		{"backlog", busBacklogSQL, []string{"using bus_events_unrouted", "using bus_routes_queue", "using bus_routes_running"}},
 	} {

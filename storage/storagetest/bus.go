@@ -699,6 +699,55 @@ func testBusFairQueueingNumbers(b *bundle) {
 		t.Fatalf("reprocessed %d letters, want 1", n)
 	} // r0: max(4, 2) = 4
 	wantStrings(t, "claim order after a retry and a reprocess", r.claimOrder(at(20*time.Second)), "r2/R", "r1/R", "r0/R")
+
+	// The number comes before the due time, across queued and retrying
+	// executions: A's a0..a2 get 0..2, B's b0 0; b0's retry gets max(1, 1)
+	// = 1, due after a2.
+	d := b.in(b.tenant + "-d")
+	d.busPublishRouted(at(1*time.Second), "a", []string{"A"}, "a0", "a1", "a2")
+	d.busPublishRouted(at(1*time.Second), "b", []string{"B"}, "b0")
+	cs := d.busClaim(at(2*time.Second), 2)
+	if got := claimedIDs(cs); len(got) != 2 || !slices.Contains(got, "a0/A") || !slices.Contains(got, "b0/B") {
+		t.Fatalf("claimed %v, want a0/A and b0/B", got)
+	}
+	for _, c := range cs {
+		o := outcome(c, storage.BusSucceeded, at(2*time.Second))
+		if c.Event.ID == "b0" {
+			o = outcome(c, storage.BusRetry, at(5*time.Second))
+		}
+		d.busFinishOK(at(2*time.Second), o)
+	}
+	wantStrings(t, "claim order across queued and retrying", d.claimOrder(at(10*time.Second)), "a1/A", "b0/B", "a2/A")
+
+	// With nothing queued, the current number is the highest given: a
+	// subscription whose backlog drained is not held back by another's
+	// backlog afterwards. A's a00..a29 get 0..29 and run; then B's ten get
+	// 29..38 and A's next 30: it runs third, not after B's ten.
+	e := b.in(b.tenant + "-e")
+	var as []string
+	for i := range 30 {
+		as = append(as, fmt.Sprintf("a%02d", i))
+	}
+	e.busPublishRouted(at(1*time.Second), "a", []string{"A"}, as...)
+	for _, c := range e.busClaim(at(2*time.Second), 100) {
+		e.busFinishOK(at(2*time.Second), outcome(c, storage.BusSucceeded, at(2*time.Second)))
+	}
+	var bs []string
+	for i := range 10 {
+		bs = append(bs, fmt.Sprintf("b%d", i))
+	}
+	e.busPublishRouted(at(3*time.Second), "b", []string{"B"}, bs...)
+	e.busPublishRouted(at(4*time.Second), "a", []string{"A"}, "late")
+	order := e.claimOrder(at(10 * time.Second))
+	if i := slices.Index(order, "late/A"); i != 2 {
+		t.Fatalf("A's execution after its backlog drained was claim %d of %v, want the third", i+1, order)
+	}
+	// Within one route, with nothing queued (the claims above hold the
+	// rest): the first execution queued is the lowest for the next ones.
+	// B's last is 38, the highest given: its next gets 39; C is new and
+	// gets max(0, 39) = 39 (not the highest given, 38); A gets max(31, 39).
+	e.busPublishRouted(at(5*time.Second), "x", []string{"B", "C", "A"}, "x")
+	wantStrings(t, "claim order within one route", e.claimOrder(at(10*time.Second)), "x/B", "x/C", "x/A")
 }
 
 // ---- claim, finish, heartbeat ----
@@ -724,6 +773,8 @@ func testBusClaim(b *bundle) {
 	wantEqual(t, "Status", c.Execution.Status, heraldtype.ExecRunning)
 	wantEqual(t, "Attempts", c.Execution.Attempts, 1)
 	wantEqual(t, "TakenOver", c.TakenOver, false)
+	wantTime(t, "NextAttemptAt of a running execution", c.Execution.NextAttemptAt, time.Time{})
+	wantTime(t, "UpdatedAt of a claimed execution", c.Execution.UpdatedAt, routedAt)
 	if c.LockToken == "" || c.Execution.ID == 0 {
 		t.Fatalf("claimed %+v: no token or id", c)
 	}
@@ -906,6 +957,7 @@ func testBusFinish(b *bundle) {
 	wantJSON(t, "ok Result", x.Result, `{"total":42,"s":"\u0000é"}`)
 	wantTime(t, "ok UpdatedAt", x.UpdatedAt, end)
 	wantEqual(t, "ok Attempts", x.Attempts, 1)
+	wantTime(t, "ok NextAttemptAt (ended)", x.NextAttemptAt, time.Time{})
 	as, _ := b.attempts(storage.BusAttemptListParams{Execution: ok.Execution.ID})
 	if len(as) != 1 {
 		t.Fatalf("ok's attempts: %d, want 1", len(as))

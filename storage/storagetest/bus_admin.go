@@ -924,6 +924,12 @@ func testBusTurnCommitPublish(b *bundle) {
 	badType := b.commitParams(turn, at(3*time.Second))
 	badType.Publish = []storage.BusPublishEvent{pub("p3", "x"), pub("p4", "")}
 	wantErr(t, "commit publishing an empty type", errOf(b.s.TurnCommit(b.ctx, badType)), heraldtype.ErrInvalidArgument)
+	dupTask := b.commitParams(turn, at(3*time.Second))
+	dupTask.Activities = []storage.ActivityTask{{TaskSeq: 5, Name: "w"}, {TaskSeq: 5, Name: "w"}} // one task twice
+	dupTask.Publish = []storage.BusPublishEvent{pub("p3", "x")}
+	if _, err := b.s.TurnCommit(b.ctx, dupTask); err == nil {
+		t.Fatal("commit scheduling one task twice succeeded")
+	}
 	_, err := b.s.BusEventGet(b.ctx, &storage.BusEventGetParams{Tenant: b.tenant, ID: "p3"})
 	wantErr(t, "an event of failed commits", err, heraldtype.ErrNotFound)
 	wantEqual(t, "backlog after failed commits", b.busBacklog(0), 0)

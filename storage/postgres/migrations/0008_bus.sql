@@ -138,13 +138,16 @@ CREATE TABLE bus_tenants (
 );
 
 -- Per (tenant, subscription): the last fair-queueing number given to one of
--- its executions.
+-- its executions (-1 until the first). The highest of a tenant's is the
+-- highest number it ever gave: one probe of bus_fq_last (only that probe
+-- states last >= 0).
 CREATE TABLE bus_fq (
     tenant       text   NOT NULL,
     subscription text   NOT NULL,
     last         bigint NOT NULL,
     PRIMARY KEY (tenant, subscription)
 );
+CREATE INDEX bus_fq_last ON bus_fq (tenant, last) WHERE last >= 0;
 
 -- Scripts: every version kept; latest marks the newest version of an id.
 -- first_created is the first version's time (Script.CreatedAt), created_at
@@ -167,20 +170,23 @@ CREATE UNIQUE INDEX bus_scripts_latest ON bus_scripts (tenant, id) WHERE latest;
 -- herald_bus_numbers gives the next fair-queueing number to one new (or
 -- retried, or reprocessed) execution of each subscription of p_subs, in
 -- order, and returns them: each is max(the subscription's last number + 1,
--- the lowest number of the tenant's queued or retrying executions, 0 if it
--- has none), as if the executions were queued one by one. It locks the
--- subscriptions' bus_fq rows (in subscription order, so that concurrent
--- calls do not deadlock) until the transaction ends.
+-- the tenant's current number), as if the executions were queued one by
+-- one. The current number is the lowest number of the tenant's queued or
+-- retrying executions or, if it has none, the highest number it ever gave
+-- (0 before the first); a subscription's first number is 0 at the least.
+-- It locks the subscriptions' bus_fq rows (in subscription order, so that
+-- concurrent calls do not deadlock) until the transaction ends.
 --
 -- Queued one by one, a number never lowers the minimum once the queue has
--- one (every number is at least the minimum), so the minimum the first
--- number saw holds for all; with an empty queue the first number (the
--- first subscription's last + 1) becomes it. Hence one pass: each
--- subscription's first number is max(last + 1, that minimum), its next ones
--- follow.
+-- one (every number is at least the current number), so the current
+-- number the first one saw holds for all when the queue had some; with an
+-- empty queue the first number becomes the minimum, and holds for the
+-- rest. Hence one pass: each subscription's first number is max(last + 1,
+-- that minimum), its next ones follow.
 --
--- Every row is read by its key (one statement per subscription), so that
--- the plans this function keeps never scan a tenant's rows.
+-- Every row is read by its key (one statement per subscription) or by one
+-- probe of a partial index, so that the plans this function keeps never
+-- scan a tenant's rows.
 CREATE FUNCTION herald_bus_numbers(p_tenant text, p_subs text[])
 RETURNS bigint[]
 LANGUAGE plpgsql AS $$
@@ -200,7 +206,7 @@ BEGIN
     FOREACH v_sub IN ARRAY v_subs LOOP
         SELECT last INTO v_last FROM bus_fq WHERE tenant = p_tenant AND subscription = v_sub FOR UPDATE;
         IF NOT FOUND THEN
-            INSERT INTO bus_fq (tenant, subscription, last) VALUES (p_tenant, v_sub, 0)
+            INSERT INTO bus_fq (tenant, subscription, last) VALUES (p_tenant, v_sub, -1)
             ON CONFLICT (tenant, subscription) DO NOTHING;
             SELECT last INTO v_last FROM bus_fq WHERE tenant = p_tenant AND subscription = v_sub FOR UPDATE;
         END IF;
@@ -210,7 +216,8 @@ BEGIN
     WHERE tenant = p_tenant AND status IN ('queued', 'retrying')
     ORDER BY fq LIMIT 1;
     IF v_min IS NULL THEN
-        v_min := v_lasts[array_position(v_subs, p_subs[1])] + 1;
+        SELECT last INTO v_min FROM bus_fq WHERE tenant = p_tenant AND last >= 0 ORDER BY last DESC LIMIT 1;
+        v_min := GREATEST(v_lasts[array_position(v_subs, p_subs[1])] + 1, COALESCE(v_min, 0));
     END IF;
     WITH l AS (
         SELECT * FROM unnest(v_subs, v_lasts) AS l(s, last)
