@@ -559,10 +559,18 @@ const busFinishSQL = `WITH r AS (
 )
 SELECT ord FROM f`
 
-// BusFinish: see storage.BusStore. One statement (busFinishSQL) for all
-// the results. A result whose lock token is empty, or repeats an
-// (execution, token) pair of an earlier result of the call, gets
-// ErrLeaseLost without being sent.
+// tokenValid reports whether token may be a lock token the store handed
+// out: not empty, and text PostgreSQL accepts (a token that is not owns
+// nothing, and gets ErrLeaseLost).
+func tokenValid(token string) bool {
+	return token != "" && checkText("", token) == nil
+}
+
+// BusFinish: see storage.BusStore. One round trip for all the results: a
+// statement that locks the executions the results' tokens own, then
+// busFinishSQL. A result whose lock token is empty (or no text), or
+// repeats an (execution, token) pair of an earlier result of the call,
+// gets ErrLeaseLost without being sent.
 func (s *Store) BusFinish(ctx context.Context, p *storage.BusFinishParams) ([]error, error) {
 	if p == nil {
 		return nil, fmt.Errorf("postgres: bus finish: %w", errNilParams)
@@ -619,7 +627,7 @@ func (s *Store) BusFinish(ctx context.Context, p *storage.BusFinishParams) ([]er
 			kind, dlErr, dlStack, failedAt = string(d.ErrorKind), textArg(d.Error), textArg(d.Stack), backend.Nanos(d.FailedAt)
 		}
 		k := key{r.Execution, r.LockToken}
-		if r.LockToken == "" || seen[k] {
+		if !tokenValid(r.LockToken) || seen[k] {
 			out[i] = heraldtype.ErrLeaseLost
 			continue
 		}
@@ -707,8 +715,8 @@ func (s *Store) BusHeartbeat(ctx context.Context, p *storage.BusHeartbeatParams)
 	if err := storage.ValidateTenantID(p.Tenant); err != nil {
 		return fmt.Errorf("postgres: bus heartbeat: %w", err)
 	}
-	if p.LockToken == "" {
-		return fmt.Errorf("postgres: bus heartbeat of execution %d: empty lock token: %w", p.Execution, heraldtype.ErrLeaseLost)
+	if !tokenValid(p.LockToken) {
+		return fmt.Errorf("postgres: bus heartbeat of execution %d: not a lock token: %w", p.Execution, heraldtype.ErrLeaseLost)
 	}
 	err := s.do(ctx, func(ctx context.Context) error {
 		ct, err := s.pool.Exec(ctx, busHeartbeatSQL,

@@ -255,3 +255,15 @@ func TestBusTablesWarmUp(t *testing.T) {
 		}
 	}
 }
+
+// Every mask of work kinds, WorkBus included, survives a NOTIFY payload.
+func TestNotifyPayloadKinds(t *testing.T) {
+	for k := storage.WorkKind(1); k <= storage.WorkAll; k++ {
+		for _, tenant := range []string{"t", "", "t\x01x", "é€"} {
+			got, kinds := parsePayload(notifyPayload(tenant, k))
+			if got != tenant || kinds != k {
+				t.Fatalf("kinds %03b, tenant %q: parsed %q, %03b", k, tenant, got, kinds)
+			}
+		}
+	}
+}

@@ -610,3 +610,87 @@ func TestBusFreeTextBytes(t *testing.T) {
 		t.Errorf("BusPublish of data that is not UTF-8: %v", err)
 	}
 }
+
+// The bus's writes wake another store's bus workers (through NOTIFY), and
+// only them: a publish, a routing that queued executions, a retry, a
+// reprocess and a turn that publishes wake a WorkBus subscriber of the
+// other store, never a WorkTurns or WorkActivities one.
+func TestBusWakesOtherStore(t *testing.T) {
+	schema := newSchema(t)
+	a, b := open(t, schema), open(t, schema)
+	ctx := context.Background()
+	bus, cancelBus := a.SubscribeKinds("t", storage.WorkBus)
+	defer cancelBus()
+	turns, cancelTurns := a.SubscribeKinds("t", storage.WorkTurns|storage.WorkActivities)
+	defer cancelTurns()
+	all, drain, cancelAll := a.SubscribeAll(storage.WorkBus)
+	defer cancelAll()
+	quiet := func(what string) {
+		t.Helper()
+		select {
+		case <-turns:
+			t.Fatalf("%s woke a subscriber to turns and activities", what)
+		default:
+		}
+	}
+	wake := func(what string, fn func() error) {
+		t.Helper()
+		if err := fn(); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		waitSignal(t, what, bus)
+		waitSignal(t, what+" (SubscribeAll)", all)
+		if got := drain(); fmt.Sprint(got) != "[t]" {
+			t.Fatalf("%s: SubscribeAll drained %q", what, got)
+		}
+		quiet(what)
+	}
+	wake("BusPublish", func() error {
+		_, err := b.BusPublish(ctx, &storage.BusPublishParams{Tenant: "t", Now: t0, Event: storage.BusPublishEvent{ID: "e", Type: "x"}})
+		return err
+	})
+	wake("BusRoute", func() error {
+		_, err := b.BusRoute(ctx, &storage.BusRouteParams{Tenant: "t", Now: t0, Route: routeTo("s")})
+		return err
+	})
+	var c *storage.BusClaimed
+	wake("BusFinish with a retry", func() error {
+		cs, err := b.BusClaim(ctx, &storage.BusClaimParams{Tenant: "t", Now: t0})
+		if err != nil || len(cs) != 1 {
+			return fmt.Errorf("claim: %d, %v", len(cs), err)
+		}
+		c = cs[0]
+		_, err = b.BusFinish(ctx, &storage.BusFinishParams{Tenant: "t", Now: t0, Results: []storage.BusResult{{Execution: c.Execution.ID,
+			LockToken: c.LockToken, Outcome: storage.BusRetry, RetryAt: t0.Add(time.Second), Attempt: heraldtype.Attempt{Number: 1}}}})
+		return err
+	})
+	wake("BusDeadLetterReprocess", func() error {
+		cs, err := b.BusClaim(ctx, &storage.BusClaimParams{Tenant: "t", Now: t0.Add(time.Second)})
+		if err != nil || len(cs) != 1 {
+			return fmt.Errorf("claim: %d, %v", len(cs), err)
+		}
+		errs, err := b.BusFinish(ctx, &storage.BusFinishParams{Tenant: "t", Now: t0, Results: []storage.BusResult{{Execution: cs[0].Execution.ID,
+			LockToken: cs[0].LockToken, Outcome: storage.BusDeadLetter, Attempt: heraldtype.Attempt{Number: 2},
+			DeadLetter: &heraldtype.DeadLetter{ErrorKind: heraldtype.ErrorPermanent}}}})
+		if err != nil || errs[0] != nil {
+			return fmt.Errorf("finish: %v, %v", errs, err)
+		}
+		n, err := b.BusDeadLetterReprocess(ctx, &storage.BusDeadLetterOpParams{Tenant: "t", Now: t0})
+		if err == nil && n != 1 {
+			err = fmt.Errorf("reprocessed %d", n)
+		}
+		return err
+	})
+	if _, err := b.InstanceCreate(ctx, &storage.InstanceCreateParams{Tenant: "t", ID: "i", Workflow: "wf", Now: t0}); err != nil {
+		t.Fatal(err)
+	}
+	waitSignal(t, "InstanceCreate", turns)
+	turn := claimOneTurn(t, b)
+	wake("TurnCommit with Publish", func() error {
+		_, err := b.TurnCommit(ctx, &storage.TurnCommitParams{Tenant: "t", InstanceID: "i", LockToken: turn.LockToken, Execution: 1, Now: t0,
+			ConsumedMessages: []int64{turn.Messages[0].ID}, Status: heraldtype.StatusCompleted,
+			NewEvents: []history.Event{{Seq: 2, Kind: history.ExecutionCompleted, Time: t0}},
+			Publish:   []storage.BusPublishEvent{{ID: "from-i", Type: "x", Source: "workflow:i"}}})
+		return err
+	})
+}
