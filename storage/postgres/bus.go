@@ -699,21 +699,22 @@ func (s *Store) BusFinish(ctx context.Context, p *storage.BusFinishParams) ([]er
 	return out, nil
 }
 
-// busHeartbeatSQL moves the lease of tenant $1's execution $2 to $4 (0:
-// leaves it) if token $3 owns it. A token is set only while its execution
-// runs (the query names no status, so that no partial index of statuses
-// competes with the primary key).
-const busHeartbeatSQL = `UPDATE bus_routes SET lease_until = CASE WHEN $4::bigint = 0 THEN lease_until ELSE $4::bigint END
-	WHERE tenant = $1 AND id = $2 AND lock_token = $3`
+// busHeartbeatSQL moves the lease of tenant $1's execution $2 to $4 if
+// token $3 owns it. A token is set only while its execution runs (the
+// query names no status, so that no partial index of statuses competes
+// with the primary key).
+const busHeartbeatSQL = `UPDATE bus_routes SET lease_until = $4 WHERE tenant = $1 AND id = $2 AND lock_token = $3`
 
-// BusHeartbeat: see storage.BusStore. A zero LeaseUntil leaves the lease
-// as it is (the call then only checks that the token owns the execution).
+// BusHeartbeat: see storage.BusStore. A zero LeaseUntil is refused.
 func (s *Store) BusHeartbeat(ctx context.Context, p *storage.BusHeartbeatParams) error {
 	if p == nil {
 		return fmt.Errorf("postgres: bus heartbeat: %w", errNilParams)
 	}
 	if err := storage.ValidateTenantID(p.Tenant); err != nil {
 		return fmt.Errorf("postgres: bus heartbeat: %w", err)
+	}
+	if p.LeaseUntil.IsZero() {
+		return fmt.Errorf("postgres: bus heartbeat of execution %d: %w", p.Execution, invalid("zero LeaseUntil"))
 	}
 	if !tokenValid(p.LockToken) {
 		return fmt.Errorf("postgres: bus heartbeat of execution %d: not a lock token: %w", p.Execution, heraldtype.ErrLeaseLost)

@@ -67,7 +67,7 @@ func TestBusPlansAtScale(t *testing.T) {
 		}
 	}
 	if _, err := s.BusPublish(ctx, &storage.BusPublishParams{Tenant: "small", Now: time.Unix(0, 1),
-		Event: storage.BusPublishEvent{ID: "one", Type: "x"}}); err != nil {
+		Event: storage.BusPublishEvent{ID: "one", Type: "x", Data: []byte(`1`)}}); err != nil {
 		t.Fatal(err)
 	}
 	now := int64(n / 2)
@@ -229,7 +229,7 @@ func TestBusTablesWarmUp(t *testing.T) {
 	// warm-up reads reach pg_stat_user_tables within a second or so).
 	for i := 0; ; i++ {
 		if _, err := s.BusPublish(ctx, &storage.BusPublishParams{Tenant: "t", Now: time.Unix(0, 1),
-			Event: storage.BusPublishEvent{ID: fmt.Sprint("e", i), Type: "x"}}); err != nil {
+			Event: storage.BusPublishEvent{ID: fmt.Sprint("e", i), Type: "x", Data: []byte(`1`)}}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := s.BusRoute(ctx, &storage.BusRouteParams{Tenant: "t", Max: 1, Now: time.Unix(0, 1),

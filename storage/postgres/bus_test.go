@@ -646,7 +646,7 @@ func TestBusWakesOtherStore(t *testing.T) {
 		quiet(what)
 	}
 	wake("BusPublish", func() error {
-		_, err := b.BusPublish(ctx, &storage.BusPublishParams{Tenant: "t", Now: t0, Event: storage.BusPublishEvent{ID: "e", Type: "x"}})
+		_, err := b.BusPublish(ctx, &storage.BusPublishParams{Tenant: "t", Now: t0, Event: storage.BusPublishEvent{ID: "e", Type: "x", Data: json.RawMessage(`1`)}})
 		return err
 	})
 	wake("BusRoute", func() error {
@@ -690,7 +690,125 @@ func TestBusWakesOtherStore(t *testing.T) {
 		_, err := b.TurnCommit(ctx, &storage.TurnCommitParams{Tenant: "t", InstanceID: "i", LockToken: turn.LockToken, Execution: 1, Now: t0,
 			ConsumedMessages: []int64{turn.Messages[0].ID}, Status: heraldtype.StatusCompleted,
 			NewEvents: []history.Event{{Seq: 2, Kind: history.ExecutionCompleted, Time: t0}},
-			Publish:   []storage.BusPublishEvent{{ID: "from-i", Type: "x", Source: "workflow:i"}}})
+			Publish:   []storage.BusPublishEvent{{ID: "from-i", Type: "x", Data: json.RawMessage(`1`), Source: "workflow:i"}}})
 		return err
 	})
+}
+
+// The refusals this store adds to the bus's contract (the package doc's
+// choices) write nothing.
+func TestBusRefusals(t *testing.T) {
+	s := open(t, newSchema(t))
+	ctx := context.Background()
+	sub := heraldtype.Subscription{ID: "s", Pattern: "x", Target: heraldtype.Target{Kind: heraldtype.TargetHandler, Handler: "h"}}
+	big := 1 << 31
+	for what, fn := range map[string]func() error{
+		"an event without data": func() error {
+			_, err := s.BusPublish(ctx, &storage.BusPublishParams{Tenant: "t", Event: storage.BusPublishEvent{ID: "e", Type: "x"}})
+			return err
+		},
+		"a source over its cap": func() error {
+			_, err := s.BusPublish(ctx, &storage.BusPublishParams{Tenant: "t", Event: storage.BusPublishEvent{ID: "e", Type: "x",
+				Data: json.RawMessage(`1`), Source: "workflow:" + string(make([]byte, storage.MaxIDBytes)) + "x"}})
+			return err
+		},
+		"a type over its cap": func() error {
+			_, err := s.BusPublish(ctx, &storage.BusPublishParams{Tenant: "t", Event: storage.BusPublishEvent{ID: "e",
+				Type: fmt.Sprintf("%0*d", storage.MaxNameBytes+1, 0), Data: json.RawMessage(`1`)}})
+			return err
+		},
+		"a zero heartbeat": func() error {
+			return s.BusHeartbeat(ctx, &storage.BusHeartbeatParams{Tenant: "t", Execution: 1, LockToken: "x"})
+		},
+		"a filter that is not JSON": func() error {
+			bad := sub
+			bad.Filter = json.RawMessage(`{"all":`)
+			_, err := s.BusSubscriptionPut(ctx, &storage.BusSubscriptionPutParams{Tenant: "t", Subscription: bad})
+			return err
+		},
+		"MaxRetries over 2^30": func() error {
+			bad := sub
+			bad.MaxRetries = &big
+			_, err := s.BusSubscriptionPut(ctx, &storage.BusSubscriptionPutParams{Tenant: "t", Subscription: bad})
+			return err
+		},
+		"a script source with a NUL byte": func() error {
+			_, err := s.BusScriptPut(ctx, &storage.BusScriptPutParams{Tenant: "t", ID: "js", Source: "return 1;\x00"})
+			return err
+		},
+		"a turn publishing an event without data": func() error {
+			_, err := s.TurnCommit(ctx, &storage.TurnCommitParams{Tenant: "t", InstanceID: "i", LockToken: "k", Execution: 1,
+				Publish: []storage.BusPublishEvent{{ID: "p", Type: "x"}}})
+			return err
+		},
+	} {
+		if err := fn(); !errors.Is(err, heraldtype.ErrInvalidArgument) {
+			t.Errorf("%s: %v, want ErrInvalidArgument", what, err)
+		}
+	}
+	if n, err := s.BusBacklog(ctx, &storage.BusBacklogParams{Tenant: "t"}); err != nil || n != 0 {
+		t.Fatalf("backlog %d, %v", n, err)
+	}
+	if g, err := s.BusSubscriptionGeneration(ctx, &storage.BusTenantParams{Tenant: "t"}); err != nil || g != 0 {
+		t.Fatalf("generation %d, %v", g, err)
+	}
+	if _, err := s.BusScriptGet(ctx, &storage.BusScriptGetParams{Tenant: "t", ID: "js"}); !errors.Is(err, heraldtype.ErrNotFound) {
+		t.Fatalf("script: %v", err)
+	}
+}
+
+// Deleting a subscription forgets its last fair-queueing number: put
+// again, its first execution gets the tenant's current number, not its
+// old last + 1.
+func TestBusSubscriptionDeleteForgetsNumber(t *testing.T) {
+	schema := newSchema(t)
+	s := open(t, schema)
+	ctx := context.Background()
+	sub := heraldtype.Subscription{ID: "A", Pattern: "x", Target: heraldtype.Target{Kind: heraldtype.TargetHandler, Handler: "h"}}
+	put := func() {
+		t.Helper()
+		if _, err := s.BusSubscriptionPut(ctx, &storage.BusSubscriptionPutParams{Tenant: "t", Subscription: sub, Now: t0}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	route := func(ids []string, subs ...string) {
+		t.Helper()
+		for _, id := range ids {
+			if _, err := s.BusPublish(ctx, &storage.BusPublishParams{Tenant: "t", Now: t0,
+				Event: storage.BusPublishEvent{ID: id, Type: "x", Data: json.RawMessage(`1`)}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n, err := s.BusRoute(ctx, &storage.BusRouteParams{Tenant: "t", Now: t0, Route: routeTo(subs...)}); err != nil || n != len(ids) {
+			t.Fatalf("BusRoute: %d, %v", n, err)
+		}
+	}
+	put()
+	route([]string{"a0", "a1", "a2", "a3", "a4"}, "A") // A: 0..4
+	route([]string{"b0"}, "B")                         // B: max(0, 0) = 0
+	claimed := func(max int) []string {
+		t.Helper()
+		cs, err := s.BusClaim(ctx, &storage.BusClaimParams{Tenant: "t", Now: t0, Max: max})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, c := range cs {
+			ids = append(ids, c.Execution.EventID+"/"+c.Execution.Subscription)
+		}
+		return ids
+	}
+	if got := claimed(2); fmt.Sprint(got) != "[a0/A b0/B]" {
+		t.Fatalf("claimed %v", got)
+	}
+	if err := s.BusSubscriptionDelete(ctx, &storage.BusSubscriptionGetParams{Tenant: "t", ID: "A"}); err != nil {
+		t.Fatal(err)
+	}
+	put()
+	// The queue's lowest is a1's 1. A, forgotten, gets max(0, 1) = 1 (not
+	// its old last 4 + 1 = 5): it runs right after a1, before a2.
+	route([]string{"n"}, "A")
+	if got := claimed(3); fmt.Sprint(got) != "[a1/A n/A a2/A]" {
+		t.Fatalf("claimed %v after the subscription was put again", got)
+	}
 }

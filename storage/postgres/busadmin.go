@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -111,11 +112,14 @@ func checkSubscription(tenant string, sub *heraldtype.Subscription) (string, err
 	if err := checkID("subscription id", sub.ID); err != nil {
 		return "", err
 	}
-	if err := checkID("pattern", sub.Pattern); err != nil {
-		return "", err
+	if p := storage.TextProblem(sub.Pattern, storage.MaxNameBytes); p != "" {
+		return "", invalid("pattern %s", p)
 	}
 	if err := checkJSON("filter", sub.Filter); err != nil {
 		return "", err
+	}
+	if len(sub.Filter) > 0 && !json.Valid(sub.Filter) {
+		return "", invalid("filter is not JSON")
 	}
 	if sub.MaxRetries != nil && (*sub.MaxRetries < 0 || *sub.MaxRetries > 1<<30) {
 		return "", invalid("max retries %d out of range", *sub.MaxRetries)
@@ -217,10 +221,15 @@ func (s *Store) BusSubscriptionDelete(ctx context.Context, p *storage.BusSubscri
 	}
 	err := s.do(ctx, func(ctx context.Context) error {
 		var n int
+		// Its fair-queueing number goes with it: put again, it starts
+		// afresh (its executions still queued get numbers as if it were
+		// new, when they are retried).
 		if err := s.pool.QueryRow(ctx, `WITH d AS (
 				DELETE FROM bus_subscriptions WHERE tenant = $1 AND id = $2 RETURNING 1
 			), g AS (
 				UPDATE bus_tenants SET sub_generation = sub_generation + 1 WHERE tenant = $1 AND EXISTS (SELECT 1 FROM d)
+			), fq AS (
+				DELETE FROM bus_fq WHERE tenant = $1 AND subscription = $2 AND EXISTS (SELECT 1 FROM d)
 			)
 			SELECT count(*) FROM d`, p.Tenant, p.ID).Scan(&n); err != nil {
 			return err

@@ -57,18 +57,33 @@ func checkJSON(what string, b json.RawMessage) error {
 	return nil
 }
 
-// checkPublish checks an event to publish (BusPublish, TurnCommit).
+// maxSourceBytes caps an event's source: "workflow:" and an instance id.
+const maxSourceBytes = len("workflow:") + storage.MaxIDBytes
+
+// checkPublish checks an event to publish (BusPublish, TurnCommit): its id
+// and type follow the text rules, its data is there (the engine checks
+// that it is JSON) and is valid UTF-8, its source is text of at most
+// maxSourceBytes.
 func checkPublish(ev *storage.BusPublishEvent) error {
 	if err := checkID("event id", ev.ID); err != nil {
 		return err
 	}
-	if err := checkID("event type", ev.Type); err != nil {
-		return err
+	if p := storage.TextProblem(ev.Type, storage.MaxNameBytes); p != "" {
+		return invalid("event type %s", p)
+	}
+	if len(ev.Data) == 0 {
+		return invalid("event %q has no data (want a JSON value)", ev.ID)
 	}
 	if err := checkJSON("event data", ev.Data); err != nil {
 		return err
 	}
-	return checkText("event source", ev.Source)
+	if err := checkText("event source", ev.Source); err != nil {
+		return err
+	}
+	if len(ev.Source) > maxSourceBytes {
+		return invalid("event source is %d bytes, over the %d-byte cap", len(ev.Source), maxSourceBytes)
+	}
+	return nil
 }
 
 // checkTarget checks a target's text: JSON would replace invalid UTF-8.

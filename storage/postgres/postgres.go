@@ -206,8 +206,14 @@
 //     nothing.
 //   - The bus: zero Max and Limit fields take the defaults (BusRoute 100,
 //     BusClaim 1 with a one-minute lease, pages 100 and at most 1000, bulk
-//     dead-letter operations and BusPrune 1000); negative ones are refused.
-//     BusHeartbeat with a zero LeaseUntil leaves the lease as it is.
+//     dead-letter operations and BusPrune 1000); negative ones, and
+//     negative cursors, leases and script versions, are refused.
+//     BusHeartbeat refuses a zero LeaseUntil. A published event must
+//     have data (the engine checks that it is JSON; PostgreSQL also wants
+//     it valid UTF-8), a source of at most "workflow:" and MaxIDBytes; a
+//     type and a subscription's pattern follow the text rules with
+//     MaxNameBytes; a subscription's filter must be JSON, its target's
+//     text valid UTF-8 (JSON would replace the rest).
 //     BusFinish: a retry with a zero RetryAt is due at Now; a result with an
 //     empty lock token, or repeating the (execution, token) of an earlier
 //     result of the call, gets ErrLeaseLost; an execution that fails keeps
@@ -217,9 +223,9 @@
 //     in it. Bulk dead-letter operations take the oldest letters first and
 //     skip letters another transaction holds. BusEventGet lists an event's
 //     routes in the order they were decided. A subscription's
-//     fair-queueing numbers start at 0 and go on after it is deleted and
-//     put again. A deleted script's versions go on when it is saved again
-//     (a tombstone keeps the count).
+//     fair-queueing numbers start at 0; deleting it forgets its last one.
+//     A deleted script's versions go on when it is saved again (a
+//     tombstone keeps the count).
 package postgres
 
 import (
