@@ -544,14 +544,18 @@ const busFinishSQL = `WITH r AS (
 		result, error_kind, error, stack, logs)
 	SELECT $1, f.exec, f.event_id, f.subscription, f.number, f.succeeded, f.started_at, f.duration,
 		f.result, f.error_kind, f.error, f.stack, f.logs
-	FROM f ORDER BY f.ord
+	FROM f WHERE f.outcome <> 4 ORDER BY f.ord
 ), up AS (
-	UPDATE bus_routes e SET (status, lock_token, lease_until, due_at, fq, result, last_error, dead_letter, updated_at) = (
-		SELECT CASE f.outcome WHEN 1 THEN 'succeeded' WHEN 2 THEN 'retrying' ELSE 'dead_lettered' END, NULL, 0,
-			CASE WHEN f.outcome = 2 THEN f.retry_at ELSE 0 END,
+	UPDATE bus_routes e SET (status, attempts, lock_token, lease_until, due_at, fq, result, last_error, dead_letter, updated_at) = (
+		SELECT CASE f.outcome WHEN 1 THEN 'succeeded' WHEN 2 THEN 'retrying'
+				WHEN 4 THEN CASE WHEN e.attempts > 1 THEN 'retrying' ELSE 'queued' END
+				ELSE 'dead_lettered' END,
+			CASE WHEN f.outcome = 4 THEN e.attempts - 1 ELSE e.attempts END,
+			NULL, 0,
+			CASE WHEN f.outcome IN (2, 4) THEN f.retry_at ELSE 0 END,
 			CASE WHEN f.outcome = 2 THEN ((SELECT n FROM nums))[f.k] ELSE e.fq END,
 			CASE WHEN f.outcome = 1 THEN f.result ELSE e.result END,
-			CASE WHEN f.outcome = 1 THEN e.last_error ELSE f.error END,
+			CASE WHEN f.outcome IN (1, 4) THEN e.last_error ELSE f.error END,
 			COALESCE((SELECT dl.id FROM dl WHERE dl.execution = f.exec), e.dead_letter),
 			$2
 		FROM f WHERE f.tid = e.ctid)
@@ -597,7 +601,7 @@ func (s *Store) BusFinish(ctx context.Context, p *storage.BusFinishParams) ([]er
 	retries := false
 	for i := range p.Results {
 		r := &p.Results[i]
-		if r.Outcome < storage.BusSucceeded || r.Outcome > storage.BusDeadLetter {
+		if r.Outcome < storage.BusSucceeded || r.Outcome > storage.BusReleased {
 			return nil, fmt.Errorf("postgres: bus finish: %w", invalid("result %d: unknown outcome %d", i, r.Outcome))
 		}
 		a := &r.Attempt
@@ -633,7 +637,7 @@ func (s *Store) BusFinish(ctx context.Context, p *storage.BusFinishParams) ([]er
 		}
 		seen[k] = true
 		retry := now
-		if r.Outcome == storage.BusRetry {
+		if r.Outcome == storage.BusRetry || r.Outcome == storage.BusReleased {
 			retries = true
 			if !r.RetryAt.IsZero() {
 				retry = r.RetryAt.UnixNano()
@@ -688,7 +692,7 @@ func (s *Store) BusFinish(ctx context.Context, p *storage.BusFinishParams) ([]er
 	for j, ord := range ords {
 		if !written[ord] {
 			out[ord] = heraldtype.ErrLeaseLost
-		} else if outcomes[j] == int32(storage.BusRetry) {
+		} else if outcomes[j] == int32(storage.BusRetry) || outcomes[j] == int32(storage.BusReleased) {
 			retried = true
 		}
 	}
