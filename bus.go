@@ -53,6 +53,8 @@ type (
 	Subscription    = heraldtype.Subscription
 	Script          = heraldtype.Script
 	PublishReceipt  = heraldtype.PublishReceipt
+	// Duration is a time.Duration that reads and writes JSON as "90s".
+	Duration = heraldtype.Duration
 )
 
 // Bus fates, execution statuses, error kinds and target kinds

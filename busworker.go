@@ -95,12 +95,32 @@ type busItem struct {
 // busRouteBatch is how many events one BusRoute call routes.
 const busRouteBatch = 256
 
-// busLoop routes and runs the event bus's work until ctx ends.
+// busLoop routes and runs the event bus's work until ctx ends: one claim
+// loop routes published events, another claims and runs executions.
+// Routing does not wait for execution capacity: a published event gets its
+// routes (and its executions their place in the store's queue) while every
+// worker is busy.
 func (r *Runtime) busLoop(ctx context.Context) {
 	if r.cfg.Bus.Disabled {
 		return
 	}
 	defer r.closeScripts()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		// One routing batch at a time per runtime, fair across tenants.
+		claimLoop(ctx, r, ClaimBusRoute, storage.WorkBus, 1,
+			func(cctx context.Context, tenant string, _ int) ([]int, bool, error) {
+				n, full, err := r.routeBus(cctx, tenant)
+				if n == 0 {
+					return nil, full, err
+				}
+				return []int{n}, full, err
+			},
+			func(context.Context, int) {})
+	}()
+	defer wg.Wait()
 	workers := make(chan struct{}, r.cfg.Bus.Workers)
 	// Slots: Workers running plus QueueSize waiting for a worker.
 	claimLoop(ctx, r, ClaimBus, storage.WorkBus, r.cfg.Bus.Workers+r.cfg.Bus.QueueSize,
@@ -110,23 +130,18 @@ func (r *Runtime) busLoop(ctx context.Context) {
 		func(_ context.Context, it *busItem) { r.runBus(ctx, workers, it) })
 }
 
-// claimBus routes a batch of the tenant's published events, then claims
-// up to max due executions.
+// claimBus claims up to max of the tenant's due executions.
 func (r *Runtime) claimBus(ctx context.Context, tenant string, max int) ([]*busItem, bool, error) {
-	routedFull, err := r.routeBus(ctx, tenant)
-	if err != nil {
-		return nil, false, err
-	}
 	claimed, err := r.store.BusClaim(ctx, &storage.BusClaimParams{Tenant: tenant, Max: max,
 		Now: r.cfg.Clock.Now(), Lease: r.cfg.Bus.Lease})
 	if err != nil {
-		return nil, routedFull, err
+		return nil, false, err
 	}
 	items := make([]*busItem, len(claimed))
 	for i, c := range claimed {
 		items[i] = &busItem{tenant: tenant, BusClaimed: c}
 	}
-	return items, routedFull || len(items) >= max, nil
+	return items, len(items) >= max, nil
 }
 
 // router returns the tenant's router, rebuilt when its subscriptions
@@ -148,12 +163,12 @@ func (r *Runtime) router(ctx context.Context, tenant string) (*bus.Router, error
 	return rt, nil
 }
 
-// routeBus routes one batch of the tenant's unrouted events and reports
-// whether the batch was full (more may wait).
-func (r *Runtime) routeBus(ctx context.Context, tenant string) (bool, error) {
+// routeBus routes one batch of the tenant's unrouted events: how many it
+// routed, and whether the batch was full (more may wait).
+func (r *Runtime) routeBus(ctx context.Context, tenant string) (int, bool, error) {
 	rt, err := r.router(ctx, tenant)
 	if err != nil {
-		return false, err
+		return 0, false, err
 	}
 	var reports []BusRouteReport
 	n, err := r.store.BusRoute(ctx, &storage.BusRouteParams{Tenant: tenant, Max: busRouteBatch, Now: r.cfg.Clock.Now(),
@@ -171,7 +186,7 @@ func (r *Runtime) routeBus(ctx context.Context, tenant string) (bool, error) {
 			return ds
 		}})
 	if err != nil {
-		return false, fmt.Errorf("route published events: %w", err)
+		return 0, false, fmt.Errorf("route published events: %w", err)
 	}
 	// The store may have called Route again for a retried transaction:
 	// the last n calls are the ones it committed.
@@ -181,7 +196,7 @@ func (r *Runtime) routeBus(ctx context.Context, tenant string) (bool, error) {
 	for _, rep := range reports {
 		r.obs.BusRouted(rep)
 	}
-	return n >= busRouteBatch, nil
+	return n, n >= busRouteBatch, nil
 }
 
 // runBus waits for a worker, then runs one attempt of a claimed execution.

@@ -192,6 +192,7 @@ const (
 	ClaimTurns      = "turns"
 	ClaimActivities = "activities"
 	ClaimBus        = "bus"
+	ClaimBusRoute   = "bus_route"
 )
 
 // ClaimReport describes one claim call.
