@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/heraldwf/herald/bus"
 	"github.com/heraldwf/herald/bus/jstarget"
@@ -88,7 +89,8 @@ type scriptKey struct {
 
 // busItem is a claimed execution.
 type busItem struct {
-	tenant string
+	tenant  string
+	claimed time.Time // engine clock
 	*storage.BusClaimed
 }
 
@@ -137,9 +139,10 @@ func (r *Runtime) claimBus(ctx context.Context, tenant string, max int) ([]*busI
 	if err != nil {
 		return nil, false, err
 	}
+	now := r.cfg.Clock.Now()
 	items := make([]*busItem, len(claimed))
 	for i, c := range claimed {
-		items[i] = &busItem{tenant: tenant, BusClaimed: c}
+		items[i] = &busItem{tenant: tenant, claimed: now, BusClaimed: c}
 	}
 	return items, len(items) >= max, nil
 }
@@ -253,9 +256,13 @@ func fail(kind heraldtype.ErrorKind, format string, args ...any) *targetFailure 
 // attemptBus runs one attempt and records its end.
 func (r *Runtime) attemptBus(ctx context.Context, it *busItem) {
 	ex := &it.Execution
-	// The lease ran while the execution waited for a worker: renew it
-	// first, which also fences out an attempt another node took over.
-	if err := r.store.BusHeartbeat(ctx, &storage.BusHeartbeatParams{Tenant: it.tenant, Execution: ex.ID,
+	// An execution that waited in the queue for a third of its lease or
+	// more renews it first, which also fences out an attempt another node
+	// took over meanwhile. One claimed more recently still holds most of
+	// its lease: nobody can have taken it over.
+	if r.cfg.Clock.Now().Sub(it.claimed) < r.cfg.Bus.Lease/3 {
+		// fresh enough
+	} else if err := r.store.BusHeartbeat(ctx, &storage.BusHeartbeatParams{Tenant: it.tenant, Execution: ex.ID,
 		LockToken: it.LockToken, LeaseUntil: r.cfg.Clock.Now().Add(r.cfg.Bus.Lease)}); err != nil {
 		if !errors.Is(err, heraldtype.ErrLeaseLost) {
 			r.logger.Error("herald: renew a bus execution's lease", "tenant", it.tenant, "execution", ex.ID, "err", err)
@@ -293,6 +300,14 @@ func (r *Runtime) attemptBus(ctx context.Context, it *busItem) {
 		stopBeat()
 	}
 	dur := time.Since(wallBegan)
+	if failure == nil && len(res) > r.cfg.MaxPayloadBytes {
+		failure = fail(heraldtype.ErrorValidation, "the result is %d bytes, over the %d-byte cap (MaxPayloadBytes)",
+			len(res), r.cfg.MaxPayloadBytes)
+		res = nil
+	}
+	if failure != nil {
+		failure.msg, failure.stack = clipText(failure.msg, maxErrorBytes), clipText(failure.stack, maxStackBytes)
+	}
 
 	now := r.cfg.Clock.Now()
 	rec := heraldtype.Attempt{Number: ex.Attempts, StartedAt: began, Duration: heraldtype.Duration(dur), Logs: logs}
@@ -333,6 +348,25 @@ func (r *Runtime) attemptBus(ctx context.Context, it *busItem) {
 		return
 	}
 	r.obs.BusAttempted(rep)
+}
+
+// Caps on what an attempt's record keeps of an error: a script or a
+// handler chooses its messages, and a record is stored with every attempt.
+const (
+	maxErrorBytes = 16 << 10
+	maxStackBytes = 64 << 10
+)
+
+// clipText cuts s to at most max bytes (on a rune boundary), saying so.
+func clipText(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + fmt.Sprintf("… [%d bytes cut]", len(s)-cut)
 }
 
 // busBackoff is the wait after failed attempt n (from 1): 2^n s.
