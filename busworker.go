@@ -260,16 +260,17 @@ func (r *Runtime) attemptBus(ctx context.Context, it *busItem) {
 	// more renews it first, which also fences out an attempt another node
 	// took over meanwhile. One claimed more recently still holds most of
 	// its lease: nobody can have taken it over.
-	if r.cfg.Clock.Now().Sub(it.claimed) < r.cfg.Bus.Lease/3 {
-		// fresh enough
-	} else if err := r.store.BusHeartbeat(ctx, &storage.BusHeartbeatParams{Tenant: it.tenant, Execution: ex.ID,
-		LockToken: it.LockToken, LeaseUntil: r.cfg.Clock.Now().Add(r.cfg.Bus.Lease)}); err != nil {
-		if !errors.Is(err, heraldtype.ErrLeaseLost) {
-			r.logger.Error("herald: renew a bus execution's lease", "tenant", it.tenant, "execution", ex.ID, "err", err)
+	if waited := r.cfg.Clock.Now().Sub(it.claimed); waited >= r.cfg.Bus.Lease/3 {
+		err := r.store.BusHeartbeat(ctx, &storage.BusHeartbeatParams{Tenant: it.tenant, Execution: ex.ID,
+			LockToken: it.LockToken, LeaseUntil: r.cfg.Clock.Now().Add(r.cfg.Bus.Lease)})
+		if err != nil {
+			if !errors.Is(err, heraldtype.ErrLeaseLost) {
+				r.logger.Error("herald: renew a bus execution's lease", "tenant", it.tenant, "execution", ex.ID, "err", err)
+			}
+			r.obs.BusAttempted(BusAttemptReport{Tenant: it.tenant, Subscription: ex.Subscription, EventID: ex.EventID,
+				Attempt: ex.Attempts, Outcome: BusOutcomeLeaseLost})
+			return
 		}
-		r.obs.BusAttempted(BusAttemptReport{Tenant: it.tenant, Subscription: ex.Subscription, EventID: ex.EventID,
-			Attempt: ex.Attempts, Outcome: BusOutcomeLeaseLost})
-		return
 	}
 	sub, subErr := r.subscription(ctx, it.tenant, ex.Subscription)
 	maxRetries := DefaultMaxRetries
