@@ -234,6 +234,7 @@ func (o *busObserver) attempts() []herald.BusAttemptReport {
 // gate is a handler that blocks until released, counting how many run at
 // once.
 type gate struct {
+	once    sync.Once
 	mu      sync.Mutex
 	running int
 	peak    int
@@ -244,6 +245,9 @@ type gate struct {
 func newGate() *gate {
 	return &gate{started: make(chan string, 1000), release: make(chan struct{})}
 }
+
+// open lets every blocked and later run through (idempotent).
+func (g *gate) open() { g.once.Do(func() { close(g.release) }) }
 
 func (g *gate) run(ev herald.BusEvent) {
 	g.mu.Lock()

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"runtime/debug"
 	"sync"
-	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -78,8 +77,6 @@ type busState struct {
 
 	compiledMu sync.Mutex
 	compiled   map[scriptKey]*jstarget.Script
-
-	waiting atomic.Int64 // claimed executions waiting for a worker
 }
 
 type scriptKey struct {
@@ -123,13 +120,29 @@ func (r *Runtime) busLoop(ctx context.Context) {
 			func(context.Context, int) {})
 	}()
 	defer wg.Wait()
-	workers := make(chan struct{}, r.cfg.Bus.Workers)
+	// Bus.Workers workers take claimed executions from the fair queue.
+	q := newBusQueue()
+	for range r.cfg.Bus.Workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				j, depth := q.pop(ctx)
+				if j == nil {
+					return
+				}
+				r.obs.BusQueue(BusQueueReport{Depth: depth, Capacity: r.cfg.Bus.QueueSize})
+				r.attemptBus(context.WithoutCancel(ctx), j.it)
+				close(j.done)
+			}
+		}()
+	}
 	// Slots: Workers running plus QueueSize waiting for a worker.
 	claimLoop(ctx, r, ClaimBus, storage.WorkBus, r.cfg.Bus.Workers+r.cfg.Bus.QueueSize,
 		func(cctx context.Context, tenant string, max int) ([]*busItem, bool, error) {
 			return r.claimBus(cctx, tenant, max)
 		},
-		func(_ context.Context, it *busItem) { r.runBus(ctx, workers, it) })
+		func(_ context.Context, it *busItem) { r.runBus(ctx, q, it) })
 }
 
 // claimBus claims up to max of the tenant's due executions.
@@ -202,29 +215,23 @@ func (r *Runtime) routeBus(ctx context.Context, tenant string) (int, bool, error
 	return n, n >= busRouteBatch, nil
 }
 
-// runBus waits for a worker, then runs one attempt of a claimed execution.
-// It never starts an attempt once the runtime is stopping: the execution
-// is released, untouched, for the next start or another node.
-func (r *Runtime) runBus(loop context.Context, workers chan struct{}, it *busItem) {
-	depth := r.bus.waiting.Add(1)
-	r.obs.BusQueue(BusQueueReport{Depth: int(depth), Capacity: r.cfg.Bus.QueueSize})
-	ctx := context.WithoutCancel(loop)
-	acquired := false
+// runBus queues a claimed execution for the workers and waits until one
+// has run its attempt (the claim loop's slot is held until then). Once the
+// runtime is stopping, an execution no worker has taken is released,
+// untouched, for the next start or another node.
+func (r *Runtime) runBus(loop context.Context, q *busQueue, it *busItem) {
+	j := &busJob{it: it, done: make(chan struct{})}
+	r.obs.BusQueue(BusQueueReport{Depth: q.push(j), Capacity: r.cfg.Bus.QueueSize})
 	select {
-	case workers <- struct{}{}:
-		acquired = true
+	case <-j.done:
 	case <-loop.Done():
+		if q.remove(j) {
+			r.obs.BusQueue(BusQueueReport{Depth: q.depth(), Capacity: r.cfg.Bus.QueueSize})
+			r.releaseBus(context.WithoutCancel(loop), it)
+			return
+		}
+		<-j.done // a worker has it
 	}
-	depth = r.bus.waiting.Add(-1)
-	r.obs.BusQueue(BusQueueReport{Depth: int(depth), Capacity: r.cfg.Bus.QueueSize})
-	if acquired {
-		defer func() { <-workers }()
-	}
-	if loop.Err() != nil {
-		r.releaseBus(ctx, it)
-		return
-	}
-	r.attemptBus(ctx, it)
 }
 
 func (r *Runtime) releaseBus(ctx context.Context, it *busItem) {

@@ -219,6 +219,7 @@ func TestSeed004_Monitoring_AlertQueueDepth(t *testing.T) {
 			return nil, nil
 		})
 	})
+	t.Cleanup(g.open) // after setup's: runs before the runtime stops
 	b.handlerSub("s", "job", "slow", nil)
 	for i := range 11 {
 		b.publish("job", nil, fmt.Sprint(i))
@@ -229,7 +230,7 @@ func TestSeed004_Monitoring_AlertQueueDepth(t *testing.T) {
 	if c := metric(t, reg, "queue_capacity_gauge", nil); c != 10 {
 		t.Fatalf("queue_capacity_gauge = %v", c)
 	}
-	close(g.release)
+	g.open()
 	for i := range 11 {
 		b.waitEnded(fmt.Sprint(i))
 	}

@@ -349,6 +349,7 @@ func TestSeed004_Async_NonBlocking(t *testing.T) {
 			return nil, nil
 		})
 	})
+	t.Cleanup(g.open) // after setup's: runs before the runtime stops
 	b.handlerSub("s", "job.*", "slow", nil)
 	r := b.publish("job.created", nil, "j1")
 	if r.Duplicate || r.EventID != "j1" || r.PublishedAt.IsZero() {
@@ -361,7 +362,7 @@ func TestSeed004_Async_NonBlocking(t *testing.T) {
 	if x.Attempts != 1 {
 		t.Fatalf("running execution: %+v", x)
 	}
-	close(g.release)
+	g.open()
 	b.waitBus("j1", "done", func(ev *herald.PublishedEvent) bool { return ev.Fate == herald.BusDone })
 	b.waitBus("j2", "done", func(ev *herald.PublishedEvent) bool { return ev.Fate == herald.BusDone })
 	// Publishing an id again is a no-op with a duplicate receipt.
@@ -384,6 +385,7 @@ func TestSeed004_Async_PoolSize(t *testing.T) {
 				return nil, nil
 			})
 		})
+	t.Cleanup(g.open) // after setup's: runs before the runtime stops
 	b.handlerSub("s", "job", "slow", nil)
 	for i := range 10 {
 		b.publish("job", nil, fmt.Sprintf("j%d", i))
@@ -407,7 +409,7 @@ func TestSeed004_Async_PoolSize(t *testing.T) {
 	if running, peak := g.counts(); running != 3 || peak != 3 {
 		t.Fatalf("running %d (peak %d), want exactly Bus.Workers = 3", running, peak)
 	}
-	close(g.release)
+	g.open()
 	for i := range 10 {
 		b.waitBus(fmt.Sprintf("j%d", i), "done", func(ev *herald.PublishedEvent) bool { return ev.Fate == herald.BusDone })
 	}
@@ -427,6 +429,7 @@ func TestSeed004_Async_QueueSize(t *testing.T) {
 				return nil, nil
 			})
 		})
+	t.Cleanup(g.open) // after setup's: runs before the runtime stops
 	b.handlerSub("s", "job", "slow", nil)
 	ids := []string{"q0", "q1", "q2", "q3", "q4"}
 	for _, id := range ids {
@@ -474,7 +477,7 @@ func TestSeed004_Async_QueueSize(t *testing.T) {
 	if maxDepth > 1 {
 		t.Fatalf("dispatch queue depth reached %d, want at most QueueSize = 1", maxDepth)
 	}
-	close(g.release)
+	g.open()
 	for _, id := range ids {
 		b.waitBus(id, "done", func(ev *herald.PublishedEvent) bool { return ev.Fate == herald.BusDone })
 	}
@@ -500,6 +503,7 @@ func TestSeed004_Async_GracefulShutdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := on(t, mustRuntimeClient(rt, herald.DefaultTenant))
+	t.Cleanup(g.open) // after setup's: runs before the runtime stops
 	b.handlerSub("s", "job", "slow", nil)
 	for _, id := range []string{"g0", "g1", "g2"} {
 		b.publish("job", nil, id)
@@ -513,7 +517,7 @@ func TestSeed004_Async_GracefulShutdown(t *testing.T) {
 		t.Fatalf("Stop returned (%v) while an execution was in flight", err)
 	case <-time.After(50 * time.Millisecond):
 	}
-	close(g.release)
+	g.open()
 	if err := <-stopped; err != nil {
 		t.Fatal(err)
 	}
