@@ -8,11 +8,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/heraldwf/herald"
+	"github.com/heraldwf/herald/clock"
 	"github.com/heraldwf/herald/history"
 )
 
@@ -172,4 +175,102 @@ func TestBus_PublishFromWorkflow(t *testing.T) {
 		t.Fatalf("handler saw %q", got)
 	}
 	b.replayAll("co-1")
+}
+
+// TestBus_BackPressure: past ClientConfig.BusMaxBacklog Publish refuses
+// with ErrBackPressure and stores nothing; a workflow's ctx.Publish is not
+// held back.
+func TestBus_BackPressure(t *testing.T) {
+	t.Parallel()
+	obs := newBusObserver()
+	// No runtime runs the bus here: nothing drains the backlog.
+	b := setup(t, &herald.Config{Bus: herald.BusConfig{Disabled: true},
+		ClientConfig: herald.ClientConfig{BusMaxBacklog: 5, Observer: obs}}, nil)
+	b.handlerSub("s", "job", "h", nil)
+	for i := range 5 {
+		b.publish("job", nil, fmt.Sprint("ok", i))
+	}
+	_, err := b.client.Publish(b.ctx, "job", nil, herald.WithEventID("over"))
+	if !errors.Is(err, herald.ErrBackPressure) {
+		t.Fatalf("the 6th publish: %v, want ErrBackPressure", err)
+	}
+	if _, err := b.client.PublishedEvent(b.ctx, "over"); !errors.Is(err, herald.ErrNotFound) {
+		t.Fatalf("a refused event was stored: %v", err)
+	}
+	obs.mu.Lock()
+	refused := 0
+	for _, r := range obs.published {
+		if r.Refused {
+			refused++
+		}
+	}
+	obs.mu.Unlock()
+	if refused != 1 {
+		t.Fatalf("%d refusals reported, want 1", refused)
+	}
+}
+
+// TestBus_DefinitionValidatesData: an event definition named like the
+// event type validates published data.
+func TestBus_DefinitionValidatesData(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil, nil)
+	b.define(herald.EventDefinition{Name: "order.paid",
+		Schema: []byte(`{"type":"object","required":["amount"],"properties":{"amount":{"type":"number"}}}`)})
+	if _, err := b.client.Publish(b.ctx, "order.paid", map[string]any{"amount": "lots"}); !errors.Is(err, herald.ErrEventInvalid) {
+		t.Fatalf("data against the schema: %v", err)
+	}
+	b.publish("order.paid", map[string]any{"amount": 3}, "good")
+	if ev := b.waitEnded("good"); ev.Fate != herald.BusNoMatch {
+		t.Fatalf("good: %s", describeBus(ev))
+	}
+}
+
+// TestBus_RecordRetention: an ended published event is pruned with its
+// executions and attempts once Bus.RecordRetention has passed (on the
+// engine clock); dead letters stay until deleted; an event still in
+// progress is kept.
+func TestBus_RecordRetention(t *testing.T) {
+	t.Parallel()
+	vc := clock.NewVirtual(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	b := setup(t, &herald.Config{ExpiryInterval: time.Minute, Bus: herald.BusConfig{RecordRetention: time.Hour},
+		ClientConfig: herald.ClientConfig{Clock: vc}}, func(rt *herald.Runtime) {
+		okHandler(rt, "ok", nil)
+		herald.RegisterBusHandler(rt, "bad", func(ctx context.Context, ev herald.BusEvent) (any, error) {
+			return nil, herald.Permanent(errors.New("no"))
+		})
+		herald.RegisterBusHandler(rt, "flaky", func(ctx context.Context, ev herald.BusEvent) (any, error) {
+			return nil, errors.New("later")
+		})
+	})
+	b.handlerSub("ok", "done", "ok", nil)
+	b.handlerSub("bad", "dead", "bad", nil)
+	b.handlerSub("flaky", "slow", "flaky", intp(20))
+	b.publish("done", nil, "e-done")
+	b.publish("dead", nil, "e-dead")
+	b.publish("slow", nil, "e-slow")
+	b.waitEnded("e-done")
+	x := b.waitExecution("e-dead", "bad", "dead-lettered", statusIs(herald.ExecDeadLettered))
+	b.waitExecution("e-slow", "flaky", "retrying", statusIs(herald.ExecRetrying))
+	vc.Advance(2 * time.Hour) // past the retention; the maintenance pass runs
+	deadline := time.Now().Add(testTimeout(t))
+	for {
+		_, err := b.client.PublishedEvent(b.ctx, "e-done")
+		if errors.Is(err, herald.ErrNotFound) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("e-done was not pruned: %v", err)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	if p, _ := b.client.Attempts(b.ctx, herald.AttemptFilter{EventID: "e-done"}); len(p.Attempts) != 0 {
+		t.Fatalf("attempts of a pruned event remain")
+	}
+	if _, err := b.client.DeadLetterByID(b.ctx, x.DeadLetter); err != nil {
+		t.Fatalf("the dead letter went with its event: %v", err)
+	}
+	if _, err := b.client.PublishedEvent(b.ctx, "e-slow"); err != nil {
+		t.Fatalf("an event still retrying was pruned: %v", err)
+	}
 }
