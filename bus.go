@@ -593,7 +593,7 @@ type DeadLetterFilter struct {
 	// are kept as the link to the failure); by default only letters
 	// waiting for a decision are listed and touched.
 	IncludeReprocessed bool
-	// IDs restricts to these letters.
+	// IDs restricts to these letters (at most MaxListLimit).
 	IDs []int64
 	// Limit is the page size of DeadLetters (default 100, at most 1000).
 	Limit int
@@ -621,6 +621,9 @@ func (f DeadLetterFilter) store() (storage.BusDeadLetterFilter, error) {
 	}
 	if f.Cursor < 0 {
 		ps = append(ps, "cursor is negative")
+	}
+	if len(f.IDs) > MaxListLimit {
+		ps = append(ps, fmt.Sprintf("%d ids, more than %d", len(f.IDs), MaxListLimit))
 	}
 	if len(ps) > 0 {
 		return storage.BusDeadLetterFilter{}, &InvalidArgumentError{Op: "DeadLetterFilter", Reasons: ps}
