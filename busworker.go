@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/heraldwf/herald/bus"
 	"github.com/heraldwf/herald/bus/jstarget"
@@ -292,6 +293,17 @@ func (r *Runtime) attemptBus(ctx context.Context, it *busItem) {
 		res, logs, failure = r.runTarget(ctx, it, sub, timeout)
 		stopBeat()
 	}
+	// What a target returns is the tenant's to choose, so it is capped
+	// before it reaches the store: a result over the cap is not stored,
+	// an error message or stack over its cap is cut.
+	if failure == nil && len(res) > MaxBusResultBytes {
+		failure = fail(heraldtype.ErrorResource, "the result is %d bytes, over the %d-byte cap", len(res), MaxBusResultBytes)
+		res = nil
+	}
+	if failure != nil {
+		failure.msg = capText(failure.msg, MaxBusErrorBytes)
+		failure.stack = capText(failure.stack, MaxBusErrorBytes)
+	}
 	dur := time.Since(wallBegan)
 
 	now := r.cfg.Clock.Now()
@@ -333,6 +345,20 @@ func (r *Runtime) attemptBus(ctx context.Context, it *busItem) {
 		return
 	}
 	r.obs.BusAttempted(rep)
+}
+
+// capText cuts s to at most max bytes (at a UTF-8 boundary), saying how
+// long s was.
+func capText(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	note := fmt.Sprintf(" … (cut: %d bytes in all)", len(s))
+	cut := max - len(note)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + note
 }
 
 // busBackoff is the wait after failed attempt n (from 1): 2^n s.
