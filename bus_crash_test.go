@@ -389,22 +389,46 @@ func TestBusCrash_KillWhileExecuting(t *testing.T) {
 		}
 	}
 	// The attempts the kill interrupted were taken over by worker 2: a
-	// second attempt, recorded once.
-	rerun := 0
+	// second attempt, recorded once. (On PostgreSQL the server may still
+	// commit the end of an attempt whose COMMIT the worker sent just before
+	// it died, after the look above: then it ran once and is recorded as
+	// attempt 1.)
+	interrupted := 0
 	for _, id := range inFlight {
 		i, _ := strconv.Atoi(strings.TrimPrefix(id, "bc-"))
 		x := routeOf(final[id], handlerSubOf(i)).Execution
-		if x.Attempts != 2 || !slices.Equal(handlerRuns[id], []string{w1pid, w2pid}) {
+		switch {
+		case x.Attempts == 2 && slices.Equal(handlerRuns[id], []string{w1pid, w2pid}):
+			interrupted++
+		case x.Attempts == 1 && slices.Equal(handlerRuns[id], []string{w1pid}):
+			t.Logf("%s: its attempt's end committed as worker 1 died", id)
+		default:
 			t.Errorf("%s was running at the kill: now %d attempts, handler ran in %v", id, x.Attempts, handlerRuns[id])
 		}
 	}
-	for _, runs := range handlerRuns {
+	if interrupted == 0 {
+		t.Errorf("none of the handler attempts running at the kill %v was taken over", inFlight)
+	}
+	// A handler that ran twice did so because its first attempt was not
+	// recorded: its record is attempt 2. One that ran only in worker 1
+	// was recorded there, as attempt 1.
+	rerun := 0
+	for i, id := range ids {
+		runs, sub := handlerRuns[id], handlerSubOf(i)
+		if len(runs) == 0 || sub == "" {
+			continue
+		}
+		x := routeOf(final[id], sub).Execution
 		if len(runs) > 1 {
 			rerun++
 		}
+		if (len(runs) == 2 && x.Attempts != 2) || (slices.Equal(runs, []string{w1pid}) && x.Attempts != 1) {
+			t.Errorf("%s: handler ran in %v, execution has %d attempts", id, runs, x.Attempts)
+		}
 	}
 	t.Logf("%s: %d events, killed worker 1 after %v with %d published and %d handler attempts in flight %v; "+
-		"drained %v after start; fates %v; %d handler attempts ran twice (at-least-once), %d executions recorded as attempt 2 (taken over)",
+		"drained %v after start; fates %v; %d handler attempts ran twice (at-least-once; %d of those in flight at the kill), "+
+		"%d executions recorded as attempt 2 (taken over)",
 		backend, busCrashEvents, killedAt.Round(time.Millisecond), sentAtKill, len(inFlight), inFlight,
-		drained.Round(time.Millisecond), counts, rerun, takenOver)
+		drained.Round(time.Millisecond), counts, rerun, interrupted, takenOver)
 }
