@@ -196,7 +196,7 @@ func TestBusSandbox_Process(t *testing.T) {
 	b.stillServes()
 }
 
-// globalsLeak runs a script that reports whether it sees what an earlier
+// leakRounds runs a script that reports whether it sees what an earlier
 // execution left behind, then leaves it behind itself. Four executions in a
 // row over two script children: the runner hands out children in turn, so
 // at least two executions run in a child an earlier one polluted.
