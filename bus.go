@@ -36,6 +36,13 @@ const (
 	MaxMaxRetries = 20
 	// MaxSubscriptionTimeout caps a subscription's Timeout.
 	MaxSubscriptionTimeout = 15 * time.Minute
+	// MaxBusResultBytes caps the JSON result of an attempt (a script's
+	// return value, a handler's result): a larger one is not stored, and
+	// the attempt fails with kind resource.
+	MaxBusResultBytes = 1 << 20
+	// MaxBusErrorBytes caps the error message and the stack trace recorded
+	// for a failed attempt (and its dead letter); longer ones are cut.
+	MaxBusErrorBytes = 64 << 10
 )
 
 // Bus vocabulary (heraldtype).

@@ -307,15 +307,18 @@ func (r *Runtime) attemptBus(ctx context.Context, it *busItem) {
 		res, logs, failure = r.runTarget(ctx, it, sub, timeout)
 		stopBeat()
 	}
-	dur := time.Since(wallBegan)
-	if failure == nil && len(res) > r.cfg.MaxPayloadBytes {
-		failure = fail(heraldtype.ErrorValidation, "the result is %d bytes, over the %d-byte cap (MaxPayloadBytes)",
-			len(res), r.cfg.MaxPayloadBytes)
+	// What a target returns is the tenant's to choose, so it is capped
+	// before it reaches the store: a result over the cap is not stored,
+	// an error message or stack over its cap is cut.
+	if failure == nil && len(res) > MaxBusResultBytes {
+		failure = fail(heraldtype.ErrorResource, "the result is %d bytes, over the %d-byte cap", len(res), MaxBusResultBytes)
 		res = nil
 	}
 	if failure != nil {
-		failure.msg, failure.stack = clipText(failure.msg, maxErrorBytes), clipText(failure.stack, maxStackBytes)
+		failure.msg = capText(failure.msg, MaxBusErrorBytes)
+		failure.stack = capText(failure.stack, MaxBusErrorBytes)
 	}
+	dur := time.Since(wallBegan)
 
 	now := r.cfg.Clock.Now()
 	rec := heraldtype.Attempt{Number: ex.Attempts, StartedAt: began, Duration: heraldtype.Duration(dur), Logs: logs}
@@ -358,23 +361,18 @@ func (r *Runtime) attemptBus(ctx context.Context, it *busItem) {
 	r.obs.BusAttempted(rep)
 }
 
-// Caps on what an attempt's record keeps of an error: a script or a
-// handler chooses its messages, and a record is stored with every attempt.
-const (
-	maxErrorBytes = 16 << 10
-	maxStackBytes = 64 << 10
-)
-
-// clipText cuts s to at most max bytes (on a rune boundary), saying so.
-func clipText(s string, max int) string {
+// capText cuts s to at most max bytes (at a UTF-8 boundary), saying how
+// long s was.
+func capText(s string, max int) string {
 	if len(s) <= max {
 		return s
 	}
-	cut := max
+	note := fmt.Sprintf(" … (cut: %d bytes in all)", len(s))
+	cut := max - len(note)
 	for cut > 0 && !utf8.RuneStart(s[cut]) {
 		cut--
 	}
-	return s[:cut] + fmt.Sprintf("… [%d bytes cut]", len(s)-cut)
+	return s[:cut] + note
 }
 
 // busBackoff is the wait after failed attempt n (from 1): 2^n s.

@@ -1066,29 +1066,3 @@ func TestSeed004_Security_FilterInjection(t *testing.T) {
 		t.Fatalf("after the attempts: %s, handler ran %d times", describeBus(ev), seen.Load())
 	}
 }
-
-// A target's result over MaxPayloadBytes is not stored: the attempt fails
-// (validation, permanent) and its error and stack are capped too.
-func TestBus_ResultAndErrorCaps(t *testing.T) {
-	t.Parallel()
-	b := setup(t, &herald.Config{ClientConfig: herald.ClientConfig{MaxPayloadBytes: 1 << 10}}, func(rt *herald.Runtime) {
-		herald.RegisterBusHandler(rt, "big", func(ctx context.Context, ev herald.BusEvent) (any, error) {
-			return strings.Repeat("x", 4<<10), nil
-		})
-		herald.RegisterBusHandler(rt, "loud", func(ctx context.Context, ev herald.BusEvent) (any, error) {
-			return nil, herald.Permanent(errors.New(strings.Repeat("é", 100<<10)))
-		})
-	})
-	b.handlerSub("big", "job", "big", nil)
-	b.handlerSub("loud", "job", "loud", nil)
-	b.publish("job", nil, "e")
-	ev := b.waitEnded("e")
-	big := routeOf(ev, "big").Execution
-	if big.Status != herald.ExecDeadLettered || len(big.Result) != 0 || !strings.Contains(big.LastError, "over the 1024-byte cap") {
-		t.Fatalf("an oversized result: %+v", big)
-	}
-	loud := routeOf(ev, "loud").Execution
-	if len(loud.LastError) > 17<<10 || !strings.Contains(loud.LastError, "bytes cut]") {
-		t.Fatalf("an oversized error was kept whole (%d bytes)", len(loud.LastError))
-	}
-}
