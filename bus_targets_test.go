@@ -274,3 +274,18 @@ func TestBus_RecordRetention(t *testing.T) {
 		t.Fatalf("an event still retrying was pruned: %v", err)
 	}
 }
+
+// TestBus_FailedScriptKeepsItsLogs: the lines a script logged before it
+// threw are in the failed attempt's record.
+func TestBus_FailedScriptKeepsItsLogs(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil, nil)
+	b.script("s", `log("step 1", ctx.event.id); log("step 2"); throw new Error("broke");`)
+	b.subscribe(herald.Subscription{ID: "s", Pattern: "job", MaxRetries: intp(0), Target: herald.Target{Kind: herald.TargetScript, Script: "s"}})
+	b.publish("job", nil, "e")
+	b.waitExecution("e", "s", "dead-lettered", statusIs(herald.ExecDeadLettered))
+	as := b.attempts("e")
+	if len(as) != 1 || len(as[0].Logs) != 2 || as[0].Logs[0] != "step 1 e" || !strings.Contains(as[0].Error, "broke") {
+		t.Fatalf("attempt: %+v", as)
+	}
+}

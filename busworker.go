@@ -611,7 +611,7 @@ func (r *Runtime) runScript(ctx context.Context, it *busItem, id string, env Bus
 		case jstarget.KindSyntax:
 			kind = heraldtype.ErrorValidation
 		}
-		return nil, nil, &targetFailure{kind: kind, msg: je.Message, stack: je.Stack}
+		return nil, je.Logs, &targetFailure{kind: kind, msg: je.Message, stack: je.Stack}
 	}
 	return res.Value, res.Logs, nil
 }
