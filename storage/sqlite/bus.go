@@ -1194,26 +1194,34 @@ func (s *Store) BusDeadLetterList(ctx context.Context, p *storage.BusDeadLetterL
 	if p.Before > 0 {
 		where, args = append(where, "d.id < ?"), append(args, p.Before)
 	}
-	limit := listLimit(p.Limit)
-	rows, err := s.reader(nil).QueryContext(ctx, letterListSQL(where), append(args, limit+1)...)
+	return queryPage(ctx, s, "list dead letters", letterListSQL(where), args, listLimit(p.Limit), scanDeadLetter,
+		func(d *heraldtype.DeadLetter) int64 { return d.ID })
+}
+
+// queryPage runs a page query (whose last argument is the row limit,
+// limit+1 so that a further page shows) and returns the page and the
+// cursor of the next one (0 when this one is the last).
+func queryPage[T any](ctx context.Context, s *Store, what, query string, args []any, limit int,
+	scan func(scanner) (T, error), id func(T) int64) ([]T, int64, error) {
+	rows, err := s.reader(nil).QueryContext(ctx, query, append(args, limit+1)...)
 	if err != nil {
-		return nil, 0, fmt.Errorf("sqlite: list dead letters: %w", s.readErr(err))
+		return nil, 0, fmt.Errorf("sqlite: %s: %w", what, s.readErr(err))
 	}
 	defer rows.Close()
-	var out []*heraldtype.DeadLetter
+	var out []T
 	for rows.Next() {
-		dl, err := scanDeadLetter(rows)
+		v, err := scan(rows)
 		if err != nil {
-			return nil, 0, fmt.Errorf("sqlite: list dead letters: %w", err)
+			return nil, 0, fmt.Errorf("sqlite: %s: %w", what, err)
 		}
-		out = append(out, dl)
+		out = append(out, v)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, 0, fmt.Errorf("sqlite: list dead letters: %w", s.readErr(err))
+		return nil, 0, fmt.Errorf("sqlite: %s: %w", what, s.readErr(err))
 	}
 	if len(out) > limit {
 		out = out[:limit]
-		return out, out[limit-1].ID, nil
+		return out, id(out[limit-1]), nil
 	}
 	return out, 0, nil
 }
@@ -1468,28 +1476,8 @@ func (s *Store) BusAttemptList(ctx context.Context, p *storage.BusAttemptListPar
 	if p.Subscription != "" {
 		where, args = append(where, "subscription = ?"), append(args, p.Subscription)
 	}
-	limit := listLimit(p.Limit)
-	rows, err := s.reader(nil).QueryContext(ctx, attemptListSQL(where), append(args, limit+1)...)
-	if err != nil {
-		return nil, 0, fmt.Errorf("sqlite: list attempts: %w", s.readErr(err))
-	}
-	defer rows.Close()
-	var out []*heraldtype.Attempt
-	for rows.Next() {
-		a, err := scanAttempt(rows)
-		if err != nil {
-			return nil, 0, fmt.Errorf("sqlite: list attempts: %w", err)
-		}
-		out = append(out, a)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, 0, fmt.Errorf("sqlite: list attempts: %w", s.readErr(err))
-	}
-	if len(out) > limit {
-		out = out[:limit]
-		return out, out[limit-1].ID, nil
-	}
-	return out, 0, nil
+	return queryPage(ctx, s, "list attempts", attemptListSQL(where), args, listLimit(p.Limit), scanAttempt,
+		func(a *heraldtype.Attempt) int64 { return a.ID })
 }
 
 // ---- maintenance ----
