@@ -560,32 +560,40 @@ func (s *Store) BusDeadLetterList(ctx context.Context, p *storage.BusDeadLetterL
 	args = append(args, limit+1)
 	q := `SELECT ` + deadLetterCols + ` FROM bus_dead_letters d WHERE ` + where +
 		` ORDER BY d.id DESC LIMIT $` + strconv.Itoa(len(args))
-	var out []*heraldtype.DeadLetter
-	err = s.do(ctx, func(ctx context.Context) error {
+	return queryPage(ctx, s, "list dead letters", q, args, limit, scanDeadLetter,
+		func(d *heraldtype.DeadLetter) int64 { return d.ID })
+}
+
+// queryPage runs a page query (asking for limit+1 rows, so that a further
+// page shows) and returns the page and the cursor of the next one (0 when
+// this one is the last).
+func queryPage[T any](ctx context.Context, s *Store, what, q string, args []any, limit int,
+	scan func(pgx.Row) (T, error), id func(T) int64) ([]T, int64, error) {
+	var out []T
+	err := s.do(ctx, func(ctx context.Context) error {
 		out = nil
 		var b batch
 		b.exec("", scanSettings)
 		b.query("", func(rows pgx.Rows) error {
 			for rows.Next() {
-				d, err := scanDeadLetter(rows)
+				v, err := scan(rows)
 				if err != nil {
 					return err
 				}
-				out = append(out, d)
+				out = append(out, v)
 			}
 			return nil
 		}, q, args...)
 		return b.send(ctx, s.pool)
 	})
 	if err != nil {
-		return nil, 0, fmt.Errorf("postgres: list dead letters: %w", err)
+		return nil, 0, fmt.Errorf("postgres: %s: %w", what, err)
 	}
-	var next int64
 	if len(out) > limit {
 		out = out[:limit]
-		next = out[limit-1].ID
+		return out, id(out[limit-1]), nil
 	}
-	return out, next, nil
+	return out, 0, nil
 }
 
 // BusDeadLetterGet: see storage.BusStore.
@@ -892,32 +900,8 @@ func (s *Store) BusAttemptList(ctx context.Context, p *storage.BusAttemptListPar
 	args = append(args, limit+1)
 	q := `SELECT ` + attemptCols + ` FROM bus_attempts a WHERE ` + strings.Join(where, " AND ") +
 		` ORDER BY a.id LIMIT $` + strconv.Itoa(len(args))
-	var out []*heraldtype.Attempt
-	err = s.do(ctx, func(ctx context.Context) error {
-		out = nil
-		var b batch
-		b.exec("", scanSettings)
-		b.query("", func(rows pgx.Rows) error {
-			for rows.Next() {
-				a, err := scanAttempt(rows)
-				if err != nil {
-					return err
-				}
-				out = append(out, a)
-			}
-			return nil
-		}, q, args...)
-		return b.send(ctx, s.pool)
-	})
-	if err != nil {
-		return nil, 0, fmt.Errorf("postgres: list attempts: %w", err)
-	}
-	var next int64
-	if len(out) > limit {
-		out = out[:limit]
-		next = out[limit-1].ID
-	}
-	return out, next, nil
+	return queryPage(ctx, s, "list attempts", q, args, limit, scanAttempt,
+		func(a *heraldtype.Attempt) int64 { return a.ID })
 }
 
 // busPruneLockSQL locks up to $3 of tenant $1's events routed before $2
