@@ -144,11 +144,15 @@ func runRiver(ctx context.Context, o *options, peer, tag string) []Result {
 		return strconv.FormatInt(res.Job.ID, 10), nil
 	}
 
-	for i := range bo.warmup {
-		id, err := insert(i)
-		if err != nil {
+	// Warm-up: the jobs go in at once (one at a time, each would wait for
+	// the batch completer's 250 ms flush).
+	warm := make([]string, bo.warmup)
+	for i := range warm {
+		if warm[i], err = insert(i); err != nil {
 			return fail(fmt.Errorf("warm-up insert: %w", err))
 		}
+	}
+	for _, id := range warm {
 		if _, err := book.wait(ctx, id); err != nil {
 			return fail(err)
 		}
