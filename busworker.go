@@ -120,19 +120,23 @@ func (r *Runtime) busLoop(ctx context.Context) {
 			func(context.Context, int) {})
 	}()
 	defer wg.Wait()
-	// Bus.Workers workers take claimed executions from the fair queue.
+	// Bus.Workers workers take claimed executions from the fair queue and
+	// hand the ends of their attempts to the finisher.
 	q := newBusQueue()
+	fin := newBusFinisher(r)
+	var workers sync.WaitGroup
+	defer func() { workers.Wait(); fin.close() }()
 	for range r.cfg.Bus.Workers {
-		wg.Add(1)
+		workers.Add(1)
 		go func() {
-			defer wg.Done()
+			defer workers.Done()
 			for {
 				j, depth := q.pop(ctx)
 				if j == nil {
 					return
 				}
 				r.obs.BusQueue(BusQueueReport{Depth: depth, Capacity: r.cfg.Bus.QueueSize})
-				r.attemptBus(context.WithoutCancel(ctx), j.it)
+				r.attemptBus(context.WithoutCancel(ctx), fin, j.it)
 				close(j.done)
 			}
 		}()
@@ -261,7 +265,7 @@ func fail(kind heraldtype.ErrorKind, format string, args ...any) *targetFailure 
 }
 
 // attemptBus runs one attempt and records its end.
-func (r *Runtime) attemptBus(ctx context.Context, it *busItem) {
+func (r *Runtime) attemptBus(ctx context.Context, fin *busFinisher, it *busItem) {
 	ex := &it.Execution
 	// An execution that waited in the queue for a third of its lease or
 	// more renews it first, which also fences out an attempt another node
@@ -343,11 +347,7 @@ func (r *Runtime) attemptBus(ctx context.Context, it *busItem) {
 		rep.Outcome, rep.ErrorKind = BusOutcomeDeadLetter, string(failure.kind)
 	}
 	result.Attempt = rec
-	errs, err := r.store.BusFinish(ctx, &storage.BusFinishParams{Tenant: it.tenant, Now: now, Results: []storage.BusResult{result}})
-	if err == nil && len(errs) == 1 {
-		err = errs[0]
-	}
-	if err != nil {
+	if err := fin.finish(it.tenant, now, result); err != nil {
 		if errors.Is(err, heraldtype.ErrLeaseLost) {
 			rep.Outcome = BusOutcomeLeaseLost
 			r.obs.BusAttempted(rep)
