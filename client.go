@@ -26,6 +26,7 @@ type Client struct {
 	limits *limitCache // the runtime's, for a client of a runtime
 
 	ensured atomic.Bool // the tenant is registered
+	backlog busBacklog  // Publish's view of the tenant's bus backlog
 }
 
 // NewClient returns a client of tenant over store; cfg may be nil for
@@ -297,7 +298,10 @@ func (c *Client) Terminate(ctx context.Context, instanceID, reason string) error
 
 // EventFate returns where an event stands: pending, buffered, delivered
 // (with its wait number and execution) or dropped (with the reason).
-// ErrNotFound if the id is unknown.
+// For an id the tenant published to the bus (and never used for an event
+// sent to an instance: the lanes' ledger is looked at first), the record
+// has lane "bus" and its Bus field holds the routes and executions (see
+// PublishedEvent). ErrNotFound if the id is unknown.
 func (c *Client) EventFate(ctx context.Context, eventID string) (*EventRecord, error) {
 	if !textOK(eventID, MaxIDBytes) {
 		return nil, notFound("fate of event", eventID)
@@ -305,6 +309,14 @@ func (c *Client) EventFate(ctx context.Context, eventID string) (*EventRecord, e
 	rec, err := idempotent(ctx, func() (*EventRecord, error) {
 		return c.store.EventGet(ctx, &storage.EventGetParams{Tenant: c.tenant, EventID: eventID})
 	})
+	if errors.Is(err, heraldtype.ErrNotFound) {
+		// Not an event sent to an instance: perhaps one published to the bus.
+		if ev, busErr := c.PublishedEvent(ctx, eventID); busErr == nil {
+			return busEventRecord(ev), nil
+		} else if !errors.Is(busErr, heraldtype.ErrNotFound) {
+			return nil, fmt.Errorf("fate of event %s: %w", eventID, busErr)
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("fate of event %s: %w", eventID, err)
 	}

@@ -64,6 +64,14 @@ type ClientConfig struct {
 	// client with a larger cap) is refused with ErrDefinitionInvalid
 	// without compiling it. Default DefaultMaxSchemaBytes (256 KiB).
 	MaxSchemaBytes int
+	// BusMaxBacklog caps a tenant's event-bus backlog: published events
+	// not yet routed plus executions not yet ended. Past it Publish
+	// refuses with ErrBackPressure (HTTP 429) and stores nothing. The
+	// count is refreshed from the store at most every second, so the cap
+	// is soft by what other clients publish meanwhile. ctx.Publish is not
+	// capped: a workflow's turn never fails for it. Default
+	// DefaultBusMaxBacklog (100,000).
+	BusMaxBacklog int
 }
 
 // Config configures a Runtime: its workers, leases, intervals and limits,
@@ -126,7 +134,51 @@ type Config struct {
 	// must be 1 or more, and MaxInterval (after defaults) at least
 	// InitialInterval.
 	DefaultRetry RetryPolicy
+	// Bus configures the runtime's event-bus workers.
+	Bus BusConfig
 }
+
+// BusConfig configures how a runtime runs the event bus's executions
+// (docs/bus.md).
+type BusConfig struct {
+	// Workers is how many executions run at once. Default 10.
+	Workers int
+	// QueueSize bounds the dispatch queue: claimed executions waiting for
+	// a worker. The runtime claims only what the queue and idle workers
+	// have room for (at most Workers + QueueSize executions are claimed
+	// and unfinished); the rest stays in the store. Default 1000.
+	QueueSize int
+	// Lease is how long a claimed execution is owned without a heartbeat;
+	// a running one is extended every Lease/3. Another runtime takes over
+	// an execution whose lease ran out (its node died). Default 1 min.
+	Lease time.Duration
+	// Timeout bounds one attempt unless its subscription sets one.
+	// Default 30 s.
+	Timeout time.Duration
+	// ScriptMemory caps the memory a script may allocate (enforced by the
+	// kernel on the script's child process, docs/bus.md). Default 128 MiB.
+	ScriptMemory int64
+	// ScriptProcesses is the number of script child processes. Default
+	// Workers.
+	ScriptProcesses int
+	// RecordRetention is how long a published event whose executions all
+	// ended is kept with its routes, executions and attempt records (dead
+	// letters are kept until deleted). Default 7 days.
+	RecordRetention time.Duration
+	// Disabled: this runtime runs no bus work (other runtimes on the store
+	// may).
+	Disabled bool
+}
+
+// Bus defaults.
+const (
+	DefaultBusWorkers         = 10
+	DefaultBusQueueSize       = 1000
+	DefaultBusLease           = time.Minute
+	DefaultBusTimeout         = 30 * time.Second
+	DefaultBusScriptMemory    = 128 << 20
+	DefaultBusRecordRetention = 7 * 24 * time.Hour
+)
 
 // WithDefaults returns a copy of c with every zero field set to its
 // default. It does not check the values: see Validate.
@@ -156,6 +208,9 @@ func (c *ClientConfig) WithDefaults() *ClientConfig {
 	if out.MaxSchemaBytes == 0 {
 		out.MaxSchemaBytes = DefaultMaxSchemaBytes
 	}
+	if out.BusMaxBacklog == 0 {
+		out.BusMaxBacklog = DefaultBusMaxBacklog
+	}
 	return &out
 }
 
@@ -182,6 +237,14 @@ func (c *Config) WithDefaults() *Config {
 	setDefault(&r.InitialInterval, time.Second)
 	setDefault(&r.BackoffCoefficient, 2)
 	setDefault(&r.MaxInterval, time.Minute)
+	b := &out.Bus
+	setDefault(&b.Workers, DefaultBusWorkers)
+	setDefault(&b.QueueSize, DefaultBusQueueSize)
+	setDefault(&b.Lease, DefaultBusLease)
+	setDefault(&b.Timeout, DefaultBusTimeout)
+	setDefault(&b.ScriptMemory, DefaultBusScriptMemory)
+	setDefault(&b.ScriptProcesses, b.Workers)
+	setDefault(&b.RecordRetention, DefaultBusRecordRetention)
 	return &out
 }
 
@@ -211,6 +274,7 @@ func (c *ClientConfig) problems(ps []string) []string {
 	}
 	ps = negative(ps, "EventRetention", c.EventRetention)
 	ps = negative(ps, "MaxSchemaBytes", c.MaxSchemaBytes)
+	ps = negative(ps, "BusMaxBacklog", c.BusMaxBacklog)
 	return ps
 }
 
@@ -251,6 +315,18 @@ func (c *Config) Validate() error {
 	ps = negative(ps, "PollInterval", c.PollInterval)
 	r := c.DefaultRetry
 	ps = retryReasons(ps, "DefaultRetry", r)
+	ps = negative(ps, "Bus.Workers", c.Bus.Workers)
+	ps = negative(ps, "Bus.QueueSize", c.Bus.QueueSize)
+	ps = negative(ps, "Bus.Lease", c.Bus.Lease)
+	ps = negative(ps, "Bus.Timeout", c.Bus.Timeout)
+	ps = negative(ps, "Bus.ScriptProcesses", c.Bus.ScriptProcesses)
+	ps = negative(ps, "Bus.RecordRetention", c.Bus.RecordRetention)
+	if c.Bus.ScriptMemory < 0 {
+		ps = append(ps, fmt.Sprintf("Bus.ScriptMemory is negative (%d)", c.Bus.ScriptMemory))
+	}
+	if c.Bus.Timeout > MaxSubscriptionTimeout {
+		ps = append(ps, fmt.Sprintf("Bus.Timeout %v is over MaxSubscriptionTimeout (%v)", c.Bus.Timeout, MaxSubscriptionTimeout))
+	}
 
 	d := c.WithDefaults()
 	if r.InitialInterval >= 0 && r.MaxInterval >= 0 && d.DefaultRetry.MaxInterval < d.DefaultRetry.InitialInterval {
@@ -265,6 +341,9 @@ func (c *Config) Validate() error {
 			ps = append(ps, fmt.Sprintf("ActivityHeartbeat %v%s does not fit in ActivityLease %v%s: the lease would lapse between heartbeats",
 				d.ActivityHeartbeat, isDefault(c.ActivityHeartbeat), d.ActivityLease, isDefault(c.ActivityLease)))
 		}
+	}
+	if c.Bus.Lease >= 0 && d.Bus.Lease > 0 && d.Bus.Lease < 3*time.Millisecond {
+		ps = append(ps, fmt.Sprintf("Bus.Lease %v is too short for a heartbeat", d.Bus.Lease))
 	}
 	return configError(ps)
 }

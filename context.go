@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/heraldwf/herald/bus/pattern"
 	"log/slog"
 	"strings"
 	"time"
@@ -96,6 +97,41 @@ func (c *Context) CallActivity(name string, input any, opts ...ActivityOption) F
 		panic("herald: CallActivity: " + strings.Join(reasons, "; "))
 	}
 	return Future{c.s.CallActivity(name, in, o.retry)}
+}
+
+// Publish publishes an event of eventType with data to the tenant's event
+// bus (docs/bus.md), committed with this turn: the event exists exactly
+// when the turn that published it did (outbox), and a replay publishes
+// nothing again. WithEventID names it; by default its id is derived from
+// the instance, execution and the decision's place in history
+// ("<instance>/<execution>/<seq>"). It returns the event id, or an
+// *EventInvalidError (nothing published) for a malformed type or id or
+// data that cannot be encoded, is too large or too deep. Publish from a
+// workflow is not held back by ClientConfig.BusMaxBacklog. StartIfAbsent
+// does not apply.
+func (c *Context) Publish(eventType string, data any, opts ...RaiseOption) (string, error) {
+	var o raiseOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	var reasons []string
+	if err := pattern.ValidateEventType(eventType); err != nil {
+		reasons = append(reasons, "event type: "+err.Error())
+	}
+	if o.eventID != "" {
+		reasons = textReasons(reasons, "event id", o.eventID, MaxIDBytes)
+	}
+	if o.start {
+		reasons = append(reasons, "StartIfAbsent does not apply to Publish")
+	}
+	raw, reasons := encodeJSON(reasons, "data", data, c.rt.cfg.MaxPayloadDepth)
+	if len(raw) > c.rt.cfg.MaxPayloadBytes {
+		reasons = append(reasons, fmt.Sprintf("data is %d bytes, over the %d-byte cap", len(raw), c.rt.cfg.MaxPayloadBytes))
+	}
+	if len(reasons) > 0 {
+		return "", &EventInvalidError{Name: eventType, Reasons: reasons}
+	}
+	return c.s.Publish(eventType, o.eventID, raw), nil
 }
 
 // Timer returns a future that resolves d after Now. Timers are durable.

@@ -291,6 +291,7 @@ func (r *Runtime) maintenanceLoop(ctx context.Context) {
 				led[tenant] = true
 				r.expireEvents(ctx, tenant)
 				r.expireCorrelated(ctx, tenant)
+				r.pruneBus(ctx, tenant)
 			}
 		}
 		select {

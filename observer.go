@@ -46,7 +46,75 @@ type Observer interface {
 	// has not registered.
 	Unregistered(UnregisteredReport)
 
+	// BusPublished: an event was published to the bus (Publish, or a
+	// turn's ctx.Publish committed).
+	BusPublished(BusPublishReport)
+	// BusRouted: a published event was matched against the subscriptions.
+	BusRouted(BusRouteReport)
+	// BusAttempted: an execution's attempt ended (see BusAttemptReport).
+	BusAttempted(BusAttemptReport)
+	// BusQueue: the depth of the bus's dispatch queue changed (reported
+	// after each claim and each finished execution).
+	BusQueue(BusQueueReport)
+
 	mustEmbedNopObserver()
+}
+
+// BusPublishReport describes one published event.
+type BusPublishReport struct {
+	Tenant    string
+	EventID   string
+	Type      string
+	Duplicate bool // the id was published before; nothing changed
+	// Refused: Publish refused the event (back-pressure); nothing stored.
+	Refused bool
+}
+
+// BusRouteReport describes the routing of one published event.
+type BusRouteReport struct {
+	Tenant  string
+	EventID string
+	Type    string
+	// Matched are the subscriptions whose pattern and filter matched (an
+	// execution was queued for each); Filtered those whose pattern
+	// matched but whose filter did not. Both empty: no match.
+	Matched  []string
+	Filtered []string
+}
+
+// Bus attempt outcomes (BusAttemptReport.Outcome).
+const (
+	BusOutcomeSucceeded  = "succeeded"
+	BusOutcomeRetry      = "retry"
+	BusOutcomeDeadLetter = "dead_letter"
+	BusOutcomeLeaseLost  = "lease_lost"
+)
+
+// BusAttemptReport describes one ended attempt of an execution.
+type BusAttemptReport struct {
+	Tenant       string
+	Subscription string
+	Target       string // the target kind (script, workflow, …)
+	EventID      string
+	Attempt      int // 1 for the first attempt
+	// Outcome is BusOutcomeSucceeded, BusOutcomeRetry (a transient
+	// failure with retries left), BusOutcomeDeadLetter or
+	// BusOutcomeLeaseLost (the result was not recorded: another worker
+	// owns the execution now).
+	Outcome string
+	// ErrorKind is the failure's kind (empty on success): timeout,
+	// runtime, resource, permanent, validation or permission.
+	ErrorKind string
+	Duration  time.Duration
+}
+
+// BusQueueReport is the state of a runtime's bus dispatch queue: Depth
+// executions claimed and waiting for a worker, out of Capacity
+// (Config.Bus.QueueSize; the executions running on the workers are not in
+// the queue).
+type BusQueueReport struct {
+	Depth    int
+	Capacity int
 }
 
 // EventReport describes one event.
@@ -123,6 +191,8 @@ type ActivityReport struct {
 const (
 	ClaimTurns      = "turns"
 	ClaimActivities = "activities"
+	ClaimBus        = "bus"
+	ClaimBusRoute   = "bus_route"
 )
 
 // ClaimReport describes one claim call.
@@ -166,6 +236,10 @@ func (NopObserver) ActivityAttempted(ActivityReport)        {}
 func (NopObserver) Claimed(ClaimReport)                     {}
 func (NopObserver) InstanceUnreplayable(UnreplayableReport) {}
 func (NopObserver) Unregistered(UnregisteredReport)         {}
+func (NopObserver) BusPublished(BusPublishReport)           {}
+func (NopObserver) BusRouted(BusRouteReport)                {}
+func (NopObserver) BusAttempted(BusAttemptReport)           {}
+func (NopObserver) BusQueue(BusQueueReport)                 {}
 func (NopObserver) mustEmbedNopObserver()                   {}
 
 // MultiObserver returns an Observer that hands every report to each of
@@ -223,6 +297,30 @@ func (m multiObserver) InstanceUnreplayable(r UnreplayableReport) {
 func (m multiObserver) Unregistered(r UnregisteredReport) {
 	for _, o := range m.obs {
 		o.Unregistered(r)
+	}
+}
+
+func (m multiObserver) BusPublished(r BusPublishReport) {
+	for _, o := range m.obs {
+		o.BusPublished(r)
+	}
+}
+
+func (m multiObserver) BusRouted(r BusRouteReport) {
+	for _, o := range m.obs {
+		o.BusRouted(r)
+	}
+}
+
+func (m multiObserver) BusAttempted(r BusAttemptReport) {
+	for _, o := range m.obs {
+		o.BusAttempted(r)
+	}
+}
+
+func (m multiObserver) BusQueue(r BusQueueReport) {
+	for _, o := range m.obs {
+		o.BusQueue(r)
 	}
 }
 
@@ -290,4 +388,24 @@ func (g *guardedObserver) InstanceUnreplayable(r UnreplayableReport) {
 func (g *guardedObserver) Unregistered(r UnregisteredReport) {
 	defer g.recover("Unregistered")
 	g.o.Unregistered(r)
+}
+
+func (g *guardedObserver) BusPublished(r BusPublishReport) {
+	defer g.recover("BusPublished")
+	g.o.BusPublished(r)
+}
+
+func (g *guardedObserver) BusRouted(r BusRouteReport) {
+	defer g.recover("BusRouted")
+	g.o.BusRouted(r)
+}
+
+func (g *guardedObserver) BusAttempted(r BusAttemptReport) {
+	defer g.recover("BusAttempted")
+	g.o.BusAttempted(r)
+}
+
+func (g *guardedObserver) BusQueue(r BusQueueReport) {
+	defer g.recover("BusQueue")
+	g.o.BusQueue(r)
 }

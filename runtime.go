@@ -35,9 +35,12 @@ type Runtime struct {
 
 	unregLogged sync.Map // tenant, kind, name of unregistered work already logged
 
-	mu         sync.RWMutex
-	workflows  map[string]replay.WorkflowFunc
-	activities map[string]activityFunc
+	mu          sync.RWMutex
+	workflows   map[string]replay.WorkflowFunc
+	activities  map[string]activityFunc
+	busHandlers map[string]BusHandler
+
+	bus busState
 
 	life    sync.Mutex         // guards cancel and stopped
 	cancel  context.CancelFunc // set while started, until stopped
@@ -161,8 +164,9 @@ func (r *Runtime) Start(ctx context.Context) error {
 	stopped := make(chan struct{})
 	r.cancel, r.stopped = cancel, stopped
 	var wg sync.WaitGroup
-	wg.Add(3)
+	wg.Add(4)
 	go func() { defer wg.Done(); r.turnLoop(ctx) }()
+	go func() { defer wg.Done(); r.busLoop(ctx) }()
 	go func() { defer wg.Done(); r.activityLoop(ctx) }()
 	go func() { defer wg.Done(); r.maintenanceLoop(ctx) }()
 	go func() { wg.Wait(); close(stopped) }()

@@ -237,8 +237,11 @@ func TestTenants_FairClaims(t *testing.T) {
 	pos := slices.Index(order.order, "z-small/s")
 	n := len(order.order)
 	order.mu.Unlock()
-	if pos < 0 || pos >= 2*workers {
-		t.Fatalf("the small tenant's turn ended %dth of %d, want among the first %d", pos+1, n, 2*workers)
+	// Claimed in the first round, its turn still ends after those that
+	// commit faster (on a loaded machine, a few rounds of them): the bound
+	// is a few rounds, against the 300 it would wait for without fair claims.
+	if pos < 0 || pos >= 4*workers {
+		t.Fatalf("the small tenant's turn ended %dth of %d, want among the first %d", pos+1, n, 4*workers)
 	}
 	if _, err := bigC.WaitForCompletion(ctx, fmt.Sprintf("b%03d", big-1)); err != nil {
 		t.Fatal(err)

@@ -159,8 +159,12 @@ func (s *readySet) remove(t string) {
 // A claim is not cut off by Stop: a claim the database committed but the
 // caller saw cancelled would strand its work until the lease ran out. What
 // a claim returns is run, even when stopping; Stop waits for it.
+//
+// claim returns the items it claimed and whether the tenant may have more
+// work right now (a claim that came back full says so; the bus's also
+// when it routed a full batch of events).
 func claimLoop[T any](ctx context.Context, r *Runtime, what string, kinds storage.WorkKind, workers int,
-	claim func(ctx context.Context, tenant string, max int) ([]T, error), run func(ctx context.Context, item T)) {
+	claim func(ctx context.Context, tenant string, max int) ([]T, bool, error), run func(ctx context.Context, item T)) {
 	w, done := r.newWaiter(kinds)
 	defer done()
 	slots := make(chan struct{}, workers)
@@ -222,7 +226,7 @@ func claimLoop[T any](ctx context.Context, r *Runtime, what string, kinds storag
 			share := (free + left - 1) / left // the first ones get the remainder
 			claimCtx, cancelClaim := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
 			began := time.Now()
-			items, err := claim(claimCtx, t, share)
+			items, more, err := claim(claimCtx, t, share)
 			cancelClaim()
 			r.obs.Claimed(ClaimReport{Tenant: t, Kind: what, Requested: share, Claimed: len(items),
 				Duration: time.Since(began), Err: err})
@@ -234,7 +238,7 @@ func claimLoop[T any](ctx context.Context, r *Runtime, what string, kinds storag
 				failed = true
 				continue
 			}
-			if len(items) < share {
+			if !more {
 				// The claim took everything there was: more work comes with
 				// a signal (new work, a committed turn that left some) or
 				// at its NextWake time. Claiming again at once would only
@@ -259,12 +263,12 @@ func claimLoop[T any](ctx context.Context, r *Runtime, what string, kinds storag
 
 // turnLoop claims and runs turns.
 func (r *Runtime) turnLoop(ctx context.Context) {
-	claimLoop(ctx, r, ClaimTurns, storage.WorkTurns, r.cfg.TurnWorkers, func(ctx context.Context, tenant string, max int) ([]*storage.Turn, error) {
+	claimLoop(ctx, r, ClaimTurns, storage.WorkTurns, r.cfg.TurnWorkers, func(ctx context.Context, tenant string, max int) ([]*storage.Turn, bool, error) {
 		turns, err := r.store.TurnClaim(ctx, &storage.TurnClaimParams{Tenant: tenant, Now: r.cfg.Clock.Now(), Lease: r.cfg.TurnLease, Max: max})
 		for _, t := range turns {
 			t.Instance.Tenant = tenant
 		}
-		return turns, err
+		return turns, len(turns) >= max, err
 	}, r.runTurn)
 }
 
@@ -338,6 +342,7 @@ func (r *Runtime) runTurn(ctx context.Context, t *storage.Turn) {
 		CorrelatedWaits:       waits,
 		CancelCorrelatedWaits: out.CancelCorrelatedWaits,
 		ReturnedCorrelated:    out.ReturnedCorrelated,
+		Publish:               out.Publish,
 	})
 	if err != nil {
 		rep.Outcome, rep.Err = TurnCommitFailed, err
@@ -353,6 +358,9 @@ func (r *Runtime) runTurn(ctx context.Context, t *storage.Turn) {
 	}
 	rep.Outcome = TurnCommitted
 	r.reportDelivered(t, out)
+	for _, p := range out.Publish {
+		r.obs.BusPublished(BusPublishReport{Tenant: tenant, EventID: p.ID, Type: p.Type})
+	}
 	reportDrops(r.logger, r.obs, tenant, t.Instance.ID, out.Drops)
 	reportContinuedDrops(r.logger, r.obs, tenant, t.Instance.ID, out.ContinuedDrops)
 	reportDrops(r.logger, r.obs, tenant, t.Instance.ID, storeDrops)
@@ -577,12 +585,12 @@ func NonRetryable(err error) error { return &nonRetryable{err} }
 
 // activityLoop claims and runs activities.
 func (r *Runtime) activityLoop(ctx context.Context) {
-	claimLoop(ctx, r, ClaimActivities, storage.WorkActivities, r.cfg.ActivityWorkers, func(ctx context.Context, tenant string, max int) ([]*storage.ActivityTask, error) {
+	claimLoop(ctx, r, ClaimActivities, storage.WorkActivities, r.cfg.ActivityWorkers, func(ctx context.Context, tenant string, max int) ([]*storage.ActivityTask, bool, error) {
 		tasks, err := r.store.ActivityClaim(ctx, &storage.ActivityClaimParams{Tenant: tenant, Now: r.cfg.Clock.Now(), Lease: r.cfg.ActivityLease, Max: max})
 		for _, t := range tasks {
 			t.Tenant = tenant
 		}
-		return tasks, err
+		return tasks, len(tasks) >= max, err
 	}, r.runActivity)
 }
 

@@ -35,4 +35,8 @@ var (
 	// got it was not made; writes succeed again once room is made, without
 	// reopening the store.
 	ErrStorageFull = errors.New("herald: storage full")
+	// ErrBackPressure: the tenant's bus backlog (published events not yet
+	// routed plus executions not yet ended) is at its cap; Publish stored
+	// nothing. Retry later (HTTP 429).
+	ErrBackPressure = errors.New("herald: event bus backlog full")
 )

@@ -50,6 +50,10 @@ const (
 	// (event definition, key) reaches every instance waiting on that key.
 	// Name is the event definition.
 	LaneCorrelated Lane = "correlated"
+	// LaneBus is the event bus (docs/bus.md): an EventRecord of this lane
+	// is a published event; its Bus field holds the routes and
+	// executions.
+	LaneBus Lane = "bus"
 )
 
 // Fate is where an external event stands.
@@ -86,6 +90,12 @@ const (
 	// DropInstanceTerminal: its instance ended (completed, failed,
 	// terminated) before consuming it.
 	DropInstanceTerminal DropReason = "instance_terminal"
+	// DropNoMatch: a published event no enabled subscription's pattern
+	// matched (bus lane): nothing ran.
+	DropNoMatch DropReason = "no_match"
+	// DropFiltered: a published event whose matching subscriptions all
+	// filtered it out (bus lane).
+	DropFiltered DropReason = "filtered"
 )
 
 // Failure kinds (Failure.Kind, WorkflowError.Kind).
@@ -266,6 +276,9 @@ type EventRecord struct {
 	Key        string    `json:"key,omitempty"`
 	ReceivedAt time.Time `json:"received_at"`
 	UpdatedAt  time.Time `json:"updated_at"`
+	// Bus is the published event, with its routes and executions, of a
+	// LaneBus record.
+	Bus *PublishedEvent `json:"bus,omitempty"`
 }
 
 // Buffer policies of an event definition.

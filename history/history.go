@@ -41,6 +41,10 @@ const (
 	ExecutionCompleted       Kind = "ExecutionCompleted"
 	ExecutionFailed          Kind = "ExecutionFailed"
 	ExecutionContinuedAsNew  Kind = "ExecutionContinuedAsNew"
+	// EventPublished: the workflow published an event to the bus
+	// (ctx.Publish): Name is its type, EventID its id, Payload its data.
+	// It is stored with the turn that made it (outbox).
+	EventPublished Kind = "EventPublished"
 )
 
 // IsDecision reports whether events of kind k are produced by workflow code.
@@ -48,7 +52,7 @@ func (k Kind) IsDecision() bool {
 	switch k {
 	case ActivityScheduled, ActivityCancelRequested, TimerCreated, TimerCancelled,
 		EventSubscribed, EventSubscribedCancelled, ExecutionCompleted, ExecutionFailed,
-		ExecutionContinuedAsNew:
+		ExecutionContinuedAsNew, EventPublished:
 		return true
 	}
 	return false

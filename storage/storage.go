@@ -305,6 +305,12 @@ type TurnCommitParams struct {
 	// in the same turn) is neither registered nor delivered to, and a commit
 	// that ends the instance or continues it as new registers no waits.
 	CorrelatedWaits []CorrelatedWait
+	// Publish are events the turn published to the bus (ctx.Publish):
+	// stored in the same transaction as BusPublish stores them (a
+	// duplicate id is skipped, an id of another type is skipped too: the
+	// engine derives these ids, so neither happens but by replay after a
+	// lost commit). A commit that publishes wakes the bus workers.
+	Publish []BusPublishEvent
 	// CancelCorrelatedWaits are seqs (of Execution) of correlated waits
 	// withdrawn this turn (timed out, lost a select): their markers are
 	// deleted. A commit that ends the instance or continues it as new
@@ -559,6 +565,7 @@ type Store interface {
 	LeaderStore
 	Notifier
 	TenantStore
+	BusStore
 
 	// Close releases the store; later calls return ErrClosed.
 	Close() error
@@ -847,6 +854,10 @@ const (
 	WorkTurns WorkKind = 1 << iota
 	// WorkActivities: an activity task may be claimable.
 	WorkActivities
+	// WorkBus: the event bus has work: an unrouted published event, or
+	// an execution that is due (queued, retrying past its time, or
+	// running with a lease that ran out).
+	WorkBus
 
-	WorkAll = WorkTurns | WorkActivities
+	WorkAll = WorkTurns | WorkActivities | WorkBus
 )

@@ -32,6 +32,8 @@ type Error struct {
 	Kind    string `json:"kind"`
 	Message string `json:"message"`
 	Stack   string `json:"stack,omitempty"`
+	// Logs are the lines the script logged before it failed.
+	Logs []string `json:"-"`
 }
 
 func (e *Error) Error() string { return "script " + e.Kind + " error: " + e.Message }
@@ -196,6 +198,7 @@ func (r *Runner) exec(ctx context.Context, c *child, s *Script, in Input) (*Resu
 			return nil, &Error{Kind: KindRuntime, Message: "unreadable reply from script child: " + err.Error()}, false
 		}
 		if rep.Error != nil {
+			rep.Error.Logs = rep.Logs
 			return nil, rep.Error, true
 		}
 		return &Result{Value: rep.Result, Logs: rep.Logs}, nil, true

@@ -118,6 +118,9 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	approval.Register(rt)
 	mailbox.Register(rt)
 	signing.Register(rt)
+	herald.RegisterBusHandler(rt, "notify-sales", func(ctx context.Context, ev herald.BusEvent) (any, error) {
+		return map[string]string{"notified": "sales", "event": ev.ID}, nil
+	})
 	if err := rt.Start(ctx); err != nil {
 		return failed(stderr, err)
 	}
@@ -333,7 +336,131 @@ func demo(ctx context.Context, c *herald.Client, w io.Writer) error {
 	// 7. An event for an instance that has ended is refused, and nothing is stored.
 	_, err = c.RaiseEvent(ctx, "order-1", "decision", approval.Decision{Approved: false, By: "eve"})
 	fmt.Fprintf(w, "\nraise to completed order-1 → %v\n", err)
+
+	return demoBus(ctx, c, w)
+}
+
+// demoBus shows the event bus: published events matched against
+// subscriptions with a filter, a script target and a Go handler, an event
+// nothing matches, a script failure that lands in the dead-letter queue and
+// is reprocessed once the script is fixed — each with its fate.
+func demoBus(ctx context.Context, c *herald.Client, w io.Writer) error {
+	fmt.Fprintln(w, "\n== event bus")
+	if _, err := c.PutScript(ctx, "fraud-check", `
+		if (ctx.event.data.amount > 5000) throw new PermanentError("amount " + ctx.event.data.amount + " needs a human");
+		return {checked: ctx.event.data.order_id};`); err != nil {
+		return err
+	}
+	for _, s := range []herald.Subscription{
+		{ID: "fraud", Pattern: "order.*", Enabled: true, Target: herald.Target{Kind: herald.TargetScript, Script: "fraud-check"}},
+		{ID: "big-orders", Pattern: "order.paid", Enabled: true,
+			Filter: []byte(`{"logic":"AND","conditions":[{"field":"data.amount","op":"gte","value":1000}]}`),
+			Target: herald.Target{Kind: herald.TargetHandler, Handler: "notify-sales"}},
+	} {
+		if _, err := c.PutSubscription(ctx, s); err != nil {
+			return err
+		}
+	}
+	events := []struct {
+		id, typ string
+		data    any
+	}{
+		{"bus-1", "order.paid", map[string]any{"order_id": 1, "amount": 1200}},
+		{"bus-2", "order.paid", map[string]any{"order_id": 2, "amount": 30}},
+		{"bus-3", "order.paid", map[string]any{"order_id": 3, "amount": 9000}},
+		{"bus-4", "user.signed_up", map[string]any{"user": "zoe"}},
+	}
+	for _, e := range events {
+		if _, err := c.Publish(ctx, e.typ, e.data, herald.WithEventID(e.id)); err != nil {
+			return err
+		}
+	}
+	for _, e := range events {
+		ev, err := waitBusEnded(ctx, c, e.id)
+		if err != nil {
+			return err
+		}
+		printBus(w, ev)
+	}
+	// The fraud check dead-lettered bus-3. Fix the script, reprocess.
+	page, err := c.DeadLetters(ctx, herald.DeadLetterFilter{Subscription: "fraud"})
+	if err != nil {
+		return err
+	}
+	for _, d := range page.Letters {
+		fmt.Fprintf(w, "dead letter %d: %s %s via %s after %d attempt(s): %s: %s\n", d.ID, d.EventType, d.EventID,
+			d.Subscription, d.Attempts, d.ErrorKind, d.Error)
+	}
+	if _, err := c.PutScript(ctx, "fraud-check", `return {checked: ctx.event.data.order_id, manual: ctx.event.data.amount > 5000};`); err != nil {
+		return err
+	}
+	n, err := c.ReprocessDeadLetters(ctx, herald.DeadLetterFilter{Subscription: "fraud"})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "fraud-check fixed (version 2); reprocessed %d dead letter(s)\n", n)
+	ev, err := waitBusEnded(ctx, c, "bus-3")
+	if err != nil {
+		return err
+	}
+	if r := busRoute(ev, "fraud"); r != nil && r.Execution.Status != herald.ExecSucceeded {
+		return fmt.Errorf("bus-3 after reprocessing: %s", r.Execution.Status)
+	}
+	printBus(w, ev)
 	return nil
+}
+
+func busRoute(ev *herald.PublishedEvent, sub string) *herald.Route {
+	for _, r := range ev.Routes {
+		if r.Subscription == sub {
+			return r
+		}
+	}
+	return nil
+}
+
+// waitBusEnded waits until every execution of a published event has ended
+// (or none was queued).
+func waitBusEnded(ctx context.Context, c *herald.Client, id string) (*herald.PublishedEvent, error) {
+	var ev *herald.PublishedEvent
+	err := waitUntil(ctx, "published event "+id, func() (bool, error) {
+		var err error
+		ev, err = c.PublishedEvent(ctx, id)
+		if err != nil {
+			return false, err
+		}
+		switch ev.Fate {
+		case herald.BusDone, herald.BusNoMatch, herald.BusFiltered:
+			// Reprocessed executions are queued again: wait for them too.
+			for _, r := range ev.Routes {
+				if r.Execution != nil && !r.Execution.Status.Terminal() {
+					return false, nil
+				}
+			}
+			return true, nil
+		}
+		return false, nil
+	})
+	return ev, err
+}
+
+// printBus prints a published event's fate, one line per route.
+func printBus(w io.Writer, ev *herald.PublishedEvent) {
+	fmt.Fprintf(w, "published %s %s %s → %s\n", ev.ID, ev.Type, ev.Data, ev.Fate)
+	for _, r := range ev.Routes {
+		switch {
+		case !r.Matched:
+			fmt.Fprintf(w, "    %-10s filtered out by %s\n", r.Subscription, r.FilteredBy)
+		case r.Execution.Status == herald.ExecSucceeded:
+			re := ""
+			if r.Execution.Reprocessed > 0 {
+				re = ", reprocessed"
+			}
+			fmt.Fprintf(w, "    %-10s succeeded after %d attempt(s)%s → %s\n", r.Subscription, r.Execution.Attempts, re, r.Execution.Result)
+		default:
+			fmt.Fprintf(w, "    %-10s %s after %d attempt(s): %s\n", r.Subscription, r.Execution.Status, r.Execution.Attempts, r.Execution.LastError)
+		}
+	}
 }
 
 // waitHistory waits until the instance's current history has an event of kind.

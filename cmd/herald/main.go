@@ -17,6 +17,8 @@ import (
 	"runtime"
 	"runtime/debug"
 	"syscall"
+
+	"github.com/heraldwf/herald"
 )
 
 const usage = `herald — durable workflows whose centre is external events
@@ -46,6 +48,8 @@ const (
 )
 
 func main() {
+	// Scripts of the event bus run in child processes of this program.
+	herald.ServeScriptChild()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()

@@ -25,7 +25,10 @@ import (
 
 var update = flag.Bool("update", false, "record the demo's instances into internal/timeline/testdata (TestDemo_FreshRecreates)")
 
-func TestMain(m *testing.M) { testdb.Main(m) }
+func TestMain(m *testing.M) {
+	herald.ServeScriptChild() // the demo's scripts run in child processes of the test binary
+	testdb.Main(m)
+}
 
 // result is what one run of the command did.
 type result struct {
@@ -128,6 +131,11 @@ func checkDemo(t *testing.T, out string) {
 		"mailbox-1/order-5 .*delivered to receive #1 of execution 3 (arrived in execution 1)",
 		"webhook: put document-signed/DOC-7 → reached 3 waiting instances",
 		"sign-dave (onboard) completed",
+		"published bus-2 order.paid .*→ done",
+		"big-orders filtered out by $.conditions[0] (data.amount gte): value",
+		"published bus-4 user.signed_up .*→ no_match",
+		"dead letter .*order.paid bus-3 via fraud after 1 attempt(s): permanent: amount 9000 needs a human",
+		"fraud      succeeded after 1 attempt(s), reprocessed",
 	} {
 		before, after, ok := strings.Cut(want, ".*")
 		found := false

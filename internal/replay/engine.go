@@ -115,6 +115,9 @@ type Output struct {
 	// event on, as for a withdrawn wait, and leaves a fan-out one, which is
 	// still stored (storage.TurnCommitParams.ReturnedCorrelated).
 	ReturnedCorrelated []storage.ReturnedCorrelated
+	// Publish are the events the turn published to the bus (ctx.Publish):
+	// the store commits them with the turn.
+	Publish []storage.BusPublishEvent
 }
 
 // CorrelatedWait is a wait on (event definition, key).
@@ -996,6 +999,31 @@ func (s *State) CallActivity(name string, input json.RawMessage, retry heraldtyp
 		f.resolve(nil, ErrCanceled)
 	}
 	return f
+}
+
+// Publish publishes an event to the bus as a decision: it is committed
+// with the turn (outbox) and recorded in history as EventPublished. An
+// empty id is derived from the instance, execution and the decision's
+// seq, so a replay publishes under the same id and the bus's dedup makes a
+// commit that is retried publish once. It returns the event id.
+func (s *State) Publish(eventType, id string, data json.RawMessage) string {
+	if id == "" {
+		// The seq the decision gets if it is new; on replay the recorded
+		// one is read back below.
+		id = fmt.Sprintf("%s/%d/%d", s.in.InstanceID, s.execution, s.nextSeq)
+	}
+	ev := history.Event{Kind: history.EventPublished, Name: eventType, EventID: id, Payload: data}
+	if s.cursor < len(s.hist) {
+		h := s.hist[s.cursor]
+		if h.Kind == history.EventPublished && h.Name == eventType {
+			ev.EventID = h.EventID
+		}
+	}
+	if _, isNew := s.decide(ev); isNew {
+		s.out.Publish = append(s.out.Publish, storage.BusPublishEvent{ID: ev.EventID, Type: eventType, Data: data,
+			Source: "workflow:" + s.in.InstanceID})
+	}
+	return ev.EventID
 }
 
 // NewTimer creates a durable timer firing d after Now.

@@ -170,6 +170,8 @@ func describe(ev history.Event, execution int) string {
 		parts = append(parts, "fires at +"+ev.FireAt.Sub(ev.Time).String())
 	case history.TimerFired, history.TimerCancelled, history.ActivityCancelRequested:
 		parts = append(parts, fmt.Sprintf("(of #%d)", ev.TaskSeq))
+	case history.EventPublished:
+		parts = append(parts, fmt.Sprintf("%s %s data=%s", ev.Name, ev.EventID, ev.Payload))
 	case history.EventSubscribed:
 		s := fmt.Sprintf("wait for %q", ev.Name)
 		switch {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -14,8 +15,6 @@ import (
 	heraldprom "github.com/heraldwf/herald/metrics/prometheus"
 	"github.com/heraldwf/herald/storage/sqlite"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
-	dto "github.com/prometheus/client_model/go"
 )
 
 // TestObserver_RealRuntime drives a runtime on SQLite through a workflow
@@ -231,10 +230,15 @@ func TestNew_Errors(t *testing.T) {
 	}
 
 	for name, opt := range map[string]heraldprom.Option{
-		"tenant cap 0":       heraldprom.WithTenantLabel(0),
-		"no buckets":         heraldprom.WithDurationBuckets(),
-		"decreasing buckets": heraldprom.WithDurationBuckets(1, 0.5),
-		"duplicate bucket":   heraldprom.WithDurationBuckets(0.1, 0.1),
+		"tenant cap 0":                 heraldprom.WithTenantLabel(0),
+		"no buckets":                   heraldprom.WithDurationBuckets(),
+		"decreasing buckets":           heraldprom.WithDurationBuckets(1, 0.5),
+		"duplicate bucket":             heraldprom.WithDurationBuckets(0.1, 0.1),
+		"subscription cap 0":           heraldprom.WithSubscriptionLabel(0),
+		"subscription cap -1":          heraldprom.WithSubscriptionLabel(-1),
+		"no execution buckets":         heraldprom.WithExecutionDurationBuckets(),
+		"NaN execution bucket":         heraldprom.WithExecutionDurationBuckets(0.1, math.NaN()),
+		"decreasing execution buckets": heraldprom.WithExecutionDurationBuckets(2, 1),
 	} {
 		empty := prometheus.NewRegistry()
 		if _, err := heraldprom.New(empty, opt); !errors.Is(err, heraldprom.ErrInvalidOption) {
@@ -248,50 +252,4 @@ func TestNew_Errors(t *testing.T) {
 			t.Errorf("%s: New after a refused New: %v", name, err)
 		}
 	}
-}
-
-func gather(t *testing.T, reg *prometheus.Registry) []*dto.MetricFamily {
-	t.Helper()
-	fams, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fams
-}
-
-func mustCount(t *testing.T, reg *prometheus.Registry, name string) int {
-	t.Helper()
-	n, err := testutil.GatherAndCount(reg, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
-
-// value returns the counter value, or the histogram's sample count, of the
-// series of metric whose labels are exactly labels (0 when there is none).
-func value(fams []*dto.MetricFamily, metric string, labels map[string]string) float64 {
-	for _, f := range fams {
-		if f.GetName() != metric {
-			continue
-		}
-	series:
-		for _, m := range f.GetMetric() {
-			if len(m.GetLabel()) != len(labels) {
-				continue
-			}
-			for _, l := range m.GetLabel() {
-				if v, ok := labels[l.GetName()]; !ok || v != l.GetValue() {
-					continue series
-				}
-			}
-			switch {
-			case m.Counter != nil:
-				return m.GetCounter().GetValue()
-			case m.Histogram != nil:
-				return float64(m.GetHistogram().GetSampleCount())
-			}
-		}
-	}
-	return 0
 }

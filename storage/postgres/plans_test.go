@@ -58,6 +58,18 @@ func TestHotPlansOnEmptySchema(t *testing.T) {
 		{"claim state", scans, claimStateSQL},
 		{"next wake", scans, nextWakeSQL},
 		{"activity claim", scans, claimActivitiesSQL},
+		{"bus publish", plain, publishSQL},
+		{"bus turn publish", plain, publishTurnSQL},
+		{"bus route insert", scans, routeInsertSQL},
+		{"bus route mark", scans, routeMarkSQL},
+		{"bus claim", scans, busClaimSQL},
+		{"bus finish lock", scans, busFinishLockSQL},
+		{"bus finish", scans, busFinishSQL},
+		{"bus heartbeat", plain, busHeartbeatSQL},
+		{"bus event", plain, busEventGetSQL},
+		{"bus prune lock", scans, busPruneLockSQL},
+		{"bus prune", scans, busPruneSQL},
+		{"bus reprocess", scans, busReprocessSQL},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if _, err := conn.Exec(ctx, "RESET ALL", pgx.QueryExecModeSimpleProtocol); err != nil {

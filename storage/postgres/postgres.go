@@ -41,8 +41,8 @@
 //
 // Under load, what a transaction costs beyond its statements (its round
 // trip, its commit, waking the client and the backend) was most of the cost
-// of a raise or a turn commit. So concurrent TurnCommit, EventRaise and
-// EventDefinitionGet calls share transactions: a call that finds one of a
+// of a raise or a turn commit. So concurrent TurnCommit, EventRaise,
+// BusPublish and EventDefinitionGet calls share transactions: a call that finds one of a
 // few batch slots free runs at once (a call alone is never delayed), and
 // the calls made while the slots are busy share the next batch, one
 // transaction in one round trip (see combiner). A call returns once its
@@ -116,6 +116,43 @@
 // its NOTIFY, other nodes find the work on their next poll (NextWake).
 // Anyone can wake a tenant's workers with NOTIFY herald_<schema>, '<tenant>'.
 //
+// # The event bus
+//
+// The bus's tables (migration 0008) follow the same rules: BusRoute and
+// BusClaim pick rows with FOR UPDATE SKIP LOCKED, so that nodes route
+// disjoint events and claim disjoint executions without waiting for each
+// other; BusFinish and BusHeartbeat are fenced by the execution's lock
+// token, and a running execution whose lease ran out is claimed again by
+// anyone (TakenOver). A route decided to run is its execution: one row of
+// bus_routes per (event, subscription), with status filtered when the
+// filter said no. The fair-queueing numbers come from herald_bus_numbers,
+// which locks the subscriptions' rows of bus_fq; every call that locks
+// several kinds of rows takes them event, then execution (in id order),
+// then bus_fq row (in subscription order). BusPublish is one statement
+// (batched, see Group commit), BusClaim, BusFinish and BusHeartbeat one
+// round trip each, BusRoute two (the events are locked, the callback
+// decides, the decisions are stored and committed); a turn's published
+// events are one more statement in the turn commit's batch, so a
+// publishing turn still commits in one round trip, batched with others.
+//
+// Several of these calls lock rows in one statement and change them in a
+// later one of the same transaction, by ctid: a statement's snapshot is
+// taken when it starts, so a row a statement both locks and changes could
+// have a newer version (a heartbeat's) than the one its snapshot sees, and
+// an update by ctid would miss it. Multi-row lookups by key go through
+// lateral probes (one primary-key probe per key), because a generic plan
+// made while a table is empty may answer "id = ANY($ids)" by scanning the
+// tenant's whole index. The bus's busiest tables have a warm-up of their
+// own (stats.go).
+//
+// Free text that targets produce (attempt errors, stacks, script log
+// lines, a filter's explanation, a dead letter's error) is stored as
+// bytea, byte for byte: a script that logs a NUL byte must not wedge its
+// execution on a refused write. Text stored as text (ids, types, patterns,
+// sources, JSON documents, script sources) must be valid UTF-8 without NUL
+// bytes and is refused with heraldtype.ErrInvalidArgument otherwise, as
+// are the ids the text rules refuse, nil params and negative limits.
+//
 // # Choices the storage contract leaves open
 //
 // They are those of the SQLite backend (package storage/sqlite), so that
@@ -167,6 +204,28 @@
 //     a holder renews its own lease even after it ran out (if nobody took
 //     it). LeaderResign by someone who does not hold the leadership does
 //     nothing.
+//   - The bus: zero Max and Limit fields take the defaults (BusRoute 100,
+//     BusClaim 1 with a one-minute lease, pages 100 and at most 1000, bulk
+//     dead-letter operations and BusPrune 1000); negative ones, and
+//     negative cursors, leases and script versions, are refused.
+//     BusHeartbeat refuses a zero LeaseUntil. A published event must
+//     have data (the engine checks that it is JSON; PostgreSQL also wants
+//     it valid UTF-8), a source of at most "workflow:" and MaxIDBytes; a
+//     type and a subscription's pattern follow the text rules with
+//     MaxNameBytes; a subscription's filter must be JSON, its target's
+//     text valid UTF-8 (JSON would replace the rest).
+//     BusFinish: a retry with a zero RetryAt is due at Now; a result with an
+//     empty lock token, or repeating the (execution, token) of an earlier
+//     result of the call, gets ErrLeaseLost; an execution that fails keeps
+//     the attempt's error as its LastError, one that succeeds keeps its
+//     last one. A reprocessed execution keeps its DeadLetter until it ends
+//     again; a letter is reprocessed only while its execution still ended
+//     in it. Bulk dead-letter operations take the oldest letters first and
+//     skip letters another transaction holds. BusEventGet lists an event's
+//     routes in the order they were decided. A subscription's
+//     fair-queueing numbers start at 0; deleting it forgets its last one.
+//     A deleted script's versions go on when it is saved again (a
+//     tombstone keeps the count).
 package postgres
 
 import (
@@ -292,15 +351,17 @@ type Store struct {
 	closeOnce sync.Once
 	closing   chan struct{}
 
-	ownPIDs  *sync.Map // uint32 backend pid → struct{}: the pool's connections
-	hub      backend.Hub
-	claims   claimNotes
-	commits  combiner[*commitCall]
-	raises   combiner[*raiseCall]
-	defGets  combiner[*defGetCall]
-	warm     statsWarmer
-	notifier notifier
-	listener listener
+	ownPIDs   *sync.Map // uint32 backend pid → struct{}: the pool's connections
+	hub       backend.Hub
+	claims    claimNotes
+	commits   combiner[*commitCall]
+	raises    combiner[*raiseCall]
+	publishes combiner[*publishCall]
+	defGets   combiner[*defGetCall]
+	warm      statsWarmer // workflows' tables
+	warmBus   statsWarmer // the bus's tables
+	notifier  notifier
+	listener  listener
 
 	tenantsSeen sync.Map // tenant id → struct{}: known to be registered
 }
@@ -377,9 +438,11 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 		ownPIDs: ownPIDs,
 		closing: make(chan struct{}),
 	}
-	s.warm.s = s
+	s.warm = statsWarmer{s: s, tables: warmTables, core: warmCore}
+	s.warmBus = statsWarmer{s: s, tables: warmBusTables, core: len(warmBusTables)}
 	s.commits = combiner[*commitCall]{maxLeaders: maxCommitBatches, maxBatch: maxCommitBatch, run: s.commitBatch}
 	s.raises = combiner[*raiseCall]{maxLeaders: maxRaiseBatches, maxBatch: maxRaiseBatch, run: s.raiseBatch}
+	s.publishes = combiner[*publishCall]{maxLeaders: maxPublishBatches, maxBatch: maxPublishBatch, run: s.publishBatch}
 	s.defGets = combiner[*defGetCall]{maxLeaders: maxDefGetBatches, maxBatch: maxDefGetBatch, run: s.defGetBatch}
 	s.notifier.start(s)
 	s.listener.init(s, pcfg.ConnConfig.Copy())
@@ -397,6 +460,7 @@ func (s *Store) Close() error {
 		s.listener.stop()
 		s.notifier.stop()
 		s.warm.wait()
+		s.warmBus.wait()
 		s.pool.Close()
 	})
 	return nil

@@ -24,10 +24,16 @@ import (
 // them, in every session. A schema whose tables have been analyzed (by
 // autovacuum or anyone) is never analyzed here.
 
-// warmTables are the tables analyzed by the warm-up; the first four must
-// have been analyzed for it to end.
+// warmTables are the tables analyzed by the workflows' warm-up; the first
+// four must have been analyzed for it to end.
 var warmTables = []string{"instances", "inbox", "events", "history",
 	"activities", "correlated_waits", "correlated_events", "correlated_produced"}
+
+// warmBusTables are the tables analyzed by the event bus's warm-up (its
+// own, so that a store whose workflows warmed up long ago still warms up
+// the bus's tables once the bus is used); all must have been analyzed for
+// it to end.
+var warmBusTables = []string{"bus_events", "bus_routes", "bus_attempts"}
 
 const (
 	warmCore      = 4   // warmTables[:warmCore] end the warm-up
@@ -39,6 +45,8 @@ const (
 // write path; it stops checking once the core tables have statistics.
 type statsWarmer struct {
 	s       *Store
+	tables  []string // tables[:core] end the warm-up
+	core    int
 	done    atomic.Bool
 	running atomic.Bool
 	calls   atomic.Uint64
@@ -78,7 +86,7 @@ func (w *statsWarmer) check() {
 		case <-ctx.Done():
 		}
 	}()
-	rows, err := w.s.pool.Query(ctx, warmCheckSQL, w.s.cfg.schema, warmTables)
+	rows, err := w.s.pool.Query(ctx, warmCheckSQL, w.s.cfg.schema, w.tables)
 	if err != nil {
 		return
 	}
@@ -111,7 +119,7 @@ func (w *statsWarmer) check() {
 		}
 		analyzed[name] = true
 	}
-	for _, name := range warmTables[:warmCore] {
+	for _, name := range w.tables[:w.core] {
 		if !analyzed[name] {
 			return
 		}

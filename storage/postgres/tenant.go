@@ -124,7 +124,8 @@ func (s *Store) TenantList(ctx context.Context, p *storage.TenantListParams) ([]
 
 // Probes of TenantsReady, for the tenant tn.id at $1, with the predicates
 // of the claims: each a lateral subquery with LIMIT 1 on one claim index
-// (instances_ready, instances_leased, activities_ready, activities_leased),
+// (instances_ready, instances_leased, activities_ready, activities_leased,
+// and the bus's bus_events_unrouted, bus_routes_due, bus_routes_running),
 // so that it is an index probe per tenant whatever the statistics say (an
 // EXISTS became, on tables that looked small, one scan of every tenant's
 // entries hashed for all tenants).
@@ -134,6 +135,15 @@ var (
 			AND ready_at <= $1 AND not_before <= $1 AND status IN ` + nonTerminal + ` LIMIT 1`,
 		`SELECT 1 AS x FROM instances WHERE tenant = tn.id AND lock_token IS NOT NULL
 			AND lease_until < $1 AND ready_at <= $1 AND not_before <= $1 AND status IN ` + nonTerminal + ` LIMIT 1`,
+	}
+	// The bus: an unrouted event (bus_events_unrouted), a due queued or
+	// retrying execution (bus_routes_due), a running one whose lease ran
+	// out (bus_routes_running).
+	readyBusProbes = []string{
+		`SELECT 1 AS x FROM bus_events WHERE tenant = tn.id AND routed_at = 0 LIMIT 1`,
+		`SELECT 1 AS x FROM bus_routes WHERE tenant = tn.id AND status IN ('queued', 'retrying')
+			AND due_at > 0 AND due_at <= $1 LIMIT 1`,
+		`SELECT 1 AS x FROM bus_routes WHERE tenant = tn.id AND status = 'running' AND lease_until < $1 LIMIT 1`,
 	}
 	readyActivityProbes = []string{
 		`SELECT 1 AS x FROM activities WHERE tenant = tn.id AND lock_token IS NULL AND visible_at <= $1 LIMIT 1`,
@@ -151,6 +161,9 @@ func tenantsReadySQL(kinds storage.WorkKind, list bool) string {
 	}
 	if kinds&storage.WorkActivities != 0 {
 		probes = append(probes, readyActivityProbes...)
+	}
+	if kinds&storage.WorkBus != 0 {
+		probes = append(probes, readyBusProbes...)
 	}
 	from := `tenants tn`
 	if list {

@@ -359,6 +359,9 @@ func (s *Store) TurnCommit(ctx context.Context, p *storage.TurnCommitParams) ([]
 	if err != nil {
 		return nil, fmt.Errorf("postgres: commit turn of %q: %w", p.InstanceID, err)
 	}
+	if err := checkTurnPublish(p); err != nil {
+		return nil, fmt.Errorf("postgres: commit turn of %q: %w", p.InstanceID, err)
+	}
 	c := &commitCall{ctx: ctx, p: p, status: status, now: backend.NowOr(p.Now), seen: s.claims.take(p.LockToken)}
 	if c.batchable() && !s.closed.Load() {
 		if err := s.commits.do(ctx, c); err != nil {
@@ -371,6 +374,9 @@ func (s *Store) TurnCommit(ctx context.Context, p *storage.TurnCommitParams) ([]
 		return nil, fmt.Errorf("postgres: commit turn of %q: %w", p.InstanceID, c.err)
 	}
 	s.warm.note()
+	if len(p.Publish) > 0 {
+		s.warmBus.note()
+	}
 	// Wake idle workers if the instance has work left (messages that arrived
 	// during the turn, a kick) or the turn added work (activities, timers:
 	// a new timer can be earlier than the NextWake a worker sleeps on).
@@ -380,6 +386,9 @@ func (s *Store) TurnCommit(ctx context.Context, p *storage.TurnCommitParams) ([]
 	}
 	if len(p.Timers) > 0 || (c.res.ready != nil && *c.res.ready <= c.now.UnixNano()) {
 		kinds |= storage.WorkTurns
+	}
+	if len(p.Publish) > 0 {
+		kinds |= storage.WorkBus
 	}
 	if kinds != 0 {
 		s.signal(p.Tenant, kinds)
@@ -409,7 +418,7 @@ func (c *commitCall) ending() bool { return c.status.Terminal() || c.p.ContinueA
 var batchableFields = backend.NewFieldGuard[storage.TurnCommitParams](
 	"Tenant", "InstanceID", "LockToken", "Execution", "Now",
 	"NewEvents", "ConsumedMessages", "Activities", "Timers", "CancelTimers", "CancelActivities", "Fates",
-	"Status", "Output", "Failure", "ContinueAsNew")
+	"Status", "Output", "Failure", "ContinueAsNew", "Publish")
 
 // batchable reports whether the commit takes no advisory lock: it
 // registers no correlated wait, withdraws none, returns no correlated
@@ -571,6 +580,8 @@ func (s *Store) queueCommit(b *batch, p *storage.TurnCommitParams, status herald
 		if err := s.queueSimpleCommit(b, res, p, status, seen, now); err != nil {
 			return nil, err
 		}
+		// After herald_commit's fence: a lost lease aborts the batch first.
+		b.queuePublish(tenant, p.Publish, nowN)
 		if seen.blocked {
 			b.exec("clear blocked", unblockSQL, tenant, id)
 		}
@@ -645,6 +656,7 @@ func (s *Store) queueCommit(b *batch, p *storage.TurnCommitParams, status herald
 			  AND lease_until >= $5`,
 			tenant, id, execution, p.CancelActivities, nowN)
 	}
+	b.queuePublish(tenant, p.Publish, nowN)
 	if len(p.Fates) > 0 {
 		// The last update of an event id wins, as if applied in order. One
 		// statement per event: a primary-key lookup whatever the plan (a
@@ -763,14 +775,15 @@ func (s *Store) queueCommit(b *batch, p *storage.TurnCommitParams, status herald
 	return res, nil
 }
 
-// simpleFields are the fields of TurnCommitParams herald_commit handles:
-// it appends history, consumes messages, updates fates and sets the
-// status, and nothing else. A commit that sets any other field (an
+// simpleFields are the fields of TurnCommitParams the simple commit
+// handles: herald_commit appends history, consumes messages, updates fates
+// and sets the status, and a statement after it in the same batch stores
+// the published events. A commit that sets any other field (an
 // activity, a timer, a cancellation, continue-as-new, correlated-lane work,
 // or a field added after this list was written) takes the general path.
 var simpleFields = backend.NewFieldGuard[storage.TurnCommitParams](
 	"Tenant", "InstanceID", "LockToken", "Execution", "Now",
-	"NewEvents", "ConsumedMessages", "Fates", "Status", "Output", "Failure")
+	"NewEvents", "ConsumedMessages", "Fates", "Status", "Output", "Failure", "Publish")
 
 // simpleCommit reports whether herald_commit can do p's commit (see
 // simpleFields) and no withdrawn wait needs its delivery handed on.
@@ -870,6 +883,12 @@ const nextWakeSQL = `SELECT LEAST(
 	 ORDER BY lease_until LIMIT 1),
 	(SELECT lease_until FROM activities
 	 WHERE tenant = $1 AND lock_token IS NOT NULL AND lease_until > $2 AND NOT cancel_requested
+	 ORDER BY lease_until LIMIT 1),
+	(SELECT due_at FROM bus_routes
+	 WHERE tenant = $1 AND status IN ('queued', 'retrying') AND due_at > 0 AND due_at > $2
+	 ORDER BY due_at LIMIT 1),
+	(SELECT lease_until FROM bus_routes
+	 WHERE tenant = $1 AND status = 'running' AND lease_until > $2
 	 ORDER BY lease_until LIMIT 1)
 )`
 

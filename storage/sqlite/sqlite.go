@@ -43,9 +43,10 @@
 //
 // Reads (InstanceGet, InstanceList, HistoryList, EventGet, EventList,
 // EventDefinitionGet, EventDefinitionList, CorrelatedGet, CorrelatedSearch,
-// NextWake) use a separate pool of read-only connections and see every write
-// whose call has returned. Except NextWake, they return only once what they
-// read is durable.
+// the bus's gets and lists, BusBacklog, TenantsReady, NextWake) use a
+// separate pool of read-only connections and see every write whose call has
+// returned. Except TenantsReady, NextWake and BusBacklog, they return only
+// once what they read is durable.
 //
 // # Schema
 //
@@ -102,6 +103,7 @@
 //     a holder renews its own lease even after it ran out (if nobody took
 //     it). LeaderResign by someone who does not hold the leadership does
 //     nothing.
+//   - The event bus: see the comment at the top of bus.go.
 package sqlite
 
 import (
@@ -427,7 +429,9 @@ func (s *Store) Stats() Stats {
 // SubscribeKinds: see storage.Notifier. This store wakes its subscribers
 // for what it commits itself: an instance created, an event raised, a turn
 // committed that left or added work, an activity result or retry, an
-// abandoned turn, a termination.
+// abandoned turn, a termination; and for the bus (WorkBus) an event
+// published (BusPublish, a turn's Publish), a route that queued executions,
+// a retry, a reprocess.
 func (s *Store) SubscribeKinds(tenant string, kinds storage.WorkKind) (<-chan struct{}, func()) {
 	return s.hub.SubscribeKinds(tenant, kinds)
 }

@@ -130,6 +130,10 @@ const (
 	readyActivitiesSQL = `EXISTS (SELECT 1 FROM activities WHERE tenant = tn.id AND lock_token IS NULL AND visible_at <= ?1)
 		OR EXISTS (SELECT 1 FROM activities WHERE tenant = tn.id AND lock_token IS NOT NULL
 			AND lease_until < ?1 AND visible_at <= ?1 AND cancel_requested = 0)`
+	readyBusSQL = `EXISTS (SELECT 1 FROM bus_events WHERE tenant = tn.id AND routed_at = 0)
+		OR EXISTS (SELECT 1 FROM bus_routes WHERE tenant = tn.id AND status = 'queued' AND due_at <= ?1)
+		OR EXISTS (SELECT 1 FROM bus_routes WHERE tenant = tn.id AND status = 'retrying' AND due_at <= ?1)
+		OR EXISTS (SELECT 1 FROM bus_routes WHERE tenant = tn.id AND status = 'running' AND lease_until < ?1)`
 )
 
 // TenantsReady: see storage.TenantStore. Per tenant, an EXISTS probe of
@@ -155,6 +159,9 @@ func (s *Store) TenantsReady(ctx context.Context, p *storage.TenantsReadyParams)
 	}
 	if kinds&storage.WorkActivities != 0 {
 		preds = append(preds, readyActivitiesSQL)
+	}
+	if kinds&storage.WorkBus != 0 {
+		preds = append(preds, readyBusSQL)
 	}
 	from := `tenants tn`
 	args := []any{backend.NowOr(p.Now).UnixNano()}

@@ -227,6 +227,9 @@ func (s *Store) TurnCommit(ctx context.Context, p *storage.TurnCommitParams) ([]
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: commit turn of %q: %w", p.InstanceID, err)
 	}
+	if err := checkTurnPublish(p.Publish); err != nil {
+		return nil, fmt.Errorf("sqlite: commit turn of %q: %w", p.InstanceID, err)
+	}
 	now := backend.NowOr(p.Now)
 	docs, err := encodeTurn(p)
 	if err != nil {
@@ -290,6 +293,9 @@ func commitTurn(w *wtx, p *storage.TurnCommitParams, docs *turnDocs, status hera
 	}
 
 	if err := appendEncoded(w, tenant, id, execution, p.NewEvents, docs.newEvents); err != nil {
+		return err
+	}
+	if err := publishTurn(w, tenant, p.Publish, nowN); err != nil {
 		return err
 	}
 	// Deleted first even when the turn ends the instance: the hand-on
@@ -507,4 +513,10 @@ const nextWakeSQL = `SELECT MIN(t) FROM (
 		UNION ALL
 		SELECT MIN(lease_until) FROM activities
 		  WHERE tenant = ?1 AND lock_token IS NOT NULL AND lease_until > ?2 AND cancel_requested = 0
+		UNION ALL
+		SELECT MIN(due_at) FROM bus_routes WHERE tenant = ?1 AND status = 'queued' AND due_at > ?2
+		UNION ALL
+		SELECT MIN(due_at) FROM bus_routes WHERE tenant = ?1 AND status = 'retrying' AND due_at > ?2
+		UNION ALL
+		SELECT MIN(lease_until) FROM bus_routes WHERE tenant = ?1 AND status = 'running' AND lease_until > ?2
 	)`

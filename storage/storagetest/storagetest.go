@@ -98,6 +98,7 @@ func run(t *testing.T, newStore func(t *testing.T) storage.Store, only func(name
 		{"InstanceListPaging", testInstanceListPaging},
 		{"Blocked", testBlocked},
 	}
+	tests = append(tests, busTests...)
 	for _, tc := range tests {
 		if !only(tc.name) {
 			continue

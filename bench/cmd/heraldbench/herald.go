@@ -35,6 +35,18 @@ const (
 type stampStore struct {
 	storage.Store
 	onCommit func(id string, status heraldtype.Status, at time.Time)
+	// onBusFinish, when set, is told how long each BusFinish call took
+	// (the transaction that records attempts and writes dead letters).
+	onBusFinish func(p *storage.BusFinishParams, took time.Duration)
+}
+
+func (s *stampStore) BusFinish(ctx context.Context, p *storage.BusFinishParams) ([]error, error) {
+	start := time.Now()
+	errs, err := s.Store.BusFinish(ctx, p)
+	if err == nil && s.onBusFinish != nil {
+		s.onBusFinish(p, time.Since(start))
+	}
+	return errs, err
 }
 
 func (s *stampStore) TurnCommit(ctx context.Context, p *storage.TurnCommitParams) ([]history.Event, error) {
@@ -66,6 +78,11 @@ type heraldOptions struct {
 	pgConns     int
 	turnWorkers int
 	tag         string // makes file and schema names unique per scenario
+
+	// The event-bus scenarios' settings (zero: Herald's defaults).
+	bus         herald.BusConfig
+	observer    herald.Observer
+	onBusFinish func(p *storage.BusFinishParams, took time.Duration)
 }
 
 const waitWorkflow = "bench.wait"
@@ -120,10 +137,12 @@ func openHerald(ctx context.Context, backend string, o heraldOptions) (*heraldSy
 	default:
 		return nil, fmt.Errorf("unknown backend %q (want %s, %s or %s)", backend, backendSQLiteFull, backendSQLiteNormal, backendPostgres)
 	}
-	wrapped := &stampStore{Store: h.store, onCommit: h.committed}
+	wrapped := &stampStore{Store: h.store, onCommit: h.committed, onBusFinish: o.onBusFinish}
 	rt, err := herald.NewRuntime(wrapped, &herald.Config{
-		TurnWorkers:  o.turnWorkers,
-		ClientConfig: herald.ClientConfig{Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))},
+		TurnWorkers: o.turnWorkers,
+		Bus:         o.bus,
+		ClientConfig: herald.ClientConfig{Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+			Observer: o.observer},
 	})
 	if err != nil {
 		h.closeStore()

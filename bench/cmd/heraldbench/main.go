@@ -22,6 +22,15 @@
 //	           processes on one PostgreSQL schema (needs the postgres backend)
 //	sweep      the round trip again at the sizes of -sweep-n (Herald) and
 //	           -peer-sweep-n (peers), for the plot (cmd/heraldplot)
+//	bus-script the event bus: N events published by concurrent publishers →
+//	           a subscription whose target is the script `return 1;`;
+//	           events/s until every event is done, publish → done latency,
+//	           and the attempts' durations (under load and one at a time)
+//	bus-handler the same with a Go handler target; the River peers (river,
+//	           river-fast) run the same workload as jobs
+//	bus-dlq    the same with a handler that fails permanently: the
+//	           duration of the dead-letter write (BusFinish)
+//	bus-match  the router with 10,000 subscriptions: µs per event
 //
 // Peers (-peers, comma-separated; default durabletask,dbos-postgres,dbos-sqlite;
 // "none" for Herald alone) run the round-trip scenarios in the same run, on
@@ -29,6 +38,8 @@
 // a SQLite file, DBOS on PostgreSQL and on its SQLite system database (and
 // with synchronous=FULL: dbos-sqlite-full), and the Temporal dev server
 // (temporal: opt-in, its CLI is built with go install the first time).
+// River (river, river-fast) is the event bus's peer: it runs with the
+// bus-handler scenario, on PostgreSQL.
 //
 // A resumed time is taken when the turn that took the event has been
 // committed: the benchmark wraps the store Herald's runtime uses and notes
@@ -52,6 +63,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/heraldwf/herald"
 )
 
 var began = time.Now()
@@ -94,9 +107,14 @@ type options struct {
 	temporalSticky                 time.Duration
 	temporalBin                    string
 	sweepN, peerSweepN             []int
+	bus                            busOptions
+	matchEvents                    int
 }
 
 func main() {
+	// Script targets run in child processes that re-execute this binary:
+	// in such a child this serves scripts and never returns.
+	herald.ServeScriptChild()
 	var (
 		o                  options
 		backends           string
@@ -113,8 +131,8 @@ func main() {
 	flag.IntVar(&o.clients, "clients", 32, "concurrent clients sending events")
 	flag.IntVar(&o.samples, "samples", 100, "round trips in the isolated-latency scenario")
 	flag.StringVar(&backends, "backends", "sqlite,postgres", "backends: sqlite (= sqlite-full,sqlite-normal), sqlite-full, sqlite-normal, postgres")
-	flag.StringVar(&scenarios, "scenarios", "roundtrip,isolated,queue,correlated,load,physical,replay,scaleout,sweep", "scenarios to run")
-	flag.StringVar(&peers, "peers", peerDurableTask+","+peerDBOSPostgres+","+peerDBOSSQLite,
+	flag.StringVar(&scenarios, "scenarios", strings.Join(knownScenarios, ","), "scenarios to run")
+	flag.StringVar(&peers, "peers", strings.Join([]string{peerDurableTask, peerDBOSPostgres, peerDBOSSQLite, peerRiver, peerRiverFast}, ","),
 		"peers run in the same run: "+strings.Join(knownPeers, ", ")+"; none for Herald alone")
 	flag.IntVar(&o.peerN, "peer-n", 1000, "instances per round-trip run of a peer (300 with -quick)")
 	flag.IntVar(&o.peerSamples, "peer-samples", 100, "round trips in a peer's isolated-latency scenario (30 with -quick)")
@@ -134,6 +152,12 @@ func main() {
 	flag.IntVar(&o.pgConns, "pg-conns", 16, "Herald's PostgreSQL pool size")
 	flag.DurationVar(&o.loadFor, "load-for", 10*time.Second, "how long the paced load runs")
 	flag.DurationVar(&o.physicalFor, "physical-for", 3*time.Second, "how long each physical-limit run lasts")
+	flag.IntVar(&o.bus.n, "bus-n", 10000, "events per loaded bus run, and jobs per River run (1000 with -quick)")
+	flag.IntVar(&o.bus.publishers, "bus-publishers", 32, "concurrent publishers (River: producers) in the bus runs")
+	flag.IntVar(&o.bus.samples, "bus-samples", 200, "events published one at a time in the bus runs' isolated part (30 with -quick)")
+	flag.IntVar(&o.bus.workers, "bus-workers", 32, "Herald Config.Bus.Workers in the bus runs, and River's MaxWorkers")
+	flag.IntVar(&o.bus.scriptProcs, "bus-script-processes", defaultScriptProcs(), "Herald Config.Bus.ScriptProcesses in the bus runs (default: the CPUs)")
+	flag.IntVar(&o.matchEvents, "match-events", 200000, "events routed in the bus-match scenario")
 	flag.StringVar(&o.workerSchema, "worker-schema", "", "internal: run as a scale-out worker process on this PostgreSQL schema")
 	flag.Parse()
 	if o.workerSchema != "" {
@@ -173,7 +197,17 @@ func main() {
 		if !set["peer-sweep-n"] {
 			peerSweepN = "100,300"
 		}
+		if !set["bus-n"] {
+			o.bus.n = 1000
+		}
+		if !set["bus-samples"] {
+			o.bus.samples = 30
+		}
+		if !set["match-events"] {
+			o.matchEvents = 20000
+		}
 	}
+	o.bus.warmup = 50
 	var err error
 	if o.sweepN, err = parseInts(sweepN); err != nil {
 		fmt.Fprintln(os.Stderr, "heraldbench: -sweep-n:", err)
@@ -210,13 +244,12 @@ func main() {
 			os.Exit(2)
 		}
 	}
-	known := []string{"roundtrip", "isolated", "queue", "correlated", "load", "physical", "replay", "scaleout", "sweep"}
 	for _, s := range strings.Split(scenarios, ",") {
 		if s = strings.TrimSpace(s); s == "" {
 			continue
 		}
-		if !slices.Contains(known, s) {
-			fmt.Fprintf(os.Stderr, "heraldbench: unknown scenario %q (known: %s)\n", s, strings.Join(known, ","))
+		if !slices.Contains(knownScenarios, s) {
+			fmt.Fprintf(os.Stderr, "heraldbench: unknown scenario %q (known: %s)\n", s, strings.Join(knownScenarios, ","))
 			os.Exit(2)
 		}
 		o.scenarios = append(o.scenarios, s)
@@ -283,6 +316,9 @@ func main() {
 
 var tmpDir string
 
+var knownScenarios = []string{"roundtrip", "isolated", "queue", "correlated", "load", "physical", "replay", "scaleout", "sweep",
+	scBusScript, scBusHandler, scBusDLQ, scBusMatch}
+
 var loadAvg = func() string {
 	b, err := os.ReadFile("/proc/loadavg")
 	if err != nil {
@@ -333,6 +369,21 @@ func run(ctx context.Context, o *options) []Result {
 			}
 		}
 		runPeers(ctx, o, tag, add)
+	}
+
+	if (has(scBusScript) || has(scBusHandler) || has(scBusDLQ)) && ctx.Err() == nil {
+		runBus(ctx, o, hopts, add)
+	}
+	if has(scBusHandler) {
+		for _, p := range o.peers {
+			if isBusPeer(p) && ctx.Err() == nil {
+				add(runRiver(ctx, o, p, tag+"_"+strings.ReplaceAll(p, "-", "_"))...)
+			}
+		}
+	}
+	if has(scBusMatch) && ctx.Err() == nil {
+		progress("Bus matching, 10,000 subscriptions")
+		add(busMatch(o.matchEvents))
 	}
 
 	if has("physical") && ctx.Err() == nil {

@@ -14,7 +14,7 @@ const (
 	peerTemporal    = "temporal"
 )
 
-var knownPeers = []string{peerDurableTask, peerDBOSPostgres, peerDBOSSQLite, peerDBOSSQLiteFull, peerTemporal}
+var knownPeers = []string{peerDurableTask, peerDBOSPostgres, peerDBOSSQLite, peerDBOSSQLiteFull, peerTemporal, peerRiver, peerRiverFast}
 
 // laneSupporter is implemented by a System that lacks some lanes; the
 // scenarios of a lane it lacks are shown as unsupported instead of run.
@@ -43,6 +43,8 @@ var heraldPeer = map[string]string{
 	peerDBOSSQLite:     "herald sqlite NORMAL",
 	peerDBOSSQLiteFull: "herald sqlite FULL",
 	peerTemporal:       "herald sqlite FULL",
+	peerRiver:          "herald postgres",
+	peerRiverFast:      "herald postgres",
 }
 
 func openPeer(ctx context.Context, peer string, o *options, tag string) (System, error) {
@@ -121,6 +123,9 @@ func runPeers(ctx context.Context, o *options, tag string, add func(...Result)) 
 		if ctx.Err() != nil {
 			return
 		}
+		if isBusPeer(p) {
+			continue // the event bus's peers run with the bus scenarios (runRiver)
+		}
 		progress("Peer %s", p)
 		s, err := openPeer(ctx, p, o, tag+"_"+strings.ReplaceAll(p, "-", "_"))
 		if err != nil {
@@ -183,7 +188,7 @@ func ratios(rs []Result) []Ratio {
 				return
 			}
 			out = append(out, Ratio{Figure: figure, Herald: heraldName, Peer: peerName, HeraldN: h.N, PeerN: p.N,
-				HeraldValue: h.Rate, PeerValue: p.Rate, Unit: "inst/s", Ratio: h.Rate / p.Rate,
+				HeraldValue: h.Rate, PeerValue: p.Rate, Unit: h.RateUnit, Ratio: h.Rate / p.Rate,
 				HeraldDurability: h.Durability, PeerDurability: p.Durability, SameN: same,
 				HeraldBetterAbove: "herald/peer throughput; > 1: Herald faster"})
 		}
@@ -219,6 +224,12 @@ func ratios(rs []Result) []Ratio {
 		lat("isolated p99", find(heraldName, iso, 0), find(peerName, iso, 0), func(r *Result) float64 { return r.P99 })
 		ld := "latency under load (positional)"
 		lat("p99 at half of peak", find(heraldName, ld, 0), find(peerName, ld, 0), func(r *Result) float64 { return r.P99 })
+		// The event bus against a job queue (River): publish → Go handler
+		// done, against insert → job completed.
+		bh, bp := find(heraldName, busScenarioHandler, 0), find(peerName, busScenarioHandler, 0)
+		rate("bus → handler", bh, bp, bh != nil && bp != nil && bh.N == bp.N)
+		bi := busScenarioHandler + " (isolated)"
+		lat("bus isolated p50", find(heraldName, bi, 0), find(peerName, bi, 0), func(r *Result) float64 { return r.P50 })
 	}
 	return out
 }

@@ -1,0 +1,97 @@
+package herald_test
+
+// Fairness of the event bus (docs/bus.md, "Execution"): a burst of one
+// tenant or subscription does not hold back another's single execution.
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/heraldwf/herald"
+)
+
+// orderGate is a handler that blocks until opened and records the order
+// executions ran in.
+type orderGate struct {
+	*gate
+	mu    sync.Mutex
+	order []string
+}
+
+func (o *orderGate) handler(ctx context.Context, ev herald.BusEvent) (any, error) {
+	o.mu.Lock()
+	o.order = append(o.order, ev.ID)
+	o.mu.Unlock()
+	if ev.ID == "first" {
+		o.run(ev) // hold the only worker until the test has queued everything
+	}
+	return nil, nil
+}
+
+func (o *orderGate) ran() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Clone(o.order)
+}
+
+// TestBus_FairAcrossTenants: one worker, a queue of 1000. Tenant A has
+// 200 executions claimed and queued when tenant B's single one arrives; B's
+// runs right after the execution in progress, not after A's 200.
+func TestBus_FairAcrossTenants(t *testing.T) {
+	t.Parallel()
+	o := &orderGate{gate: newGate()}
+	b := setup(t, &herald.Config{Bus: herald.BusConfig{Workers: 1}}, func(rt *herald.Runtime) {
+		herald.RegisterBusHandler(rt, "h", o.handler)
+	})
+	t.Cleanup(o.open)
+	a := b.as(mustRuntimeClient(b.rt, "a"))
+	bb := b.as(mustRuntimeClient(b.rt, "b"))
+	a.handlerSub("s", "job", "h", nil)
+	bb.handlerSub("s", "job", "h", nil)
+	a.publish("job", nil, "first")
+	o.waitStarted(t, 1)
+	for i := range 200 {
+		a.publish("job", nil, fmt.Sprint("a", i))
+	}
+	a.waitExecution("a199", "s", "claimed", statusIs(herald.ExecRunning))
+	bb.publish("job", nil, "quiet")
+	bb.waitExecution("quiet", "s", "claimed", statusIs(herald.ExecRunning))
+	o.open()
+	bb.waitEnded("quiet")
+	order := o.ran()
+	if i := slices.Index(order, "quiet"); i < 0 || i > 2 {
+		t.Fatalf("tenant b's single execution ran as number %d (of %d) behind tenant a's burst: %v", i, len(order), order[:min(len(order), 10)])
+	}
+}
+
+// TestBus_FairAcrossSubscriptions: one worker and a queue of one, so the
+// order comes from the store's claims: subscription x has 100 executions
+// queued in the store when subscription y's single one is routed; y's is
+// claimed among the next few, not after x's 100.
+func TestBus_FairAcrossSubscriptions(t *testing.T) {
+	t.Parallel()
+	o := &orderGate{gate: newGate()}
+	b := setup(t, &herald.Config{Bus: herald.BusConfig{Workers: 1, QueueSize: 1}}, func(rt *herald.Runtime) {
+		herald.RegisterBusHandler(rt, "h", o.handler)
+	})
+	t.Cleanup(o.open)
+	b.handlerSub("x", "x", "h", nil)
+	b.handlerSub("y", "y", "h", nil)
+	b.publish("x", nil, "first")
+	o.waitStarted(t, 1)
+	for i := range 100 {
+		b.publish("x", nil, fmt.Sprint("x", i))
+	}
+	b.publish("y", nil, "quiet")
+	b.waitExecution("quiet", "y", "queued in the store", statusIs(herald.ExecQueued))
+	b.waitExecution("x99", "x", "queued in the store", statusIs(herald.ExecQueued))
+	o.open()
+	b.waitEnded("quiet")
+	order := o.ran()
+	if i := slices.Index(order, "quiet"); i < 0 || i > 3 {
+		t.Fatalf("subscription y's single execution ran as number %d behind x's burst: %v", i, order[:min(len(order), 10)])
+	}
+}

@@ -1,0 +1,684 @@
+package herald
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/heraldwf/herald/bus"
+	"github.com/heraldwf/herald/bus/jstarget"
+	"github.com/heraldwf/herald/heraldtype"
+	"github.com/heraldwf/herald/storage"
+)
+
+// The runtime's side of the event bus (docs/bus.md): one claim loop, on
+// the shared multi-tenant claimLoop, that routes a tenant's published
+// events (matching them against its subscriptions) and claims its due
+// executions, only as many as the dispatch queue has room for; a pool of
+// Bus.Workers runs them. Every attempt ends in a store write that records
+// it and moves the execution on: succeeded, retrying at 2^n s, or
+// dead-lettered.
+
+// BusHandler is a Go target of the event bus: RegisterBusHandler names it,
+// a subscription's target {kind: handler, handler: name} calls it. The
+// returned value (encoded as JSON) is recorded as the attempt's result. An
+// error is retried with backoff unless it is Permanent (then the execution
+// goes to the dead-letter queue at once); ctx ends at the subscription's
+// timeout (kind timeout). A panic is recovered and recorded with its stack
+// (kind runtime).
+type BusHandler func(ctx context.Context, ev BusEvent) (any, error)
+
+// RegisterBusHandler registers a Go handler for the event bus under name,
+// for every tenant the runtime serves. Registering a name again replaces
+// the handler.
+func RegisterBusHandler(rt *Runtime, name string, fn BusHandler) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.busHandlers == nil {
+		rt.busHandlers = map[string]BusHandler{}
+	}
+	rt.busHandlers[name] = fn
+}
+
+// PermanentError marks an error a bus target returns as permanent: the
+// execution goes straight to the dead-letter queue, no retry.
+type PermanentError struct{ Err error }
+
+func (e *PermanentError) Error() string { return "permanent: " + e.Err.Error() }
+func (e *PermanentError) Unwrap() error { return e.Err }
+
+// Permanent wraps err so that a bus handler returning it is not retried.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &PermanentError{Err: err}
+}
+
+// ServeScriptChild must be called first thing in main by a program whose
+// runtime runs script targets: scripts run in child processes that
+// re-execute the program, and in such a child it serves scripts and never
+// returns. In any other process it returns at once.
+func ServeScriptChild() { jstarget.ServeChild() }
+
+// busState is the runtime's event-bus state.
+type busState struct {
+	routers sync.Map // tenant → *bus.Router
+
+	scriptsMu sync.Mutex
+	scripts   *jstarget.Runner // started at the first script, closed when the bus loop ends
+
+	compiledMu sync.Mutex
+	compiled   map[scriptKey]*jstarget.Script
+}
+
+type scriptKey struct {
+	tenant, id string
+	version    int
+}
+
+// busItem is a claimed execution.
+type busItem struct {
+	tenant  string
+	claimed time.Time // engine clock
+	*storage.BusClaimed
+}
+
+// busRouteBatch is how many events one BusRoute call routes.
+const busRouteBatch = 256
+
+// busLoop routes and runs the event bus's work until ctx ends: one claim
+// loop routes published events, another claims and runs executions.
+// Routing does not wait for execution capacity: a published event gets its
+// routes (and its executions their place in the store's queue) while every
+// worker is busy.
+func (r *Runtime) busLoop(ctx context.Context) {
+	if r.cfg.Bus.Disabled {
+		return
+	}
+	defer r.closeScripts()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		// One routing batch at a time per runtime, fair across tenants.
+		claimLoop(ctx, r, ClaimBusRoute, storage.WorkBus, 1,
+			func(cctx context.Context, tenant string, _ int) ([]int, bool, error) {
+				n, full, err := r.routeBus(cctx, tenant)
+				if n == 0 {
+					return nil, full, err
+				}
+				return []int{n}, full, err
+			},
+			func(context.Context, int) {})
+	}()
+	defer wg.Wait()
+	// Bus.Workers workers take claimed executions from the fair queue and
+	// hand the ends of their attempts to the finisher.
+	q := newBusQueue()
+	fin := newBusFinisher(r)
+	var workers sync.WaitGroup
+	defer func() { workers.Wait(); fin.close() }()
+	for range r.cfg.Bus.Workers {
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			for {
+				j, depth := q.pop(ctx)
+				if j == nil {
+					return
+				}
+				r.obs.BusQueue(BusQueueReport{Depth: depth, Capacity: r.cfg.Bus.QueueSize})
+				r.attemptBus(context.WithoutCancel(ctx), fin, j.it)
+				close(j.done)
+			}
+		}()
+	}
+	// Slots: Workers running plus QueueSize waiting for a worker.
+	claimLoop(ctx, r, ClaimBus, storage.WorkBus, r.cfg.Bus.Workers+r.cfg.Bus.QueueSize,
+		func(cctx context.Context, tenant string, max int) ([]*busItem, bool, error) {
+			return r.claimBus(cctx, tenant, max)
+		},
+		func(_ context.Context, it *busItem) { r.runBus(ctx, q, it) })
+}
+
+// claimBus claims up to max of the tenant's due executions.
+func (r *Runtime) claimBus(ctx context.Context, tenant string, max int) ([]*busItem, bool, error) {
+	claimed, err := r.store.BusClaim(ctx, &storage.BusClaimParams{Tenant: tenant, Max: max,
+		Now: r.cfg.Clock.Now(), Lease: r.cfg.Bus.Lease})
+	if err != nil {
+		return nil, false, err
+	}
+	now := r.cfg.Clock.Now()
+	items := make([]*busItem, len(claimed))
+	for i, c := range claimed {
+		items[i] = &busItem{tenant: tenant, claimed: now, BusClaimed: c}
+	}
+	return items, len(items) >= max, nil
+}
+
+// router returns the tenant's router, rebuilt when its subscriptions
+// changed (one generation read per call).
+func (r *Runtime) router(ctx context.Context, tenant string) (*bus.Router, error) {
+	gen, err := r.store.BusSubscriptionGeneration(ctx, &storage.BusTenantParams{Tenant: tenant})
+	if err != nil {
+		return nil, fmt.Errorf("subscription generation: %w", err)
+	}
+	if v, ok := r.bus.routers.Load(tenant); ok && v.(*bus.Router).Generation == gen {
+		return v.(*bus.Router), nil
+	}
+	subs, gen, err := r.store.BusSubscriptionList(ctx, &storage.BusTenantParams{Tenant: tenant})
+	if err != nil {
+		return nil, fmt.Errorf("list subscriptions: %w", err)
+	}
+	rt := bus.NewRouter(gen, subs)
+	r.bus.routers.Store(tenant, rt)
+	return rt, nil
+}
+
+// routeBus routes one batch of the tenant's unrouted events: how many it
+// routed, and whether the batch was full (more may wait).
+func (r *Runtime) routeBus(ctx context.Context, tenant string) (int, bool, error) {
+	rt, err := r.router(ctx, tenant)
+	if err != nil {
+		return 0, false, err
+	}
+	var reports []BusRouteReport
+	n, err := r.store.BusRoute(ctx, &storage.BusRouteParams{Tenant: tenant, Max: busRouteBatch, Now: r.cfg.Clock.Now(),
+		Route: func(ev *storage.BusEvent) []storage.BusRouteDecision {
+			ds := rt.Route(ev)
+			rep := BusRouteReport{Tenant: tenant, EventID: ev.ID, Type: ev.Type}
+			for _, d := range ds {
+				if d.Matched {
+					rep.Matched = append(rep.Matched, d.Subscription)
+				} else {
+					rep.Filtered = append(rep.Filtered, d.Subscription)
+				}
+			}
+			reports = append(reports, rep)
+			return ds
+		}})
+	if err != nil {
+		return 0, false, fmt.Errorf("route published events: %w", err)
+	}
+	// The store may have called Route again for a retried transaction:
+	// the last n calls are the ones it committed.
+	if len(reports) > n {
+		reports = reports[len(reports)-n:]
+	}
+	for _, rep := range reports {
+		r.obs.BusRouted(rep)
+	}
+	return n, n >= busRouteBatch, nil
+}
+
+// runBus queues a claimed execution for the workers and waits until one
+// has run its attempt (the claim loop's slot is held until then). Once the
+// runtime is stopping, an execution no worker has taken is released,
+// untouched, for the next start or another node.
+func (r *Runtime) runBus(loop context.Context, q *busQueue, it *busItem) {
+	j := &busJob{it: it, done: make(chan struct{})}
+	r.obs.BusQueue(BusQueueReport{Depth: q.push(j), Capacity: r.cfg.Bus.QueueSize})
+	select {
+	case <-j.done:
+	case <-loop.Done():
+		if q.remove(j) {
+			r.obs.BusQueue(BusQueueReport{Depth: q.depth(), Capacity: r.cfg.Bus.QueueSize})
+			r.releaseBus(context.WithoutCancel(loop), it)
+			return
+		}
+		<-j.done // a worker has it
+	}
+}
+
+func (r *Runtime) releaseBus(ctx context.Context, it *busItem) {
+	errs, err := r.store.BusFinish(ctx, &storage.BusFinishParams{Tenant: it.tenant, Now: r.cfg.Clock.Now(),
+		Results: []storage.BusResult{{Execution: it.Execution.ID, LockToken: it.LockToken, Outcome: storage.BusReleased,
+			RetryAt: r.cfg.Clock.Now()}}})
+	if err == nil && len(errs) == 1 {
+		err = errs[0]
+	}
+	if err != nil && !errors.Is(err, heraldtype.ErrLeaseLost) {
+		r.logger.Warn("herald: release a bus execution at stop (its lease will run out instead)",
+			"tenant", it.tenant, "execution", it.Execution.ID, "err", err)
+	}
+}
+
+// targetFailure is a failed attempt.
+type targetFailure struct {
+	kind  heraldtype.ErrorKind
+	msg   string
+	stack string
+}
+
+func (f *targetFailure) Error() string { return string(f.kind) + ": " + f.msg }
+
+func fail(kind heraldtype.ErrorKind, format string, args ...any) *targetFailure {
+	return &targetFailure{kind: kind, msg: fmt.Sprintf(format, args...)}
+}
+
+// attemptBus runs one attempt and records its end.
+func (r *Runtime) attemptBus(ctx context.Context, fin *busFinisher, it *busItem) {
+	ex := &it.Execution
+	// An execution that waited in the queue for a third of its lease or
+	// more renews it first, which also fences out an attempt another node
+	// took over meanwhile. One claimed more recently still holds most of
+	// its lease: nobody can have taken it over.
+	if waited := r.cfg.Clock.Now().Sub(it.claimed); waited >= r.cfg.Bus.Lease/3 {
+		err := r.store.BusHeartbeat(ctx, &storage.BusHeartbeatParams{Tenant: it.tenant, Execution: ex.ID,
+			LockToken: it.LockToken, LeaseUntil: r.cfg.Clock.Now().Add(r.cfg.Bus.Lease)})
+		if err != nil {
+			if !errors.Is(err, heraldtype.ErrLeaseLost) {
+				r.logger.Error("herald: renew a bus execution's lease", "tenant", it.tenant, "execution", ex.ID, "err", err)
+			}
+			r.obs.BusAttempted(BusAttemptReport{Tenant: it.tenant, Subscription: ex.Subscription, EventID: ex.EventID,
+				Attempt: ex.Attempts, Outcome: BusOutcomeLeaseLost})
+			return
+		}
+	}
+	sub, subErr := r.subscription(ctx, it.tenant, ex.Subscription)
+	maxRetries := DefaultMaxRetries
+	timeout := r.cfg.Bus.Timeout
+	var target heraldtype.Target
+	if sub != nil {
+		target = sub.Target
+		if sub.MaxRetries != nil {
+			maxRetries = *sub.MaxRetries
+		}
+		if sub.Timeout > 0 {
+			timeout = time.Duration(sub.Timeout)
+		}
+	}
+
+	began, wallBegan := r.cfg.Clock.Now(), time.Now()
+	var res json.RawMessage
+	var logs []string
+	var failure *targetFailure
+	switch {
+	case subErr != nil:
+		failure = subErr
+	case it.TakenOver && ex.Attempts > maxRetries+1:
+		failure = fail(heraldtype.ErrorRuntime, "the lease of the final attempt ran out (its node stopped or stalled)")
+	default:
+		stopBeat := r.heartbeatBus(ctx, it)
+		res, logs, failure = r.runTarget(ctx, it, sub, timeout)
+		stopBeat()
+	}
+	// What a target returns is the tenant's to choose, so it is capped
+	// before it reaches the store: a result over the cap is not stored,
+	// an error message or stack over its cap is cut.
+	if failure == nil && len(res) > MaxBusResultBytes {
+		failure = fail(heraldtype.ErrorResource, "the result is %d bytes, over the %d-byte cap", len(res), MaxBusResultBytes)
+		res = nil
+	}
+	if failure != nil {
+		failure.msg = capText(failure.msg, MaxBusErrorBytes)
+		failure.stack = capText(failure.stack, MaxBusErrorBytes)
+	}
+	dur := time.Since(wallBegan)
+
+	now := r.cfg.Clock.Now()
+	rec := heraldtype.Attempt{Number: ex.Attempts, StartedAt: began, Duration: heraldtype.Duration(dur), Logs: logs}
+	result := storage.BusResult{Execution: ex.ID, LockToken: it.LockToken}
+	rep := BusAttemptReport{Tenant: it.tenant, Subscription: ex.Subscription, Target: string(target.Kind),
+		EventID: ex.EventID, Attempt: ex.Attempts, Duration: dur}
+	switch {
+	case failure == nil:
+		rec.Succeeded, rec.Result = true, res
+		result.Outcome = storage.BusSucceeded
+		rep.Outcome = BusOutcomeSucceeded
+	case !failure.kind.Permanent() && ex.Attempts <= maxRetries:
+		rec.ErrorKind, rec.Error, rec.Stack = failure.kind, failure.msg, failure.stack
+		result.Outcome = storage.BusRetry
+		result.RetryAt = now.Add(busBackoff(ex.Attempts))
+		rep.Outcome, rep.ErrorKind = BusOutcomeRetry, string(failure.kind)
+	default:
+		rec.ErrorKind, rec.Error, rec.Stack = failure.kind, failure.msg, failure.stack
+		result.Outcome = storage.BusDeadLetter
+		result.DeadLetter = &heraldtype.DeadLetter{Target: target, ErrorKind: failure.kind, Error: failure.msg,
+			Stack: failure.stack, FailedAt: now}
+		rep.Outcome, rep.ErrorKind = BusOutcomeDeadLetter, string(failure.kind)
+	}
+	result.Attempt = rec
+	if err := fin.finish(it.tenant, now, result); err != nil {
+		if errors.Is(err, heraldtype.ErrLeaseLost) {
+			rep.Outcome = BusOutcomeLeaseLost
+			r.obs.BusAttempted(rep)
+			return
+		}
+		// The attempt's end is not recorded: the lease runs out and the
+		// execution is attempted again (its record then counts it).
+		r.logger.Error("herald: record a bus attempt", "tenant", it.tenant, "execution", ex.ID, "err", err)
+		return
+	}
+	r.obs.BusAttempted(rep)
+}
+
+// capText cuts s to at most max bytes (at a UTF-8 boundary), saying how
+// long s was.
+func capText(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	note := fmt.Sprintf(" … (cut: %d bytes in all)", len(s))
+	cut := max - len(note)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + note
+}
+
+// busBackoff is the wait after failed attempt n (from 1): 2^n s.
+func busBackoff(n int) time.Duration {
+	if n < 1 {
+		n = 1
+	}
+	if n > 30 {
+		n = 30
+	}
+	return time.Duration(1<<n) * time.Second
+}
+
+// subscription returns the subscription an execution belongs to, as the
+// tenant's router knows it (refreshed by every claim round), or a
+// permanent failure if it was deleted.
+func (r *Runtime) subscription(ctx context.Context, tenant, id string) (*heraldtype.Subscription, *targetFailure) {
+	if v, ok := r.bus.routers.Load(tenant); ok {
+		if s := v.(*bus.Router).Subscription(id); s != nil {
+			return s, nil
+		}
+	}
+	s, err := r.store.BusSubscriptionGet(ctx, &storage.BusSubscriptionGetParams{Tenant: tenant, ID: id})
+	switch {
+	case errors.Is(err, heraldtype.ErrNotFound):
+		return nil, fail(heraldtype.ErrorPermission, "subscription %q was deleted", id)
+	case err != nil:
+		return nil, fail(heraldtype.ErrorRuntime, "read subscription %q: %v", id, err)
+	}
+	return s, nil
+}
+
+// heartbeatBus extends a running execution's lease every Lease/3 until
+// the returned stop is called.
+func (r *Runtime) heartbeatBus(ctx context.Context, it *busItem) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		every := r.cfg.Bus.Lease / 3
+		t := r.cfg.Clock.NewTimer(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C():
+				err := r.store.BusHeartbeat(ctx, &storage.BusHeartbeatParams{Tenant: it.tenant, Execution: it.Execution.ID,
+					LockToken: it.LockToken, LeaseUntil: r.cfg.Clock.Now().Add(r.cfg.Bus.Lease)})
+				if errors.Is(err, heraldtype.ErrLeaseLost) {
+					return
+				}
+				t.Reset(every)
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
+// runTarget hands the event to the subscription's target.
+func (r *Runtime) runTarget(ctx context.Context, it *busItem, sub *heraldtype.Subscription, timeout time.Duration) (json.RawMessage, []string, *targetFailure) {
+	env := bus.EnvelopeOf(&it.Event)
+	t := sub.Target
+	if t.Kind == heraldtype.TargetScript {
+		return r.runScript(ctx, it, t.Script, env, timeout)
+	}
+	tctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var res any
+	var err error
+	switch t.Kind {
+	case heraldtype.TargetHandler:
+		res, err = r.runHandler(tctx, t.Handler, env)
+	case heraldtype.TargetWorkflow, heraldtype.TargetSignal, heraldtype.TargetEnqueue, heraldtype.TargetCorrelated:
+		res, err = r.deliver(tctx, it, sub, env)
+	default:
+		err = fail(heraldtype.ErrorValidation, "target kind %q is unknown", t.Kind)
+	}
+	if err != nil {
+		var tf *targetFailure
+		if errors.As(err, &tf) {
+			return nil, nil, tf
+		}
+		return nil, nil, classify(tctx, err)
+	}
+	raw, merr := json.Marshal(res)
+	if merr != nil {
+		return nil, nil, fail(heraldtype.ErrorValidation, "the target's result cannot be encoded as JSON: %v", merr)
+	}
+	return raw, nil, nil
+}
+
+// classify maps a target's error onto an error kind.
+func classify(ctx context.Context, err error) *targetFailure {
+	var pe *PermanentError
+	switch {
+	case errors.As(err, &pe):
+		return fail(heraldtype.ErrorPermanent, "%v", pe.Err)
+	case ctx.Err() != nil && errors.Is(err, context.DeadlineExceeded), errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return fail(heraldtype.ErrorTimeout, "%v", err)
+	case errors.Is(err, ErrInvalidArgument), errors.Is(err, ErrEventInvalid), errors.Is(err, heraldtype.ErrEventIDConflict),
+		errors.Is(err, ErrDefinitionInvalid), errors.Is(err, bus.ErrTemplate):
+		return fail(heraldtype.ErrorValidation, "%v", err)
+	case errors.Is(err, ErrInstanceNotRunning), errors.Is(err, ErrInstanceExists), errors.Is(err, heraldtype.ErrNotFound):
+		return fail(heraldtype.ErrorPermanent, "%v", err)
+	}
+	return fail(heraldtype.ErrorRuntime, "%v", err)
+}
+
+func (r *Runtime) runHandler(ctx context.Context, name string, env BusEvent) (res any, err error) {
+	r.mu.RLock()
+	fn := r.busHandlers[name]
+	r.mu.RUnlock()
+	if fn == nil {
+		return nil, fail(heraldtype.ErrorPermission, "no Go handler %q is registered in this runtime", name)
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			err = &targetFailure{kind: heraldtype.ErrorRuntime, msg: fmt.Sprintf("handler %q panicked: %v", name, p),
+				stack: string(debug.Stack())}
+		}
+	}()
+	return fn(ctx, env)
+}
+
+// deliver starts a workflow or delivers the event into an instance lane.
+// Ids are derived from the bus event id and the subscription, so that a
+// retry of an attempt whose result was lost changes nothing.
+func (r *Runtime) deliver(ctx context.Context, it *busItem, sub *heraldtype.Subscription, env BusEvent) (any, error) {
+	c, err := r.Client(it.tenant)
+	if err != nil {
+		return nil, err
+	}
+	doc, err := env.Doc()
+	if err != nil {
+		return nil, fail(heraldtype.ErrorValidation, "%v", err)
+	}
+	expand := func(text string) (string, error) {
+		tm, err := bus.ParseTemplate(text)
+		if err != nil {
+			return "", err
+		}
+		return tm.Expand(doc)
+	}
+	t := sub.Target
+	data := env.Data
+	if len(data) == 0 {
+		data = json.RawMessage("null")
+	}
+	switch t.Kind {
+	case heraldtype.TargetWorkflow:
+		id := derivedID(sub.ID, env.ID)
+		if t.InstanceID != "" {
+			if id, err = expand(t.InstanceID); err != nil {
+				return nil, err
+			}
+		}
+		got, err := c.StartWorkflow(ctx, t.Workflow, env, WithInstanceID(id), WithIDReusePolicy(IDReuseUseExisting))
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"instance_id": got}, nil
+	case heraldtype.TargetSignal, heraldtype.TargetEnqueue:
+		inst, err := expand(t.InstanceID)
+		if err != nil {
+			return nil, err
+		}
+		send := c.RaiseEvent
+		if t.Kind == heraldtype.TargetEnqueue {
+			send = c.Enqueue
+		}
+		rec, err := send(ctx, inst, t.Name, data, WithEventID(derivedID(sub.ID, env.ID)))
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"instance_id": inst, "event_id": rec.EventID, "duplicate": rec.Duplicate}, nil
+	default: // correlated
+		key, err := expand(t.Key)
+		if err != nil {
+			return nil, err
+		}
+		ce, err := c.PutCorrelatedEvent(ctx, t.Name, key, data)
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"key": key, "produced": len(ce.Produced)}, nil
+	}
+}
+
+// derivedID is the id of what a bus execution produces: "bus:" + the
+// subscription + ":" + the event id, or a hash of both when that would
+// be over MaxIDBytes.
+func derivedID(sub, eventID string) string {
+	id := "bus:" + sub + ":" + eventID
+	if len(id) <= MaxIDBytes {
+		return id
+	}
+	h := sha256.Sum256([]byte(sub + "\x00" + eventID))
+	return "bus:" + hex.EncodeToString(h[:])
+}
+
+// runScript runs the subscription's script (its latest version) in the
+// sandbox.
+func (r *Runtime) runScript(ctx context.Context, it *busItem, id string, env BusEvent, timeout time.Duration) (json.RawMessage, []string, *targetFailure) {
+	s, err := r.store.BusScriptGet(ctx, &storage.BusScriptGetParams{Tenant: it.tenant, ID: id})
+	switch {
+	case errors.Is(err, heraldtype.ErrNotFound):
+		return nil, nil, fail(heraldtype.ErrorPermission, "script %q was deleted", id)
+	case err != nil:
+		return nil, nil, fail(heraldtype.ErrorRuntime, "read script %q: %v", id, err)
+	}
+	compiled, tf := r.compiledScript(it.tenant, s)
+	if tf != nil {
+		return nil, nil, tf
+	}
+	runner, err := r.scriptRunner()
+	if err != nil {
+		return nil, nil, fail(heraldtype.ErrorRuntime, "start the script sandbox: %v", err)
+	}
+	res, err := runner.Run(ctx, compiled, jstarget.Input{TenantID: it.tenant, Timeout: timeout,
+		Event: jstarget.Event{ID: env.ID, Type: env.Type, Data: env.Data, Timestamp: env.Timestamp}})
+	if err != nil {
+		var je *jstarget.Error
+		if !errors.As(err, &je) {
+			return nil, nil, fail(heraldtype.ErrorRuntime, "%v", err)
+		}
+		kind := heraldtype.ErrorRuntime
+		switch je.Kind {
+		case jstarget.KindTimeout:
+			kind = heraldtype.ErrorTimeout
+		case jstarget.KindResource:
+			kind = heraldtype.ErrorResource
+		case jstarget.KindPermanent:
+			kind = heraldtype.ErrorPermanent
+		case jstarget.KindSyntax:
+			kind = heraldtype.ErrorValidation
+		}
+		return nil, je.Logs, &targetFailure{kind: kind, msg: je.Message, stack: je.Stack}
+	}
+	return res.Value, res.Logs, nil
+}
+
+// maxCompiledScripts bounds the compiled-script cache.
+const maxCompiledScripts = 1024
+
+func (r *Runtime) compiledScript(tenant string, s *heraldtype.Script) (*jstarget.Script, *targetFailure) {
+	k := scriptKey{tenant: tenant, id: s.ID, version: s.Version}
+	r.bus.compiledMu.Lock()
+	c := r.bus.compiled[k]
+	r.bus.compiledMu.Unlock()
+	if c != nil {
+		return c, nil
+	}
+	c, err := jstarget.Compile(s.ID, s.Source)
+	if err != nil {
+		return nil, fail(heraldtype.ErrorValidation, "script %q version %d does not compile: %v", s.ID, s.Version, err)
+	}
+	r.bus.compiledMu.Lock()
+	if r.bus.compiled == nil || len(r.bus.compiled) >= maxCompiledScripts {
+		r.bus.compiled = map[scriptKey]*jstarget.Script{}
+	}
+	r.bus.compiled[k] = c
+	r.bus.compiledMu.Unlock()
+	return c, nil
+}
+
+func (r *Runtime) scriptRunner() (*jstarget.Runner, error) {
+	r.bus.scriptsMu.Lock()
+	defer r.bus.scriptsMu.Unlock()
+	if r.bus.scripts == nil {
+		runner, err := jstarget.NewRunner(jstarget.Config{Children: r.cfg.Bus.ScriptProcesses,
+			MemoryLimit: r.cfg.Bus.ScriptMemory, Timeout: r.cfg.Bus.Timeout})
+		if err != nil {
+			return nil, err
+		}
+		r.bus.scripts = runner
+	}
+	return r.bus.scripts, nil
+}
+
+// closeScripts stops the script child processes (after the bus loop has
+// waited for its attempts).
+func (r *Runtime) closeScripts() {
+	r.bus.scriptsMu.Lock()
+	defer r.bus.scriptsMu.Unlock()
+	if r.bus.scripts != nil {
+		_ = r.bus.scripts.Close()
+		r.bus.scripts = nil
+	}
+}
+
+// pruneBus deletes the tenant's ended bus records older than
+// Bus.RecordRetention (maintenance).
+func (r *Runtime) pruneBus(ctx context.Context, tenant string) {
+	before := r.cfg.Clock.Now().Add(-r.cfg.Bus.RecordRetention)
+	for range 100 {
+		n, err := r.store.BusPrune(ctx, &storage.BusPruneParams{Tenant: tenant, Before: before, Limit: 1000})
+		if err != nil {
+			if ctx.Err() == nil {
+				r.logger.Error("herald: prune bus records", "tenant", tenant, "err", err)
+			}
+			return
+		}
+		if n < 1000 {
+			return
+		}
+	}
+}
