@@ -120,6 +120,10 @@ func TestSeed004_Monitoring_Prometheus(t *testing.T) {
 	b.publish("nothing.here", nil, "e2")
 	b.waitEnded("e1")
 	b.waitEnded("e2")
+	// An attempt is reported once its end is committed, which a reader of
+	// the store may see first.
+	waitMetric(t, reg, "executions_success_total", nil, 1)
+	waitMetric(t, reg, "dlq_events_total", nil, 1)
 	ten := map[string]string{"tenant": herald.DefaultTenant}
 	for name, want := range map[string]float64{
 		"events_matched_total":         2, // good, dead
@@ -197,6 +201,10 @@ func TestSeed004_Monitoring_AlertFailureRate(t *testing.T) {
 		b.publish("job", nil, id)
 		b.waitEnded(id)
 	}
+	// An attempt is reported once its end is committed, which a reader of
+	// the store may see first.
+	waitMetric(t, reg, "executions_success_total", nil, 8)
+	waitMetric(t, reg, "executions_failed_total", nil, 2)
 	failed := metric(t, reg, "executions_failed_total", nil)
 	ok := metric(t, reg, "executions_success_total", nil)
 	if failed != 2 || ok != 8 || failed/(failed+ok) <= 0.10 {
@@ -281,6 +289,7 @@ func TestSeed004_Monitoring_DurationQuantiles(t *testing.T) {
 	for _, id := range ids {
 		b.waitEnded(id)
 	}
+	waitMetric(t, reg, "execution_duration_histogram", nil, 100)
 	h := histogram(t, reg, "execution_duration_histogram")
 	if h.GetSampleCount() != 100 {
 		t.Fatalf("%d samples, want 100", h.GetSampleCount())
