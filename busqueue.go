@@ -21,6 +21,10 @@ type busQueue struct {
 	n       int
 	idle    int           // workers waiting in pop
 	wake    chan struct{} // buffered(1): a job was pushed
+	// report receives the depth after every change, under mu, so that
+	// reports arrive in the order of the changes (a gauge set from racing
+	// goroutines could otherwise end on a stale value).
+	report func(depth int)
 }
 
 type busTenantQ struct {
@@ -41,13 +45,15 @@ type busJob struct {
 	done chan struct{} // closed when a worker has finished with it
 }
 
-func newBusQueue() *busQueue {
-	return &busQueue{byName: map[string]*busTenantQ{}, wake: make(chan struct{}, 1)}
+func newBusQueue(report func(depth int)) *busQueue {
+	return &busQueue{byName: map[string]*busTenantQ{}, wake: make(chan struct{}, 1), report: report}
 }
 
-// push queues a job and returns the queue's depth: the jobs no idle
-// worker is about to take.
-func (q *busQueue) push(j *busJob) int {
+// depthLocked is the number of queued jobs no idle worker is about to take.
+func (q *busQueue) depthLocked() int { return max(q.n-q.idle, 0) }
+
+// push queues a job.
+func (q *busQueue) push(j *busJob) {
 	q.mu.Lock()
 	tq := q.byName[j.it.tenant]
 	if tq == nil {
@@ -64,27 +70,26 @@ func (q *busQueue) push(j *busJob) int {
 	}
 	sq.jobs = append(sq.jobs, j)
 	q.n++
-	n := max(q.n-q.idle, 0)
+	q.report(q.depthLocked())
 	q.mu.Unlock()
 	select {
 	case q.wake <- struct{}{}:
 	default:
 	}
-	return n
 }
 
 // pop takes the next job, fairly, waiting for one until ctx ends (then it
-// returns nil). It also returns the depth left.
-func (q *busQueue) pop(ctx context.Context) (*busJob, int) {
+// returns nil).
+func (q *busQueue) pop(ctx context.Context) *busJob {
 	for {
 		if ctx.Err() != nil {
-			return nil, 0 // stopping: start nothing more
+			return nil // stopping: start nothing more
 		}
 		q.mu.Lock()
 		if q.n > 0 {
 			j := q.take()
-			n := q.n
-			more := n > 0
+			more := q.n > 0
+			q.report(q.depthLocked())
 			q.mu.Unlock()
 			if more {
 				// Pass the wake-up on: another worker may take the next.
@@ -93,7 +98,7 @@ func (q *busQueue) pop(ctx context.Context) (*busJob, int) {
 				default:
 				}
 			}
-			return j, n
+			return j
 		}
 		q.idle++
 		q.mu.Unlock()
@@ -151,6 +156,7 @@ func (q *busQueue) remove(j *busJob) bool {
 		}
 		sq.jobs = append(sq.jobs[:i], sq.jobs[i+1:]...)
 		q.n--
+		q.report(q.depthLocked())
 		if len(sq.jobs) == 0 {
 			k := indexOf(tq.subs, sq)
 			delete(tq.bySub, sq.name)
@@ -170,13 +176,6 @@ func (q *busQueue) remove(j *busJob) bool {
 		return true
 	}
 	return false
-}
-
-// depth returns how many jobs are queued.
-func (q *busQueue) depth() int {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.n
 }
 
 func indexOf[T comparable](s []T, v T) int {

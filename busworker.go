@@ -122,7 +122,9 @@ func (r *Runtime) busLoop(ctx context.Context) {
 	defer wg.Wait()
 	// Bus.Workers workers take claimed executions from the fair queue and
 	// hand the ends of their attempts to the finisher.
-	q := newBusQueue()
+	q := newBusQueue(func(depth int) {
+		r.obs.BusQueue(BusQueueReport{Depth: depth, Capacity: r.cfg.Bus.QueueSize})
+	})
 	fin := newBusFinisher(r)
 	var workers sync.WaitGroup
 	defer func() { workers.Wait(); fin.close() }()
@@ -131,11 +133,10 @@ func (r *Runtime) busLoop(ctx context.Context) {
 		go func() {
 			defer workers.Done()
 			for {
-				j, depth := q.pop(ctx)
+				j := q.pop(ctx)
 				if j == nil {
 					return
 				}
-				r.obs.BusQueue(BusQueueReport{Depth: depth, Capacity: r.cfg.Bus.QueueSize})
 				r.attemptBus(context.WithoutCancel(ctx), fin, j.it)
 				close(j.done)
 			}
@@ -225,12 +226,11 @@ func (r *Runtime) routeBus(ctx context.Context, tenant string) (int, bool, error
 // untouched, for the next start or another node.
 func (r *Runtime) runBus(loop context.Context, q *busQueue, it *busItem) {
 	j := &busJob{it: it, done: make(chan struct{})}
-	r.obs.BusQueue(BusQueueReport{Depth: q.push(j), Capacity: r.cfg.Bus.QueueSize})
+	q.push(j)
 	select {
 	case <-j.done:
 	case <-loop.Done():
 		if q.remove(j) {
-			r.obs.BusQueue(BusQueueReport{Depth: q.depth(), Capacity: r.cfg.Bus.QueueSize})
 			r.releaseBus(context.WithoutCancel(loop), it)
 			return
 		}
