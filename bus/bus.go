@@ -120,12 +120,9 @@ func (r *Router) Route(ev *storage.BusEvent) []storage.BusRouteDecision {
 	var doc map[string]any
 	var docErr error
 	decoded := false
-	seen := make(map[string]bool, len(hits))
+	// Each subscription is indexed once, under its one pattern, so it is
+	// among the hits at most once.
 	for _, e := range hits {
-		if seen[e.sub.ID] {
-			continue
-		}
-		seen[e.sub.ID] = true
 		d := storage.BusRouteDecision{Subscription: e.sub.ID, Matched: true}
 		switch {
 		case e.bad != "":
