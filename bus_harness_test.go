@@ -186,14 +186,12 @@ func (b *bundle) attempts(eventID string) []*herald.Attempt {
 	}
 }
 
-// busObserver records the bus's reports (and counts the rest as the
-// countingObserver does).
+// busObserver records the bus's publish reports and its dispatch queue's
+// depth (and counts the rest as the countingObserver does).
 type busObserver struct {
 	*countingObserver
 	mu        sync.Mutex
 	published []herald.BusPublishReport
-	routed    []herald.BusRouteReport
-	attempted []herald.BusAttemptReport
 	maxDepth  int
 	depth     int
 }
@@ -206,29 +204,11 @@ func (o *busObserver) BusPublished(r herald.BusPublishReport) {
 	o.published = append(o.published, r)
 }
 
-func (o *busObserver) BusRouted(r herald.BusRouteReport) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.routed = append(o.routed, r)
-}
-
-func (o *busObserver) BusAttempted(r herald.BusAttemptReport) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.attempted = append(o.attempted, r)
-}
-
 func (o *busObserver) BusQueue(r herald.BusQueueReport) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.depth = r.Depth
 	o.maxDepth = max(o.maxDepth, r.Depth)
-}
-
-func (o *busObserver) attempts() []herald.BusAttemptReport {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return append([]herald.BusAttemptReport(nil), o.attempted...)
 }
 
 // gate is a handler that blocks until released, counting how many run at
