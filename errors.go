@@ -16,6 +16,9 @@ var (
 	ErrNotFound = heraldtype.ErrNotFound
 	// ErrInstanceExists: StartWorkflow with an instance id already taken.
 	ErrInstanceExists = heraldtype.ErrInstanceExists
+	// ErrAlreadyExists: an object other than an instance (an API key) with
+	// that identity exists.
+	ErrAlreadyExists = heraldtype.ErrAlreadyExists
 	// ErrInstanceNotRunning: the instance has completed, failed or been
 	// terminated; an event sent to it is refused and nothing is stored.
 	ErrInstanceNotRunning = heraldtype.ErrInstanceNotRunning

@@ -6,8 +6,11 @@ import "errors"
 // (which wrap them with context). Callers use errors.Is.
 var (
 	// ErrNotFound: no such instance, event, definition or tenant.
-	ErrNotFound           = errors.New("herald: not found")
-	ErrInstanceExists     = errors.New("herald: instance already exists")
+	ErrNotFound       = errors.New("herald: not found")
+	ErrInstanceExists = errors.New("herald: instance already exists")
+	// ErrAlreadyExists: an object other than an instance (an API key) with
+	// that identity exists. Nothing was written.
+	ErrAlreadyExists      = errors.New("herald: already exists")
 	ErrInstanceNotRunning = errors.New("herald: instance is not running")
 	// ErrLeaseLost: the caller's lock token no longer owns the work (its lease
 	// expired and another worker took it over, or the instance was
