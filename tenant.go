@@ -177,14 +177,9 @@ func (r *Runtime) SetTenantLimits(ctx context.Context, tenant string, limits Ten
 // TenantLimits returns tenant's stored overrides (zero fields: the engine's
 // values), or ErrNotFound if the tenant is not registered.
 func (r *Runtime) TenantLimits(ctx context.Context, tenant string) (TenantLimits, error) {
-	if !textOK(tenant, storage.MaxIDBytes) {
-		return TenantLimits{}, notFound("tenant", tenant)
-	}
-	t, err := idempotent(ctx, func() (*Tenant, error) {
-		return r.store.TenantGet(ctx, &storage.TenantGetParams{Tenant: tenant})
-	})
+	t, err := r.Tenant(ctx, tenant)
 	if err != nil {
-		return TenantLimits{}, fmt.Errorf("limits of tenant %s: %w", tenant, err)
+		return TenantLimits{}, err
 	}
 	return t.Limits, nil
 }
@@ -272,4 +267,41 @@ func (c *Client) limitsFor(ctx context.Context) clientLimits {
 		maxPayloadDepth: lowerDepth(l.MaxPayloadDepth, c.cfg.MaxPayloadDepth),
 		eventRetention:  override(l.EventRetention, c.cfg.EventRetention),
 	}
+}
+
+// Tenants returns every registered tenant with its overrides, ordered by
+// id.
+func (r *Runtime) Tenants(ctx context.Context) ([]*Tenant, error) {
+	ts, err := idempotent(ctx, func() ([]*Tenant, error) {
+		return r.store.TenantList(ctx, &storage.TenantListParams{})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list tenants: %w", err)
+	}
+	return ts, nil
+}
+
+// Tenant returns the registered tenant, or ErrNotFound.
+func (r *Runtime) Tenant(ctx context.Context, tenant string) (*Tenant, error) {
+	if !textOK(tenant, storage.MaxIDBytes) {
+		return nil, notFound("tenant", tenant)
+	}
+	t, err := idempotent(ctx, func() (*Tenant, error) {
+		return r.store.TenantGet(ctx, &storage.TenantGetParams{Tenant: tenant})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("tenant %s: %w", tenant, err)
+	}
+	return t, nil
+}
+
+// EnsureTenant registers tenant (with no overrides) unless it is
+// registered. It returns an *InvalidArgumentError for a tenant id that
+// breaks the text rules.
+func (r *Runtime) EnsureTenant(ctx context.Context, tenant string) error {
+	c, err := r.Client(tenant)
+	if err != nil {
+		return err
+	}
+	return c.ensureTenant(ctx)
 }

@@ -1,0 +1,96 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/heraldwf/herald"
+	"github.com/heraldwf/herald/httpapi/wire"
+)
+
+// problemKind is one row of the problem table: an HTTP status, a stable
+// machine-readable code and a title.
+type problemKind struct {
+	status int
+	code   string
+	title  string
+}
+
+// Problem codes of the API's own making (not a Herald sentinel).
+var (
+	probUnauthorized  = problemKind{http.StatusUnauthorized, "unauthorized", "Missing, malformed, unknown or revoked API key"}
+	probForbidden     = problemKind{http.StatusForbidden, "forbidden", "The API key may not do this"}
+	probRouteNotFound = problemKind{http.StatusNotFound, "route_not_found", "No such route"}
+	probMethod        = problemKind{http.StatusMethodNotAllowed, "method_not_allowed", "Method not allowed on this route"}
+	probBadRequest    = problemKind{http.StatusBadRequest, "bad_request", "The request cannot be read"}
+	probTooLarge      = problemKind{http.StatusRequestEntityTooLarge, "too_large", "Request body too large"}
+	probMediaType     = problemKind{http.StatusUnsupportedMediaType, "unsupported_media_type", "Request body must be application/json"}
+	probInternal      = problemKind{http.StatusInternalServerError, "internal", "Internal server error"}
+	probTimeout       = problemKind{http.StatusServiceUnavailable, "timeout", "The request did not finish in time"}
+)
+
+// problemTable is the ONE place where Herald's sentinel errors become HTTP
+// statuses and problem codes. The first row whose sentinel matches
+// (errors.Is) wins, so more specific sentinels come first. An error that
+// matches no row is a 500 "internal" (and is logged).
+var problemTable = []struct {
+	err  error
+	kind problemKind
+}{
+	{herald.ErrBackPressure, problemKind{http.StatusTooManyRequests, "back_pressure", "Event bus backlog full; retry later"}},
+	{herald.ErrStorageFull, problemKind{http.StatusInsufficientStorage, "storage_full", "The store has no room left"}},
+	{herald.ErrUnavailable, problemKind{http.StatusServiceUnavailable, "unavailable", "The store is unavailable"}},
+	{herald.ErrClosed, problemKind{http.StatusServiceUnavailable, "unavailable", "The store is closed"}},
+	{herald.ErrNotFound, problemKind{http.StatusNotFound, "not_found", "Not found"}},
+	{herald.ErrInstanceExists, problemKind{http.StatusConflict, "instance_exists", "Instance already exists"}},
+	{herald.ErrAlreadyExists, problemKind{http.StatusConflict, "already_exists", "Already exists"}},
+	{herald.ErrEventIDConflict, problemKind{http.StatusConflict, "event_id_conflict", "Event id already used for another event"}},
+	{herald.ErrInstanceNotRunning, problemKind{http.StatusConflict, "instance_not_running", "Instance is not running"}},
+	{herald.ErrEventInvalid, problemKind{http.StatusBadRequest, "event_invalid", "Event invalid"}},
+	{herald.ErrDefinitionInvalid, problemKind{http.StatusBadRequest, "definition_invalid", "Event definition invalid"}},
+	{herald.ErrInvalidArgument, problemKind{http.StatusBadRequest, "invalid_argument", "Invalid argument"}},
+	{context.DeadlineExceeded, probTimeout},
+}
+
+// problemFor returns the table's row for err, and whether one matched.
+func problemFor(err error) (problemKind, bool) {
+	for _, row := range problemTable {
+		if errors.Is(err, row.err) {
+			return row.kind, true
+		}
+	}
+	return probInternal, false
+}
+
+// problemReasons extracts the reasons of Herald's typed errors.
+func problemReasons(err error) []string {
+	var ia *herald.InvalidArgumentError
+	var ei *herald.EventInvalidError
+	var di *herald.DefinitionInvalidError
+	switch {
+	case errors.As(err, &ei):
+		return ei.Reasons
+	case errors.As(err, &di):
+		return di.Reasons
+	case errors.As(err, &ia):
+		return ia.Reasons
+	}
+	return nil
+}
+
+// newProblem builds the problem body for kind.
+func newProblem(kind problemKind, detail string, r *http.Request) *wire.Problem {
+	p := &wire.Problem{
+		Type:   wire.ProblemTypeBase + kind.code,
+		Title:  kind.title,
+		Status: kind.status,
+		Detail: detail,
+		Code:   kind.code,
+	}
+	if r != nil {
+		p.Instance = r.URL.Path
+		p.RequestID = requestID(r.Context())
+	}
+	return p
+}
