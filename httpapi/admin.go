@@ -89,7 +89,7 @@ func (a *API) adminRoutes() []*route {
 			method: "DELETE", path: "/v1/keys/{id}", op: "revokeKey", tag: "admin",
 			summary: "Revoke an API key (it authenticates nothing from now on)", access: adminOnly,
 			params: []param{{name: "id", in: "path", required: true, doc: "key id"}},
-			resp: wire.APIKey{}, errs: []string{"not_found"},
+			resp:   wire.APIKey{}, errs: []string{"not_found"},
 			handle: func(c *call) (any, error) {
 				return a.keys.KeyRevoke(c.r.Context(), &storage.KeyRevokeParams{ID: c.r.PathValue("id"), Now: a.now().UTC()})
 			},
