@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/heraldwf/herald"
 	"github.com/heraldwf/herald/examples/approval"
 	"github.com/heraldwf/herald/examples/mailbox"
@@ -54,6 +56,69 @@ var errStoreExists = errors.New("already exists")
 // deployment uses by default.
 const defaultDemoSchema = "herald_demo"
 
+// demoCommand is `herald demo`. It parses its own flags (with package flag,
+// as before the command line moved to cobra): its usage and messages stay
+// what they were.
+func (a *app) demoCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:                "demo [flags]",
+		Short:              "run the example workflows and print their timelines",
+		DisableFlagParsing: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if code := runDemo(cmd.Context(), args, a.stdout, a.stderr); code != exitOK {
+				return exitCode(code)
+			}
+			return nil
+		},
+	}
+	cmd.SetHelpFunc(func(*cobra.Command, []string) { fmt.Fprint(a.stdout, demoUsage) })
+	return cmd
+}
+
+// registerExamples registers the example workflows (approval, meter,
+// mailbox, signing) and the bus handler "notify-sales" on rt: what the demo
+// runs and what herald serve serves.
+func registerExamples(rt *herald.Runtime) {
+	approval.Register(rt)
+	mailbox.Register(rt)
+	signing.Register(rt)
+	herald.RegisterBusHandler(rt, "notify-sales", func(ctx context.Context, ev herald.BusEvent) (any, error) {
+		return map[string]string{"notified": "sales", "event": ev.ID}, nil
+	})
+}
+
+// demoUsageError reports a usage error of the demo: a short message, then the
+// usage, on stderr.
+func demoUsageError(stderr io.Writer, msg string) int {
+	fmt.Fprintf(stderr, "herald: %s\n\n%s", msg, demoUsage)
+	return exitUsage
+}
+
+// failed reports a command that failed.
+func failed(stderr io.Writer, err error) int {
+	fmt.Fprintln(stderr, "herald:", err)
+	return exitFail
+}
+
+// parseFlags parses args with fs, whose own output is silenced: -h prints
+// the usage to stdout (exit 0), a bad flag or a stray argument prints a
+// message and the usage to stderr (exit 2). ok is false when the command
+// should end with code.
+func parseFlags(fs *flag.FlagSet, args []string, usage string, stdout, stderr io.Writer) (code int, ok bool) {
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprint(stdout, usage)
+		return exitOK, false
+	case err != nil:
+		return demoUsageError(stderr, fs.Name()+": "+err.Error()), false
+	case fs.NArg() > 0:
+		return demoUsageError(stderr, fmt.Sprintf("%s: unexpected argument %q", fs.Name(), fs.Arg(0))), false
+	}
+	return exitOK, true
+}
+
 // runDemo runs `herald demo args` and returns the exit code.
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
@@ -66,7 +131,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	loc, err := demoLocation(*db, *pg, *schema)
 	if err != nil {
-		return usageError(stderr, "demo: "+err.Error(), demoUsage)
+		return demoUsageError(stderr, "demo: "+err.Error())
 	}
 
 	temporary := loc == nil
@@ -115,12 +180,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return failed(stderr, err)
 	}
-	approval.Register(rt)
-	mailbox.Register(rt)
-	signing.Register(rt)
-	herald.RegisterBusHandler(rt, "notify-sales", func(ctx context.Context, ev herald.BusEvent) (any, error) {
-		return map[string]string{"notified": "sales", "event": ev.ID}, nil
-	})
+	registerExamples(rt)
 	if err := rt.Start(ctx); err != nil {
 		return failed(stderr, err)
 	}

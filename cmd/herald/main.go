@@ -1,9 +1,17 @@
-// Command herald runs Herald: `herald demo` runs the example workflows end to
-// end on a store it creates and prints their timelines; `herald version`
-// says which build this is.
+// Command herald runs Herald: `herald serve` runs the server (the engine,
+// the event bus and the HTTP API); `herald demo` runs the example
+// workflows end to end on a store it creates and prints their timelines;
+// the other commands talk to a running server through its HTTP API
+// (package httpapi/client); `herald version` says which build this is.
+//
+// The command line is built with cobra. Each command group lives in its own
+// file and adds itself to the root in an init function (addCommand), so a
+// new group is one new file. Output goes through output.go: a table or a
+// listing for people, the API's JSON with --json.
 //
 // Exit codes: 0 on success (help included), 1 when a command fails, 2 for a
-// usage error (no command, an unknown command, a bad flag).
+// usage error (no command, an unknown command, a bad flag or argument), 3
+// when the server answers not_found, 4 when it refuses the key (401, 403).
 package main
 
 import (
@@ -12,24 +20,54 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"strings"
 	"syscall"
 
+	"github.com/spf13/cobra"
+
 	"github.com/heraldwf/herald"
+	"github.com/heraldwf/herald/httpapi/client"
 )
 
-const usage = `herald — durable workflows whose centre is external events
+const rootLong = `herald — durable workflows whose centre is external events
 
-usage:
-  herald demo [flags]    run the example workflows and print their timelines
-                         (herald demo -h for its flags)
-  herald version         print the version, the source revision and the Go version
-  herald help [command]  this text, or a command's
+The client commands (instances, keys, tenants …) talk to a running
+herald serve through its HTTP API. Their flags can come from the
+environment: --server from HERALD_SERVER, --api-key from HERALD_API_KEY,
+--tenant from HERALD_TENANT. With --json a command prints the API's JSON
+answer; otherwise a table or a listing.
 
-Exit status: 0 on success, 1 when the command fails, 2 for a usage error.
+Exit status: 0 on success, 1 when the command fails, 2 for a usage error,
+3 when the server answers not_found, 4 when it refuses the API key
+(401 unauthorized, 403 forbidden).`
+
+// usageTemplate is cobra's usage text in the style of the rest of herald's
+// output (lower case headings).
+const usageTemplate = `usage:{{if and .Runnable (not .HasAvailableSubCommands)}}
+  {{.UseLine}}{{end}}{{if .HasAvailableSubCommands}}
+  {{.CommandPath}} <command> [flags]{{end}}{{if gt (len .Aliases) 0}}
+
+aliases:
+  {{.NameAndAliases}}{{end}}{{if .HasExample}}
+
+examples:
+{{.Example}}{{end}}{{if .HasAvailableSubCommands}}
+
+commands:{{range .Commands}}{{if (or .IsAvailableCommand (eq .Name "help"))}}
+  {{rpad .Name .NamePadding }} {{.Short}}{{end}}{{end}}{{end}}{{if .HasAvailableLocalFlags}}
+
+flags:
+{{.LocalFlags.FlagUsages | trimTrailingWhitespaces}}{{end}}{{if .HasAvailableInheritedFlags}}
+
+global flags:
+{{.InheritedFlags.FlagUsages | trimTrailingWhitespaces}}{{end}}{{if .HasAvailableSubCommands}}
+
+"{{.CommandPath}} <command> --help" tells more about a command.{{end}}
 `
 
 // version is the release this binary was built as. Release builds set it:
@@ -42,10 +80,18 @@ var version string
 
 // Exit codes.
 const (
-	exitOK    = 0
-	exitFail  = 1
-	exitUsage = 2
+	exitOK       = 0
+	exitFail     = 1
+	exitUsage    = 2
+	exitNotFound = 3
+	exitAuth     = 4
 )
+
+// readBuildInfo is debug.ReadBuildInfo.
+var readBuildInfo = debug.ReadBuildInfo
+
+// Defaults of the global flags.
+const defaultServer = "http://127.0.0.1:8080"
 
 func main() {
 	// Scripts of the event bus run in child processes of this program.
@@ -56,70 +102,219 @@ func main() {
 	os.Exit(code)
 }
 
+// app is one run of the command line: where output goes, the environment,
+// and the global flags.
+type app struct {
+	stdout, stderr io.Writer
+	getenv         func(string) string
+
+	// Global flags (resolved against the environment by flagOrEnv).
+	server, apiKey, tenant string
+	json                   bool
+
+	root *cobra.Command
+}
+
+// commands are the constructors of the command groups under the root; each
+// group's file adds its own in an init function.
+var commands []func(*app) *cobra.Command
+
+// addCommand adds a command group to every root built from now on.
+func addCommand(f func(*app) *cobra.Command) { commands = append(commands, f) }
+
 // run runs the command line args (without the program name) and returns
 // the exit code. Help goes to stdout; errors and the usage that follows a
 // usage error go to stderr.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
+	return runEnv(ctx, args, stdout, stderr, os.Getenv)
+}
+
+// runEnv is run with the environment read through getenv (tests pass their
+// own).
+func runEnv(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	a := &app{stdout: stdout, stderr: stderr, getenv: getenv}
+	root := a.newRoot()
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	return a.exit(err)
+}
+
+// newRoot builds the command tree.
+func (a *app) newRoot() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "herald",
+		Short:         "durable workflows whose centre is external events",
+		Long:          rootLong,
+		Version:       versionLine(readBuildInfo),
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		// Without a command, herald is a usage error; an unknown command
+		// too (cobra would call it a plain failure).
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usageErrorf(cmd, "unknown command %q", args[0])
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return &usageError{cmd: cmd, msg: "no command given"}
+		},
+	}
+	a.root = root
+	root.SetOut(a.stdout)
+	root.SetErr(a.stderr)
+	root.SetUsageTemplate(usageTemplate)
+	root.SetVersionTemplate("{{.Version}}\n")
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		return &usageError{cmd: cmd, msg: err.Error()}
+	})
+	root.SetHelpCommand(a.helpCommand())
+	root.CompletionOptions.HiddenDefaultCmd = false
+
+	pf := root.PersistentFlags()
+	pf.StringVar(&a.server, "server", "", "the server's URL (env HERALD_SERVER; default "+defaultServer+")")
+	pf.StringVar(&a.apiKey, "api-key", "", "the API key (env HERALD_API_KEY)")
+	pf.StringVar(&a.tenant, "tenant", "", "the tenant an admin key acts on, sent as the Herald-Tenant header (env HERALD_TENANT; default: the server's, \"default\")")
+	pf.BoolVar(&a.json, "json", false, "print the API's JSON answer instead of a table")
+
+	root.AddCommand(a.versionCommand(), a.demoCommand(), a.serveCommand())
+	for _, f := range commands {
+		root.AddCommand(f(a))
+	}
+	return root
+}
+
+// helpCommand is `herald help [command]`: help on stdout, exit 0; help on
+// a command that does not exist is a usage error.
+func (a *app) helpCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "help [command]",
+		Short: "this text, or a command's",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			target, rest, err := a.root.Find(args)
+			if err != nil || target == nil || len(rest) > 0 {
+				return usageErrorf(a.root, "no help for %q", strings.Join(args, " "))
+			}
+			return target.Help()
+		},
+	}
+}
+
+func (a *app) versionCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "print the version, the source revision and the Go version",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usageErrorf(cmd, "version takes no arguments")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			fmt.Fprintln(a.stdout, versionLine(readBuildInfo))
+			return nil
+		},
+	}
+}
+
+// flagOrEnv returns the value of cmd's flag name if it was given, else the
+// environment variable env if set, else def.
+func (a *app) flagOrEnv(cmd *cobra.Command, name, env, def string) string {
+	if f := cmd.Flags().Lookup(name); f != nil && f.Changed {
+		return f.Value.String()
+	}
+	if v := a.getenv(env); v != "" {
+		return v
+	}
+	return def
+}
+
+// client returns the API client the global flags (and the environment)
+// describe.
+func (a *app) client(cmd *cobra.Command) (*client.Client, error) {
+	server := a.flagOrEnv(cmd, "server", "HERALD_SERVER", defaultServer)
+	key := a.flagOrEnv(cmd, "api-key", "HERALD_API_KEY", "")
+	tenant := a.flagOrEnv(cmd, "tenant", "HERALD_TENANT", "")
+	c, err := client.New(server, key, client.WithTenant(tenant))
+	if err != nil {
+		return nil, usageErrorf(cmd, "--server: %v", err)
+	}
+	return c, nil
+}
+
+// usageError is a command line herald cannot run: it exits 2 after the
+// message and the command's usage.
+type usageError struct {
+	cmd *cobra.Command
+	msg string
+	// usage replaces the command's usage text when not empty.
+	usage string
+}
+
+func (e *usageError) Error() string { return e.msg }
+
+func usageErrorf(cmd *cobra.Command, format string, args ...any) error {
+	return &usageError{cmd: cmd, msg: fmt.Sprintf(format, args...)}
+}
+
+// exitCode ends a command whose output is already written with code.
+type exitCode int
+
+func (e exitCode) Error() string { return fmt.Sprintf("exit %d", int(e)) }
+
+// exit reports err and returns the exit code for it.
+func (a *app) exit(err error) int {
+	if err == nil {
+		return exitOK
+	}
+	var code exitCode
+	var ue *usageError
+	var ae *client.Error
+	var ne net.Error
+	var oe *net.OpError
+	switch {
+	case errors.As(err, &code):
+		return int(code)
+	case errors.As(err, &ue):
+		usage := ue.usage
+		if usage == "" && ue.cmd != nil {
+			usage = ue.cmd.UsageString()
+		}
+		fmt.Fprintf(a.stderr, "herald: %s\n\n%s", ue.msg, usage)
 		return exitUsage
-	}
-	switch cmd, rest := args[0], args[1:]; cmd {
-	case "demo":
-		return runDemo(ctx, rest, stdout, stderr)
-	case "version", "--version":
-		if len(rest) > 0 {
-			return usageError(stderr, "version takes no arguments", usage)
-		}
-		fmt.Fprintln(stdout, versionLine(debug.ReadBuildInfo))
+	case errors.Is(err, flag.ErrHelp):
 		return exitOK
-	case "help", "-h", "-help", "--help":
+	case errors.As(err, &ae):
+		fmt.Fprintln(a.stderr, "herald:", problemLine(ae))
+		for _, r := range ae.Reasons {
+			fmt.Fprintln(a.stderr, "  -", r)
+		}
 		switch {
-		case len(rest) == 0:
-			fmt.Fprint(stdout, usage)
-		case len(rest) == 1 && rest[0] == "demo":
-			fmt.Fprint(stdout, demoUsage)
-		case len(rest) == 1 && rest[0] == "version":
-			fmt.Fprint(stdout, usage)
-		default:
-			return usageError(stderr, fmt.Sprintf("no help for %q", rest), usage)
+		case ae.Code == "not_found":
+			return exitNotFound
+		case ae.Status == 401 || ae.Status == 403:
+			return exitAuth
 		}
-		return exitOK
-	default:
-		return usageError(stderr, fmt.Sprintf("unknown command %q", cmd), usage)
+		return exitFail
+	case errors.As(err, &oe) && oe.Op == "dial", errors.As(err, &ne) && ne.Timeout():
+		fmt.Fprintf(a.stderr, "herald: %v\n(is herald serve running there? --server or HERALD_SERVER names it)\n", err)
+		return exitFail
 	}
-}
-
-// usageError reports a usage error: a short message, then the usage, on
-// stderr.
-func usageError(stderr io.Writer, msg, usage string) int {
-	fmt.Fprintf(stderr, "herald: %s\n\n%s", msg, usage)
-	return exitUsage
-}
-
-// failed reports a command that failed.
-func failed(stderr io.Writer, err error) int {
-	fmt.Fprintln(stderr, "herald:", err)
+	fmt.Fprintln(a.stderr, "herald:", err)
 	return exitFail
 }
 
-// parseFlags parses args with fs, whose own output is silenced: -h prints
-// the usage to stdout (exit 0), a bad flag or a stray argument prints a
-// message and the usage to stderr (exit 2). ok is false when the command
-// should end with code.
-func parseFlags(fs *flag.FlagSet, args []string, usage string, stdout, stderr io.Writer) (code int, ok bool) {
-	fs.SetOutput(io.Discard)
-	err := fs.Parse(args)
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		fmt.Fprint(stdout, usage)
-		return exitOK, false
-	case err != nil:
-		return usageError(stderr, fs.Name()+": "+err.Error(), usage), false
-	case fs.NArg() > 0:
-		return usageError(stderr, fmt.Sprintf("%s: unexpected argument %q", fs.Name(), fs.Arg(0)), usage), false
+// problemLine says what an API error answer means, in one line.
+func problemLine(e *client.Error) string {
+	what := e.Detail
+	if what == "" {
+		what = e.Title
 	}
-	return exitOK, true
+	line := fmt.Sprintf("%s (%d %s)", what, e.Status, e.Code)
+	if e.Status == 401 {
+		line += "; give a key with --api-key or HERALD_API_KEY"
+	}
+	return line
 }
 
 // versionLine says which build this is: the version (the ldflags one, else

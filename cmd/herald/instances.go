@@ -1,0 +1,144 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/heraldwf/herald/httpapi/client"
+	"github.com/heraldwf/herald/httpapi/wire"
+)
+
+func init() { addCommand((*app).instancesCommand) }
+
+// instancesCommand is `herald instances`: workflow instances of a tenant.
+func (a *app) instancesCommand() *cobra.Command {
+	return group("instances", "start, show and list workflow instances",
+		a.instancesList(), a.instancesShow(), a.instancesStart())
+}
+
+func (a *app) instancesList() *cobra.Command {
+	var f client.InstanceFilter
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "list instances, newest first",
+		Args:  cobra.NoArgs,
+	}
+	pf := addPageFlags(cmd)
+	cmd.Flags().StringVar(&f.Workflow, "workflow", "", "only instances of this workflow")
+	cmd.Flags().StringVar(&f.Status, "status", "", "only instances with this status: pending, running, completed, failed or terminated")
+	cmd.Flags().StringVar(&f.CreatedAfter, "created-after", "", "only instances created at or after this RFC 3339 time")
+	cmd.Flags().StringVar(&f.CreatedBefore, "created-before", "", "only instances created before this RFC 3339 time")
+	cmd.RunE = a.withClient(func(cmd *cobra.Command, c *client.Client, args []string) error {
+		page, err := fetchPages(cmd.Context(), a, "instances", pf, func(ctx ctxT, limit int, cursor string) (*wire.Page[*wire.Instance], error) {
+			f := f
+			f.Limit, f.Cursor = limit, cursor
+			return c.ListInstances(ctx, f)
+		})
+		if err != nil {
+			return err
+		}
+		return emitPage(a, page, []string{"ID", "WORKFLOW", "STATUS", "EXECUTION", "CREATED", "UPDATED"},
+			func(in *wire.Instance) []any {
+				return []any{in.ID, in.Workflow, string(in.Status), in.Execution, in.CreatedAt, in.UpdatedAt}
+			})
+	})
+	return cmd
+}
+
+func (a *app) instancesShow() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "show ID",
+		Short: "show an instance: status, input, output or failure",
+		Args:  exactArgs("ID"),
+	}
+	cmd.RunE = a.withClient(func(cmd *cobra.Command, c *client.Client, args []string) error {
+		in, err := c.Instance(cmd.Context(), args[0])
+		if err != nil {
+			return err
+		}
+		return a.emit(in, func(w io.Writer) error {
+			var failure any
+			if in.Failure != nil {
+				failure = in.Failure.Message
+			}
+			return listing(w,
+				field{"id", in.ID},
+				field{"workflow", in.Workflow},
+				field{"status", string(in.Status)},
+				field{"execution", in.Execution},
+				field{"created", in.CreatedAt},
+				field{"updated", in.UpdatedAt},
+				field{"blocked?", in.Blocked},
+				field{"input?", in.Input},
+				field{"output?", in.Output},
+				field{"failure?", failure},
+			)
+		})
+	})
+	return cmd
+}
+
+func (a *app) instancesStart() *cobra.Command {
+	var req wire.StartInstanceRequest
+	var input, inputFile string
+	cmd := &cobra.Command{
+		Use:   "start WORKFLOW",
+		Short: "start a workflow instance and print its id",
+		Args:  exactArgs("WORKFLOW"),
+	}
+	cmd.Flags().StringVar(&req.ID, "id", "", "the instance id (default: Herald chooses one)")
+	cmd.Flags().StringVar(&input, "input", "", "the workflow's input, a JSON value")
+	cmd.Flags().StringVar(&inputFile, "input-file", "", "read the input (JSON) from this file; - reads stdin")
+	cmd.Flags().StringVar(&req.IDReuse, "id-reuse", "", `when --id is taken: "fail" (default) or "use_existing"`)
+	cmd.MarkFlagsMutuallyExclusive("input", "input-file")
+	cmd.RunE = a.withClient(func(cmd *cobra.Command, c *client.Client, args []string) error {
+		req := req
+		req.Workflow = args[0]
+		raw, err := readJSONArg(cmd, "input", input, inputFile)
+		if err != nil {
+			return err
+		}
+		req.Input = raw
+		id, err := c.StartInstance(cmd.Context(), req)
+		if err != nil {
+			return err
+		}
+		return a.emit(wire.StartInstanceResponse{ID: id}, func(w io.Writer) error {
+			_, err := fmt.Fprintln(w, id)
+			return err
+		})
+	})
+	return cmd
+}
+
+// readJSONArg returns the JSON value given inline (flag name) or in a file
+// (- for stdin); nil when neither is given. Text that is not JSON is a
+// usage error.
+func readJSONArg(cmd *cobra.Command, name, inline, file string) (json.RawMessage, error) {
+	var b []byte
+	switch {
+	case inline != "":
+		b = []byte(inline)
+	case file == "-":
+		var err error
+		if b, err = io.ReadAll(cmd.InOrStdin()); err != nil {
+			return nil, err
+		}
+	case file != "":
+		var err error
+		if b, err = os.ReadFile(file); err != nil {
+			return nil, err
+		}
+		name += "-file"
+	default:
+		return nil, nil
+	}
+	if !json.Valid(b) {
+		return nil, usageErrorf(cmd, "--%s is not JSON (a string needs quotes: '\"text\"')", name)
+	}
+	return json.RawMessage(b), nil
+}
