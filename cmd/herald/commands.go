@@ -54,3 +54,13 @@ func exactArgs(names ...string) cobra.PositionalArgs {
 		return nil
 	}
 }
+
+// optionalArgs takes at most the named arguments.
+func optionalArgs(names ...string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) > len(names) {
+			return usageErrorf(cmd, "%s: unexpected argument %q", cmd.CommandPath(), args[len(names)])
+		}
+		return nil
+	}
+}

@@ -25,7 +25,7 @@ func (a *app) instancesList() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "list instances, newest first",
-		Args:  cobra.NoArgs,
+		Args:  exactArgs(),
 	}
 	pf := addPageFlags(cmd)
 	cmd.Flags().StringVar(&f.Workflow, "workflow", "", "only instances of this workflow")
@@ -94,7 +94,6 @@ func (a *app) instancesStart() *cobra.Command {
 	cmd.Flags().StringVar(&input, "input", "", "the workflow's input, a JSON value")
 	cmd.Flags().StringVar(&inputFile, "input-file", "", "read the input (JSON) from this file; - reads stdin")
 	cmd.Flags().StringVar(&req.IDReuse, "id-reuse", "", `when --id is taken: "fail" (default) or "use_existing"`)
-	cmd.MarkFlagsMutuallyExclusive("input", "input-file")
 	cmd.RunE = a.withClient(func(cmd *cobra.Command, c *client.Client, args []string) error {
 		req := req
 		req.Workflow = args[0]
@@ -121,6 +120,8 @@ func (a *app) instancesStart() *cobra.Command {
 func readJSONArg(cmd *cobra.Command, name, inline, file string) (json.RawMessage, error) {
 	var b []byte
 	switch {
+	case inline != "" && file != "":
+		return nil, usageErrorf(cmd, "--%s and --%s-file both give the %s; give one", name, name, name)
 	case inline != "":
 		b = []byte(inline)
 	case file == "-":

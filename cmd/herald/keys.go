@@ -63,7 +63,7 @@ func (a *app) keysList() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "list [TENANT]",
 		Short: "list keys (of TENANT, or all), never their secrets",
-		Args:  cobra.MaximumNArgs(1),
+		Args:  optionalArgs("TENANT"),
 	}
 	cmd.Flags().BoolVar(&revoked, "revoked", false, "list revoked keys too")
 	cmd.RunE = a.withClient(func(cmd *cobra.Command, c *client.Client, args []string) error {

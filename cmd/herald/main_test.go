@@ -23,7 +23,7 @@ import (
 	"github.com/heraldwf/herald/internal/timeline"
 )
 
-var update = flag.Bool("update", false, "record the demo's instances into internal/timeline/testdata (TestDemo_FreshRecreates)")
+var update = flag.Bool("update", false, "rewrite the golden files under testdata (the CLI tests) and record the demo's instances into internal/timeline/testdata (TestDemo_FreshRecreates)")
 
 func TestMain(m *testing.M) {
 	herald.ServeScriptChild() // the demo's scripts run in child processes of the test binary

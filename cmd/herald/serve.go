@@ -64,7 +64,7 @@ func (a *app) serveCommand() *cobra.Command {
 		Use:   "serve [flags]",
 		Short: "run the server: engine, event bus and HTTP API",
 		Long:  serveLong,
-		Args:  cobra.NoArgs,
+		Args:  exactArgs(),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.serve(cmd, f)
 		},

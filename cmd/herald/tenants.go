@@ -47,7 +47,7 @@ func (a *app) tenantsList() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "list registered tenants with their limit overrides (- is the engine's default)",
-		Args:  cobra.NoArgs,
+		Args:  exactArgs(),
 	}
 	cmd.RunE = a.withClient(func(cmd *cobra.Command, c *client.Client, args []string) error {
 		ts, err := c.Tenants(cmd.Context())

@@ -1,0 +1,295 @@
+package main
+
+// The client commands against a real server: the HTTP API (package
+// httpapi) over a runtime on a real store (SQLite, or PostgreSQL with
+// HERALD_TEST_BACKEND=postgres), served by httptest, and the cobra root
+// called in-process with captured stdout and stderr.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/heraldwf/herald"
+	"github.com/heraldwf/herald/httpapi"
+	"github.com/heraldwf/herald/internal/storeurl"
+	"github.com/heraldwf/herald/internal/testdb"
+	"github.com/heraldwf/herald/storage"
+)
+
+// apiServer is a running API on a real store.
+type apiServer struct {
+	t     *testing.T
+	url   string
+	admin string // the admin key's secret
+	rt    *herald.Runtime
+}
+
+// newAPIServer starts a runtime (the examples and "wait", which waits for
+// an event "go") and the API over it on a fresh store, with an admin key.
+func newAPIServer(t *testing.T) *apiServer {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	t.Cleanup(cancel)
+	loc := filepath.Join(t.TempDir(), "herald.db")
+	if testdb.Backend() == "postgres" {
+		l, err := storeurl.PostgresLocation(testdb.PostgresURL(t), testdb.NewSchema(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		loc = l
+	}
+	st, err := storeurl.Open(ctx, loc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	keys, ok := st.(storage.KeyStore)
+	if !ok {
+		t.Fatal("the store keeps no API keys")
+	}
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	rt, err := herald.NewRuntime(st, &herald.Config{ClientConfig: herald.ClientConfig{Logger: logger}, PollInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	registerExamples(rt)
+	herald.RegisterWorkflow(rt, "wait", func(ctx *herald.Context, in json.RawMessage) (json.RawMessage, error) {
+		var out json.RawMessage
+		err := ctx.WaitEvent("go").Get(&out)
+		return out, err
+	})
+	if err := rt.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sctx, c := context.WithTimeout(context.Background(), 30*time.Second)
+		defer c()
+		rt.Stop(sctx)
+	})
+	api, err := httpapi.New(httpapi.Options{Runtime: rt, Keys: keys, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := httpapi.EnsureAdminKey(ctx, keys, "", time.Now())
+	if err != nil || admin == "" {
+		t.Fatalf("admin key: %q, %v", admin, err)
+	}
+	srv := httptest.NewServer(api)
+	t.Cleanup(srv.Close)
+	return &apiServer{t: t, url: srv.URL, admin: admin, rt: rt}
+}
+
+// env returns a getenv over pairs ("NAME", "value", …).
+func env(pairs ...string) func(string) string {
+	m := map[string]string{}
+	for i := 0; i+1 < len(pairs); i += 2 {
+		m[pairs[i]] = pairs[i+1]
+	}
+	return func(k string) string { return m[k] }
+}
+
+// cli runs herald with args against s, the admin key coming from the
+// environment (HERALD_SERVER, HERALD_API_KEY) unless extra env pairs
+// replace them.
+func (s *apiServer) cli(args []string, extraEnv ...string) result {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(s.t.Context(), time.Minute)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	e := env(append([]string{"HERALD_SERVER", s.url, "HERALD_API_KEY", s.admin}, extraEnv...)...)
+	code := runEnv(ctx, args, &out, &errOut, e)
+	return result{code, out.String(), errOut.String()}
+}
+
+// waitStatus waits until the instance of tenant has status.
+func (s *apiServer) waitStatus(tenant, id string, status herald.Status) {
+	s.t.Helper()
+	c, err := s.rt.Client(tenant)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		in, err := c.Status(s.t.Context(), id)
+		if err == nil && in.Status == status {
+			return
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("%s/%s did not reach %s: %v %v", tenant, id, status, in, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// normalise replaces what varies between runs (times, key ids and secrets,
+// paging cursors) with placeholders; each distinct key id gets its own.
+func normalise(s string, ids map[string]string) string {
+	s = regexp.MustCompile(`hk_[a-z2-7]{16}_[a-z2-7]+`).ReplaceAllString(s, "<SECRET>")
+	s = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)`).ReplaceAllString(s, "<TIME>")
+	s = regexp.MustCompile(`(--cursor |"next_cursor": ")[^\s"]+`).ReplaceAllString(s, "${1}<CURSOR>")
+	s = regexp.MustCompile(`\b[a-z2-7]{16}\b`).ReplaceAllStringFunc(s, func(id string) string {
+		if _, ok := ids[id]; !ok {
+			ids[id] = fmt.Sprintf("<KEY%d>", len(ids)+1)
+		}
+		return ids[id]
+	})
+	// Progress lines but the last of a run (how many are drawn depends on
+	// time).
+	s = regexp.MustCompile(`(?m)^(fetching \w+: \d+\n)+(fetching \w+: \d+\n)`).ReplaceAllString(s, "$2")
+	return s
+}
+
+// golden compares got with testdata/name, or rewrites it with -update.
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (go test -run %s -update writes it)", err, t.Name())
+	}
+	if got != string(want) {
+		t.Errorf("%s differs from the output (go test -run %s -update rewrites it):\n--- got\n%s\n--- want\n%s", path, t.Name(), got, want)
+	}
+}
+
+// step is one command line of a transcript. Arguments "{name}" are
+// replaced by what an earlier step's capture recorded under name.
+type step struct {
+	args    []string
+	env     []string
+	before  func(s *apiServer) // e.g. wait for an instance's status
+	capture func(t *testing.T, stdout string, vars map[string]string)
+	code    int
+}
+
+// transcript runs steps against a fresh server, with extra args after
+// each step's, and returns the normalised transcript.
+func transcript(t *testing.T, steps []step, extra ...string) string {
+	s := newAPIServer(t)
+	ids := map[string]string{}
+	vars := map[string]string{}
+	var b strings.Builder
+	for _, st := range steps {
+		if st.before != nil {
+			st.before(s)
+		}
+		var args []string
+		for _, a := range append(append([]string(nil), st.args...), extra...) {
+			if strings.HasPrefix(a, "{") && strings.HasSuffix(a, "}") {
+				a = vars[a[1:len(a)-1]]
+			}
+			args = append(args, a)
+		}
+		var envs []string
+		for i, e := range st.env {
+			if i%2 == 1 && strings.HasPrefix(e, "{") {
+				e = vars[e[1:len(e)-1]]
+			}
+			envs = append(envs, e)
+		}
+		r := s.cli(args, envs...)
+		fmt.Fprintf(&b, "$ herald %s\n%s", strings.Join(args, " "), r.stdout)
+		if r.stderr != "" {
+			fmt.Fprintf(&b, "[stderr]\n%s", r.stderr)
+		}
+		fmt.Fprintf(&b, "[exit %d]\n\n", r.code)
+		if r.code != st.code {
+			t.Errorf("herald %q: exit %d, want %d\n%s%s", args, r.code, st.code, r.stdout, r.stderr)
+		}
+		if slices.Contains(extra, "--json") && r.code == exitOK && !json.Valid([]byte(r.stdout)) {
+			t.Errorf("herald %q --json printed what is not JSON: %q", args, r.stdout)
+		}
+		if st.capture != nil && r.code == exitOK {
+			st.capture(t, r.stdout, vars)
+		}
+	}
+	return normalise(b.String(), ids)
+}
+
+// cliSteps exercise every client command, its output and its errors.
+func cliSteps() []step {
+	running := func(ids ...string) func(*apiServer) {
+		return func(s *apiServer) {
+			for _, id := range ids {
+				s.waitStatus("acme", id, herald.StatusRunning)
+			}
+		}
+	}
+	captureKey := func(t *testing.T, out string, vars map[string]string) {
+		secret := regexp.MustCompile(`hk_[a-z2-7]+_[a-z2-7]+`).FindString(out)
+		id := regexp.MustCompile(`(?:created key |"id": ")([a-z2-7]{16})`).FindStringSubmatch(out)
+		if secret == "" || id == nil {
+			t.Fatalf("no key in %q", out)
+		}
+		vars["acme_key"], vars["acme_key_id"] = secret, id[1]
+	}
+	acme := []string{"HERALD_API_KEY", "{acme_key}"}
+	return []step{
+		{args: []string{"tenants", "set-limits", "acme", "--max-payload-bytes", "65536", "--event-retention", "720h"}},
+		{args: []string{"tenants", "set-limits", "acme", "--max-payload-depth", "8"}},
+		{args: []string{"tenants", "set-limits", "beta", "--max-queued-events", "10"}},
+		{args: []string{"tenants", "list"}},
+		{args: []string{"tenants", "show", "acme"}},
+		{args: []string{"tenants", "show", "nobody"}, code: exitNotFound},
+		{args: []string{"keys", "create", "acme", "--name", "acme ops"}, capture: captureKey},
+		{args: []string{"keys", "create", "--admin", "--name", "second admin"}},
+		{args: []string{"keys", "list"}},
+		{args: []string{"keys", "list", "acme"}},
+		{args: []string{"instances", "start", "wait", "--id", "w-1", "--input", `{"n": 1}`, "--tenant", "acme"}},
+		{args: []string{"instances", "start", "wait", "--id", "w-2"}, env: acme},
+		{args: []string{"instances", "start", "wait", "--id", "w-2", "--tenant", "acme"}, code: exitFail},
+		{args: []string{"instances", "start", "wait", "--input", "not json", "--tenant", "acme"}, code: exitUsage},
+		{args: []string{"instances", "list", "--tenant", "acme"}, before: running("w-1", "w-2")},
+		{args: []string{"instances", "list", "--limit", "1"}, env: acme},
+		{args: []string{"instances", "list", "--limit", "1", "--all"}, env: acme},
+		{args: []string{"instances", "list", "--status", "completed"}, env: acme},
+		{args: []string{"instances", "list", "--status", "bogus"}, env: acme, code: exitFail},
+		{args: []string{"instances", "show", "w-1", "--tenant", "acme"}},
+		{args: []string{"instances", "show", "nope"}, env: acme, code: exitNotFound},
+		{args: []string{"instances", "list", "--tenant", "beta"}, env: acme, code: exitAuth},
+		{args: []string{"tenants", "list"}, env: acme, code: exitAuth},
+		{args: []string{"instances", "list"}, env: []string{"HERALD_API_KEY", ""}, code: exitAuth},
+		{args: []string{"instances", "list", "--api-key", "hk_notakey"}, code: exitAuth},
+		{args: []string{"keys", "revoke", "{acme_key_id}"}},
+		{args: []string{"instances", "list"}, env: acme, code: exitAuth},
+		{args: []string{"keys", "list", "acme", "--revoked"}},
+		{args: []string{"keys", "revoke", "nokey"}, code: exitNotFound},
+		{args: []string{"tenants", "show", "acme", "--server", "ftp://nowhere"}, code: exitUsage},
+	}
+}
+
+// TestCLI_Human: every client command's tables and listings, its errors
+// and exit codes (testdata/cli.golden).
+func TestCLI_Human(t *testing.T) {
+	t.Parallel()
+	golden(t, "cli.golden", transcript(t, cliSteps()))
+}
+
+// TestCLI_JSON: the same commands with --json print the API's JSON
+// (testdata/cli_json.golden).
+func TestCLI_JSON(t *testing.T) {
+	t.Parallel()
+	out := transcript(t, cliSteps(), "--json")
+	golden(t, "cli_json.golden", out)
+}
