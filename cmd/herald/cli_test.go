@@ -16,8 +16,8 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strings"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -145,6 +145,8 @@ func normalise(s string, ids map[string]string) string {
 		}
 		return ids[id]
 	})
+	// The store's name in the server's error details.
+	s = regexp.MustCompile(`\b(sqlite|postgres): `).ReplaceAllString(s, "<store>: ")
 	// Progress lines but the last of a run (how many are drawn depends on
 	// time).
 	s = regexp.MustCompile(`(?m)^(fetching \w+: \d+\n)+(fetching \w+: \d+\n)`).ReplaceAllString(s, "$2")
@@ -183,6 +185,9 @@ type step struct {
 	code    int
 }
 
+// placeholder is an argument naming a captured value.
+var placeholder = regexp.MustCompile(`^\{[a-z_]+\}$`)
+
 // transcript runs steps against a fresh server, with extra args after
 // each step's, and returns the normalised transcript.
 func transcript(t *testing.T, steps []step, extra ...string) string {
@@ -196,20 +201,27 @@ func transcript(t *testing.T, steps []step, extra ...string) string {
 		}
 		var args []string
 		for _, a := range append(append([]string(nil), st.args...), extra...) {
-			if strings.HasPrefix(a, "{") && strings.HasSuffix(a, "}") {
+			if placeholder.MatchString(a) {
 				a = vars[a[1:len(a)-1]]
 			}
 			args = append(args, a)
 		}
 		var envs []string
 		for i, e := range st.env {
-			if i%2 == 1 && strings.HasPrefix(e, "{") {
+			if i%2 == 1 && placeholder.MatchString(e) {
 				e = vars[e[1:len(e)-1]]
 			}
 			envs = append(envs, e)
 		}
 		r := s.cli(args, envs...)
-		fmt.Fprintf(&b, "$ herald %s\n%s", strings.Join(args, " "), r.stdout)
+		shown := make([]string, len(args))
+		for i, a := range args {
+			shown[i] = a
+			if a == "" || strings.ContainsAny(a, " \"'{}*$") {
+				shown[i] = "'" + a + "'"
+			}
+		}
+		fmt.Fprintf(&b, "$ herald %s\n%s", strings.Join(shown, " "), r.stdout)
 		if r.stderr != "" {
 			fmt.Fprintf(&b, "[stderr]\n%s", r.stderr)
 		}

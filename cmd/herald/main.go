@@ -306,7 +306,7 @@ func (a *app) exit(err error) int {
 
 // problemLine says what an API error answer means, in one line.
 func problemLine(e *client.Error) string {
-	what := e.Detail
+	what := strings.TrimPrefix(e.Detail, "herald: ")
 	if what == "" {
 		what = e.Title
 	}

@@ -71,7 +71,7 @@ func startServe(t *testing.T, getenv func(string) string, args ...string) *serve
 		return code
 	}
 	t.Cleanup(func() { s.stop() })
-	listening := regexp.MustCompile(`listening on (http://[0-9.:]+) metrics=(http://[0-9.:]+)/metrics`)
+	listening := regexp.MustCompile(`listening on (http://[0-9.:]+)[^\n]*?metrics\W+(http://[0-9.:]+)/metrics`)
 	deadline := time.Now().Add(time.Minute)
 	for {
 		if m := listening.FindStringSubmatch(stderr.String()); m != nil {
@@ -150,6 +150,12 @@ func TestServe(t *testing.T) {
 	if code := runEnv(t.Context(), []string{"keys", "list", "--server", s.url}, &out, &errOut, env("HERALD_API_KEY", admin)); code != exitOK ||
 		!strings.Contains(out.String(), "admin (generated at first start)") {
 		t.Errorf("herald keys list: exit %d\n%s%s", code, &out, &errOut)
+	}
+	out.Reset()
+	if code := runEnv(t.Context(), []string{"instances", "start", "approval", "--id", "order-1", "--input",
+		`{"item": "desk", "amount": 800, "deadline": 3600000000000, "escalation": 1000000000}`},
+		&out, &errOut, env("HERALD_SERVER", s.url, "HERALD_API_KEY", admin)); code != exitOK || out.String() != "order-1\n" {
+		t.Errorf("herald instances start: exit %d\n%s%s", code, &out, &errOut)
 	}
 
 	// A subscription and an event, written by another client of the same
