@@ -14,6 +14,7 @@ import (
 
 	"github.com/heraldwf/herald"
 	"github.com/heraldwf/herald/internal/storeurl"
+	"github.com/heraldwf/herald/internal/testdb"
 )
 
 // syncBuffer is a buffer written by the server's goroutines and read by
@@ -272,6 +273,39 @@ func TestServe_UsageErrors(t *testing.T) {
 		}
 		if strings.Contains(errOut.String(), "secret") {
 			t.Errorf("herald %q shows a password", tc.args)
+		}
+	}
+}
+
+// TestServe_Postgres: two herald serve on one PostgreSQL schema: the first
+// prints the generated admin key, the second none, both are ready and
+// serve the API with that key.
+func TestServe_Postgres(t *testing.T) {
+	t.Parallel()
+	url, err := storeurl.PostgresLocation(testdb.PostgresURL(t), testdb.NewSchema(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := startServe(t, env("HERALD_DATABASE_URL", url))
+	keys := printedKey.FindAllStringSubmatch(a.stderr.String(), -1)
+	if len(keys) != 1 || !strings.Contains(a.stderr.String(), "store PostgreSQL database ") {
+		t.Fatalf("first start:\n%s", a.stderr)
+	}
+	b := startServe(t, env(), "--postgres", url)
+	if printedKey.MatchString(b.stderr.String()) {
+		t.Errorf("the second server printed a key:\n%s", b.stderr)
+	}
+	for _, s := range []*served{a, b} {
+		if code, body := get(t, s.url+"/readyz", ""); code != 200 {
+			t.Errorf("/readyz: %d %s", code, body)
+		}
+		if code, _ := get(t, s.url+"/v1/instances", keys[0][1]); code != 200 {
+			t.Errorf("/v1/instances with the key: %d", code)
+		}
+	}
+	for _, s := range []*served{a, b} {
+		if code := s.stop(); code != exitOK {
+			t.Errorf("exit %d:\n%s", code, s.stderr)
 		}
 	}
 }
