@@ -216,7 +216,7 @@ func (a *API) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		a.writeProblem(w, r, newProblem(kind, "", r))
 		return
 	}
-	p := newProblem(kind, err.Error(), r)
+	p := newProblem(kind, publicDetail(err), r)
 	p.Reasons = problemReasons(err)
 	a.writeProblem(w, r, p)
 }
@@ -243,7 +243,8 @@ func (c *call) bind(v any) error {
 	if ct := c.r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || (mt != "application/json" && mt != "application/problem+json") {
-			return &requestError{kind: probMediaType, detail: "Content-Type " + strconv.Quote(ct) + " is not application/json"}
+			return &requestError{kind: probMediaType, detail: "Content-Type " + strconv.Quote(ct) +
+				" is not application/json (with curl: --json, or -H 'Content-Type: application/json')"}
 		}
 	}
 	body := http.MaxBytesReader(c.w, c.r.Body, c.api.maxBody)

@@ -145,8 +145,6 @@ func normalise(s string, ids map[string]string) string {
 		}
 		return ids[id]
 	})
-	// The store's name in the server's error details.
-	s = regexp.MustCompile(`\b(sqlite|postgres): `).ReplaceAllString(s, "<store>: ")
 	// Progress lines but the last of a run (how many are drawn depends on
 	// time).
 	s = regexp.MustCompile(`(?m)^(fetching \w+: \d+\n)+(fetching \w+: \d+\n)`).ReplaceAllString(s, "$2")
