@@ -252,13 +252,13 @@ func demo(ctx context.Context, c *herald.Client, w io.Writer) error {
 		return err
 	}
 	if _, err := c.StartWorkflow(ctx, "approval", approval.Request{Item: "laptop", Amount: 1200,
-		Deadline: time.Hour, Escalation: time.Second}, herald.WithInstanceID("order-1")); err != nil {
+		Deadline: herald.Duration(time.Hour), Escalation: herald.Duration(time.Second)}, herald.WithInstanceID("order-1")); err != nil {
 		return err
 	}
 
 	// 2. A decision raised after the workflow waits is delivered to the wait.
 	if _, err := c.StartWorkflow(ctx, "approval", approval.Request{Item: "chair", Amount: 300,
-		Deadline: time.Hour, Escalation: time.Second}, herald.WithInstanceID("order-2")); err != nil {
+		Deadline: herald.Duration(time.Hour), Escalation: herald.Duration(time.Second)}, herald.WithInstanceID("order-2")); err != nil {
 		return err
 	}
 	if err := waitHistory(ctx, c, "order-2", history.EventSubscribed); err != nil {
@@ -278,7 +278,7 @@ func demo(ctx context.Context, c *herald.Client, w io.Writer) error {
 	//    arrives during escalation answers the withdrawn question and is
 	//    dropped; the next one reaches the new wait.
 	if _, err := c.StartWorkflow(ctx, "approval", approval.Request{Item: "desk", Amount: 800,
-		Deadline: 300 * time.Millisecond, Escalation: 1500 * time.Millisecond}, herald.WithInstanceID("order-3")); err != nil {
+		Deadline: herald.Duration(300 * time.Millisecond), Escalation: herald.Duration(1500 * time.Millisecond)}, herald.WithInstanceID("order-3")); err != nil {
 		return err
 	}
 	if err := waitHistory(ctx, c, "order-3", history.EventSubscribedCancelled); err != nil {
@@ -361,7 +361,7 @@ func demo(ctx context.Context, c *herald.Client, w io.Writer) error {
 		return err
 	}
 	for _, party := range []string{"alice", "bob", "carol"} {
-		if _, err := c.StartWorkflow(ctx, "onboard", signing.Request{Party: party, Document: "DOC-7", Deadline: time.Hour},
+		if _, err := c.StartWorkflow(ctx, "onboard", signing.Request{Party: party, Document: "DOC-7", Deadline: herald.Duration(time.Hour)},
 			herald.WithInstanceID("sign-"+party)); err != nil {
 			return err
 		}
@@ -377,7 +377,7 @@ func demo(ctx context.Context, c *herald.Client, w io.Writer) error {
 	if _, err := c.PutCorrelatedEvent(ctx, signing.DocumentSigned, "DOC-8", signing.Signed{Document: "DOC-8", SignedBy: "dave"}); err != nil {
 		return err
 	}
-	if _, err := c.StartWorkflow(ctx, "onboard", signing.Request{Party: "dave", Document: "DOC-8", Deadline: time.Hour},
+	if _, err := c.StartWorkflow(ctx, "onboard", signing.Request{Party: "dave", Document: "DOC-8", Deadline: herald.Duration(time.Hour)},
 		herald.WithInstanceID("sign-dave")); err != nil {
 		return err
 	}

@@ -15,10 +15,11 @@ import (
 type Request struct {
 	Item   string `json:"item"`
 	Amount int    `json:"amount"`
-	// Deadline is how long the approver has before the request escalates.
-	Deadline time.Duration `json:"deadline"`
+	// Deadline is how long the approver has before the request escalates
+	// (JSON: a duration string, "1h").
+	Deadline herald.Duration `json:"deadline"`
 	// Escalation is how long escalating takes (a durable sleep).
-	Escalation time.Duration `json:"escalation"`
+	Escalation herald.Duration `json:"escalation"`
 }
 
 // Decision is the approver's answer, sent as the "decision" event.
@@ -37,10 +38,10 @@ func Approval(ctx *herald.Context, req Request) (string, error) {
 		return "", err
 	}
 	decision := ctx.WaitEvent("decision")
-	deadline := ctx.Timer(req.Deadline)
+	deadline := ctx.Timer(time.Duration(req.Deadline))
 	if ctx.Select(decision, deadline) == 1 {
 		ctx.Logger().Info("deadline passed; escalating", "item", req.Item)
-		if err := ctx.Sleep(req.Escalation); err != nil {
+		if err := ctx.Sleep(time.Duration(req.Escalation)); err != nil {
 			return "", err
 		}
 		decision = ctx.WaitEvent("decision")

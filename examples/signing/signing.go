@@ -14,9 +14,9 @@ import (
 
 // Request starts a party's signing workflow.
 type Request struct {
-	Party    string        `json:"party"`
-	Document string        `json:"document"`
-	Deadline time.Duration `json:"deadline"`
+	Party    string          `json:"party"`
+	Document string          `json:"document"`
+	Deadline herald.Duration `json:"deadline"`
 }
 
 // Signed is the payload the webhook puts under the document id.
@@ -36,7 +36,7 @@ func Onboard(ctx *herald.Context, req Request) (string, error) {
 		return "", err
 	}
 	var s Signed
-	err := ctx.WaitCorrelated(DocumentSigned, req.Document, herald.WithTimeout(req.Deadline)).Get(&s)
+	err := ctx.WaitCorrelated(DocumentSigned, req.Document, herald.WithTimeout(time.Duration(req.Deadline))).Get(&s)
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", req.Party, err)
 	}
