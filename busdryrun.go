@@ -195,3 +195,25 @@ func scriptErrorKind(kind string) ErrorKind {
 	}
 	return ErrorRuntime
 }
+
+// ValidateScript checks source as PutScript would, storing nothing: nil if
+// it parses; a *ScriptSyntaxError (line and column) if it does not; an
+// *InvalidArgumentError for a source over MaxScriptBytes, not UTF-8 or
+// holding a NUL byte.
+func ValidateScript(source string) error {
+	if len(source) > MaxScriptBytes {
+		return &InvalidArgumentError{Op: "ValidateScript", Reasons: []string{
+			fmt.Sprintf("source is %d bytes, over the %d-byte cap", len(source), MaxScriptBytes)}}
+	}
+	if !cleanText(source) {
+		return &InvalidArgumentError{Op: "ValidateScript", Reasons: []string{"source is not valid UTF-8 or contains a NUL byte"}}
+	}
+	if _, err := jstarget.Compile("validate", source); err != nil {
+		var se *jstarget.SyntaxError
+		if errors.As(err, &se) {
+			return &ScriptSyntaxError{ScriptID: "validate", Err: se}
+		}
+		return &InvalidArgumentError{Op: "ValidateScript", Reasons: []string{err.Error()}}
+	}
+	return nil
+}

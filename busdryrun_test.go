@@ -123,3 +123,21 @@ func TestTestScript_Refusals(t *testing.T) {
 		t.Fatalf("ended context: %v", err)
 	}
 }
+
+// TestValidateScript: nil for a script that parses, the position of a
+// syntax error, a typed refusal of text that cannot be a script.
+func TestValidateScript(t *testing.T) {
+	if err := herald.ValidateScript(`log(ctx.event.type); return 1`); err != nil {
+		t.Fatal(err)
+	}
+	var se *herald.ScriptSyntaxError
+	if err := herald.ValidateScript("var a = 1;\n  a = ;"); !errors.As(err, &se) || se.Err.Line != 2 || se.Err.Column < 1 {
+		t.Fatalf("syntax error: %v", err)
+	}
+	for _, src := range []string{"return 1\x00", "return '\xff'", strings.Repeat(" ", herald.MaxScriptBytes+1)} {
+		var ia *herald.InvalidArgumentError
+		if err := herald.ValidateScript(src); !errors.As(err, &ia) {
+			t.Errorf("%.20q: %v", src, err)
+		}
+	}
+}

@@ -98,6 +98,7 @@ func (a *API) routeTable() []*route {
 	rs = append(rs, a.healthRoutes()...)
 	rs = append(rs, a.instanceRoutes()...)
 	rs = append(rs, a.adminRoutes()...)
+	rs = append(rs, a.busRoutes()...)
 	return rs
 }
 
