@@ -157,4 +157,9 @@ func TestOpenAPI_EveryRouteDocumented(t *testing.T) {
 		t.Fatalf("only %d operations documented", n)
 	}
 	s.do(s.admin, "GET", "/v1/nothing-here", nil).problem(404, "route_not_found")
+	a := s.do(s.admin, "PATCH", "/v1/instances", nil)
+	a.problem(405, "method_not_allowed")
+	if allow := a.Header.Get("Allow"); allow != "GET, POST" {
+		t.Fatalf("Allow %q", allow)
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/heraldwf/herald"
 	"github.com/heraldwf/herald/httpapi/wire"
@@ -88,8 +89,30 @@ func (a *API) register() {
 	// Anything else under /v1 (or elsewhere) answers with a problem
 	// document, not the mux's plain-text 404.
 	a.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if allow := a.allowed(r); len(allow) > 0 {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			a.writeProblem(w, r, newProblem(probMethod, r.Method+" is not allowed on "+r.URL.Path, r))
+			return
+		}
 		a.writeProblem(w, r, newProblem(probRouteNotFound, r.Method+" "+r.URL.Path+" is not a route of this API", r))
 	})
+}
+
+// allowed returns the methods the mux serves r's path with (none: the path
+// is no route's).
+func (a *API) allowed(r *http.Request) []string {
+	var allow []string
+	for _, m := range []string{"GET", "POST", "PUT", "PATCH", "DELETE"} {
+		if m == r.Method {
+			continue
+		}
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := a.mux.Handler(probe); pattern != "" && pattern != "/" {
+			allow = append(allow, m)
+		}
+	}
+	return allow
 }
 
 // routeTable lists every route; each group of routes lives in its own file.

@@ -13,7 +13,8 @@
 // (every method is scoped to one tenant and never reads across tenants,
 // except those that let one runtime serve many: TenantList, TenantsReady,
 // SubscribeAll and NextWake with AllTenants, which return tenant ids,
-// limits and times, never a tenant's data).
+// limits and times, never a tenant's data; and the API keys of KeyStore,
+// which a request is authenticated by before any tenant is known).
 // A fast path that handles only some fields of a params struct fails
 // closed: any other field set makes it fall back (backend.FieldGuard).
 package storage
@@ -566,6 +567,7 @@ type Store interface {
 	Notifier
 	TenantStore
 	BusStore
+	KeyStore
 
 	// Close releases the store; later calls return ErrClosed.
 	Close() error

@@ -19,7 +19,8 @@ import (
 // for what is a lookup by key: PostgreSQL keeps that plan, made after a few
 // executions, until the tables are analyzed (see the package comment,
 // Plans). An index scan whose only condition is the tenant is what such a
-// scan looks like.
+// scan looks like. The API key statements (a table without a tenant; every
+// request looks its key up by hash) must each be a probe of one index.
 func TestHotPlansOnEmptySchema(t *testing.T) {
 	url := testdb.PostgresURL(t)
 	schema := testdb.NewSchema(t)
@@ -44,6 +45,7 @@ func TestHotPlansOnEmptySchema(t *testing.T) {
 		scans = "SELECT set_config('enable_bitmapscan', 'off', false), set_config('enable_seqscan', 'off', false), " +
 			"set_config('plan_cache_mode', 'force_generic_plan', false)"
 	)
+	probes := map[string]string{"key by hash": "api_keys_hash_key", "key touch": "api_keys_pkey", "key revoke": "api_keys_pkey"}
 	for _, c := range []struct {
 		name, settings, sql string
 	}{
@@ -70,6 +72,9 @@ func TestHotPlansOnEmptySchema(t *testing.T) {
 		{"bus prune lock", scans, busPruneLockSQL},
 		{"bus prune", scans, busPruneSQL},
 		{"bus reprocess", scans, busReprocessSQL},
+		{"key by hash", plain, keyByHashSQL},
+		{"key touch", plain, keyTouchSQL},
+		{"key revoke", plain, keyRevokeSQL},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if _, err := conn.Exec(ctx, "RESET ALL", pgx.QueryExecModeSimpleProtocol); err != nil {
@@ -111,6 +116,11 @@ func TestHotPlansOnEmptySchema(t *testing.T) {
 			}
 			if err := rows.Err(); err != nil {
 				t.Fatal(err)
+			}
+			// Tables without a tenant column: the lookup must be a probe of
+			// the named index (a request's key, KeyByHash, above all).
+			if ix, ok := probes[c.name]; ok && !strings.Contains(strings.Join(plan, "\n"), "Index Scan using "+ix+" ") {
+				t.Fatalf("not a probe of %s:\n%s", ix, strings.Join(plan, "\n"))
 			}
 			tenantOnly := regexp.MustCompile(`Index Cond: \(tenant = \$1\)\s*$`)
 			for _, line := range plan {

@@ -99,6 +99,7 @@ func run(t *testing.T, newStore func(t *testing.T) storage.Store, only func(name
 		{"Blocked", testBlocked},
 	}
 	tests = append(tests, busTests...)
+	tests = append(tests, keyTests...)
 	for _, tc := range tests {
 		if !only(tc.name) {
 			continue
