@@ -274,3 +274,45 @@ func TestBus_Executions(t *testing.T) {
 		t.Fatalf("another tenant's attempts: %+v", none)
 	}
 }
+
+// TestBus_Hostile: NUL bytes, invalid UTF-8, huge ids and deep JSON get
+// typed answers on every bus route, and the server stays up.
+func TestBus_Hostile(t *testing.T) {
+	s := newServer(t)
+	key := s.key("acme")
+	huge := strings.Repeat("h", 64<<10)
+	for _, id := range []string{"a%00b", "%FF%FE", huge, "%E2%82"} {
+		for _, r := range []struct{ method, path string }{
+			{"GET", "/v1/published/"}, {"GET", "/v1/subscriptions/"}, {"DELETE", "/v1/subscriptions/"},
+			{"GET", "/v1/scripts/"}, {"DELETE", "/v1/scripts/"},
+		} {
+			s.do(key, r.method, r.path+id, nil).problem(404, "not_found")
+		}
+		s.do(key, "POST", "/v1/subscriptions/"+id+"/enable", nil).problem(404, "not_found")
+		s.do(key, "GET", "/v1/dead-letters/"+id, nil).problem(400, "invalid_argument")
+		s.do(key, "PUT", "/v1/subscriptions/"+id, wire.PutSubscriptionRequest{Pattern: "a.b", Target: workflowTarget()}).problem(400, "invalid_argument")
+		s.do(key, "PUT", "/v1/scripts/"+id, wire.PutScriptRequest{Source: "return 1"}).problem(400, "invalid_argument")
+		s.do(key, "GET", "/v1/executions?event_id="+id+"&subscription="+id, nil).ok(200, nil)
+		s.do(key, "GET", "/v1/dead-letters?subscription="+id, nil).problem(400, "invalid_argument")
+	}
+	// Invalid UTF-8 (refused as a body, never turned into U+FFFD) and NUL
+	// inside JSON strings.
+	s.do(key, "POST", "/v1/publish", "{\"type\":\"a.\xff\"}").problem(400, "bad_request")
+	s.do(key, "POST", "/v1/publish", `{"type":"a.b","event_id":"x\u0000y"}`).problem(400, "event_invalid")
+	s.do(key, "POST", "/v1/publish", `{"type":"a.b","data":"\u0000"}`).ok(202, nil) // JSON text, not a NUL byte
+	s.do(key, "PUT", "/v1/scripts/x", "{\"source\":\"return '\xff'\"}").problem(400, "bad_request")
+	s.do(key, "PUT", "/v1/scripts/x", `{"source":"return 1\u0000"}`).problem(400, "invalid_argument")
+	s.do(key, "POST", "/v1/scripts/validate", "{\"source\":\"\xff\"}").problem(400, "bad_request")
+	s.do(key, "POST", "/v1/dead-letters/reprocess", `{"subscription":"a\u0000"}`).problem(400, "invalid_argument")
+	// Deep JSON: past the decoder's nesting limit, and within it but past
+	// the engine's.
+	deep := strings.Repeat("[", 100_000) + strings.Repeat("]", 100_000)
+	s.do(key, "POST", "/v1/publish", `{"type":"a.b","data":`+deep+`}`).problem(400, "bad_request")
+	s.do(key, "PUT", "/v1/subscriptions/d", `{"pattern":"a.b","target":{"kind":"workflow","workflow":"echo"},"filter":`+deep+`}`).problem(400, "bad_request")
+	nested := `{"logic":"AND","conditions":[` + strings.Repeat(`{"logic":"AND","conditions":[`, 40) +
+		`{"field":"data.x","op":"exists"}` + strings.Repeat(`]}`, 40) + `]}`
+	s.do(key, "PUT", "/v1/subscriptions/d", `{"pattern":"a.b","target":{"kind":"workflow","workflow":"echo"},"filter":`+nested+`}`).problem(400, "invalid_argument")
+	s.do(key, "GET", "/v1/subscriptions/d", nil).problem(404, "not_found")
+	s.do("", "GET", "/healthz", nil).ok(200, nil)
+	s.do(key, "POST", "/v1/publish", wire.PublishRequest{Type: "still.up"}).ok(202, nil)
+}
