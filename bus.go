@@ -115,8 +115,15 @@ func (e *ScriptSyntaxError) Error() string {
 	return fmt.Sprintf("herald: script %q: %v", e.ScriptID, e.Err)
 }
 
-// Is makes errors.Is(err, ErrInvalidArgument) true.
-func (e *ScriptSyntaxError) Is(target error) bool { return target == ErrInvalidArgument }
+// ErrScriptSyntax matches a *ScriptSyntaxError (errors.Is), which also
+// matches ErrInvalidArgument.
+var ErrScriptSyntax = errors.New("herald: script syntax error")
+
+// Is makes errors.Is(err, ErrInvalidArgument) and errors.Is(err,
+// ErrScriptSyntax) true.
+func (e *ScriptSyntaxError) Is(target error) bool {
+	return target == ErrInvalidArgument || target == ErrScriptSyntax
+}
 
 // Unwrap returns the *jstarget.SyntaxError (Line, Column, Message).
 func (e *ScriptSyntaxError) Unwrap() error { return e.Err }

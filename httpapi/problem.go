@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"regexp"
 
@@ -50,6 +51,10 @@ var problemTable = []struct {
 	{herald.ErrInstanceNotRunning, problemKind{http.StatusConflict, "instance_not_running", "Instance is not running"}},
 	{herald.ErrEventInvalid, problemKind{http.StatusBadRequest, "event_invalid", "Event invalid"}},
 	{herald.ErrDefinitionInvalid, problemKind{http.StatusBadRequest, "definition_invalid", "Event definition invalid"}},
+	// Bus group: a script that does not parse (reasons: "line L, column
+	// C: message"); a dead letter reprocessed before.
+	{herald.ErrScriptSyntax, problemKind{http.StatusBadRequest, "script_syntax", "Script does not parse"}},
+	{errAlreadyReprocessed, problemKind{http.StatusConflict, "already_reprocessed", "Dead letter already reprocessed"}},
 	{herald.ErrInvalidArgument, problemKind{http.StatusBadRequest, "invalid_argument", "Invalid argument"}},
 	{context.DeadlineExceeded, probTimeout},
 }
@@ -69,7 +74,13 @@ func problemReasons(err error) []string {
 	var ia *herald.InvalidArgumentError
 	var ei *herald.EventInvalidError
 	var di *herald.DefinitionInvalidError
+	var si *herald.SubscriptionInvalidError
+	var se *herald.ScriptSyntaxError
 	switch {
+	case errors.As(err, &si):
+		return si.Reasons
+	case errors.As(err, &se):
+		return []string{fmt.Sprintf("line %d, column %d: %s", se.Err.Line, se.Err.Column, se.Err.Message)}
 	case errors.As(err, &ei):
 		return ei.Reasons
 	case errors.As(err, &di):

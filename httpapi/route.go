@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/heraldwf/herald"
 	"github.com/heraldwf/herald/httpapi/wire"
@@ -121,6 +123,7 @@ func (a *API) routeTable() []*route {
 	rs = append(rs, a.healthRoutes()...)
 	rs = append(rs, a.instanceRoutes()...)
 	rs = append(rs, a.adminRoutes()...)
+	rs = append(rs, a.busRoutes()...)
 	return rs
 }
 
@@ -247,8 +250,16 @@ func (c *call) bind(v any) error {
 				" is not application/json (with curl: --json, or -H 'Content-Type: application/json')"}
 		}
 	}
-	body := http.MaxBytesReader(c.w, c.r.Body, c.api.maxBody)
-	dec := json.NewDecoder(body)
+	raw, err := io.ReadAll(http.MaxBytesReader(c.w, c.r.Body, c.api.maxBody))
+	if err != nil {
+		return decodeError(err, c.api.maxBody)
+	}
+	// encoding/json would turn invalid UTF-8 into U+FFFD silently: the
+	// engine would store, and answer with, text the client never sent.
+	if !utf8.Valid(raw) {
+		return &requestError{kind: probBadRequest, detail: "the body is not valid UTF-8"}
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return decodeError(err, c.api.maxBody)

@@ -93,7 +93,13 @@ func Code(err error) string {
 // *Error; a transport failure is returned as is.
 func (c *Client) Do(ctx context.Context, method, path string, query url.Values, body, out any) error {
 	u := *c.base
-	u.Path = c.base.Path + path
+	// path is escaped (esc): an id's "/" or "%" travels as %2F, %25.
+	raw := c.base.EscapedPath() + path
+	p, err := url.PathUnescape(raw)
+	if err != nil {
+		return fmt.Errorf("herald client: path %q: %w", path, err)
+	}
+	u.Path, u.RawPath = p, raw
 	u.RawQuery = query.Encode()
 	var rd io.Reader
 	if body != nil {
