@@ -57,6 +57,9 @@ var problemTable = []struct {
 	{errAlreadyReprocessed, problemKind{http.StatusConflict, "already_reprocessed", "Dead letter already reprocessed"}},
 	{herald.ErrInvalidArgument, problemKind{http.StatusBadRequest, "invalid_argument", "Invalid argument"}},
 	{context.DeadlineExceeded, probTimeout},
+	// The client went away before the answer: nobody reads it, but the
+	// access log says what happened (nginx's 499), not a server error.
+	{context.Canceled, problemKind{499, "client_closed", "The client closed the request"}},
 }
 
 // problemFor returns the table's row for err, and whether one matched.
