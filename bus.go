@@ -224,21 +224,14 @@ func (c *Client) checkBusData(ctx context.Context, eventType string, raw json.Ra
 	switch {
 	case errors.Is(err, heraldtype.ErrNotFound):
 		if len(raw) > lim.maxPayloadBytes {
-			return &EventInvalidError{Name: eventType, Reasons: []string{
+			return &EventInvalidError{Name: eventType, Kind: EventTooLarge, Reasons: []string{
 				fmt.Sprintf("data is %d bytes, over the %d-byte cap", len(raw), lim.maxPayloadBytes)}}
 		}
 		return nil
 	case err != nil:
 		return fmt.Errorf("event definition %s: %w", eventType, err)
 	}
-	reasons, err := c.payloadReasons(def, raw, lim.maxPayloadBytes)
-	if err != nil {
-		return err
-	}
-	if len(reasons) > 0 {
-		return &EventInvalidError{Name: eventType, Reasons: reasons}
-	}
-	return nil
+	return c.checkPayload(def, raw, lim.maxPayloadBytes)
 }
 
 // backlogCheckEvery is how stale the client's view of the tenant's bus

@@ -125,11 +125,15 @@ func (c *Context) Publish(eventType string, data any, opts ...RaiseOption) (stri
 		reasons = append(reasons, "StartIfAbsent does not apply to Publish")
 	}
 	raw, reasons := encodeJSON(reasons, "data", data, c.rt.cfg.MaxPayloadDepth)
+	kind := EventMalformed
 	if len(raw) > c.rt.cfg.MaxPayloadBytes {
+		if len(reasons) == 0 {
+			kind = EventTooLarge
+		}
 		reasons = append(reasons, fmt.Sprintf("data is %d bytes, over the %d-byte cap", len(raw), c.rt.cfg.MaxPayloadBytes))
 	}
 	if len(reasons) > 0 {
-		return "", &EventInvalidError{Name: eventType, Reasons: reasons}
+		return "", &EventInvalidError{Name: eventType, Kind: kind, Reasons: reasons}
 	}
 	return c.s.Publish(eventType, o.eventID, raw), nil
 }

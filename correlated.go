@@ -38,10 +38,8 @@ func (c *Client) PutCorrelatedEvent(ctx context.Context, def, key string, payloa
 	case d.Correlation == nil:
 		return nil, &EventInvalidError{Name: def, Reasons: []string{"event definition " + def + " has no correlation config"}}
 	}
-	if reasons, err := c.payloadReasons(d, raw, lim.maxPayloadBytes); err != nil {
+	if err := c.checkPayload(d, raw, lim.maxPayloadBytes); err != nil {
 		return nil, err
-	} else if len(reasons) > 0 {
-		return nil, &EventInvalidError{Name: def, Reasons: reasons}
 	}
 	if err := c.ensureTenant(ctx); err != nil {
 		return nil, fmt.Errorf("put correlated event %s/%s: %w", def, key, err)

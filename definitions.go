@@ -162,25 +162,21 @@ func compileSchema(raw []byte, maxBytes int) (*jsonschema.Schema, error) {
 // applyDefinition validates an event against its definition, if one exists,
 // and fills in what the definition decides (latest-value buffering,
 // retention). It returns an *EventInvalidError for a payload the definition
-// refuses.
+// (or, without one, the size cap) refuses.
 func (c *Client) applyDefinition(ctx context.Context, p *storage.EventRaiseParams, lim clientLimits) error {
 	retention := lim.eventRetention
 	def, err := c.store.EventDefinitionGet(ctx, &storage.EventDefinitionGetParams{Tenant: c.tenant, Name: p.Name})
 	switch {
 	case errors.Is(err, heraldtype.ErrNotFound):
 		if len(p.Payload) > lim.maxPayloadBytes {
-			return &EventInvalidError{Name: p.Name, Reasons: []string{
+			return &EventInvalidError{Name: p.Name, Kind: EventTooLarge, Reasons: []string{
 				fmt.Sprintf("payload is %d bytes, over the %d-byte cap", len(p.Payload), lim.maxPayloadBytes)}}
 		}
 	case err != nil:
 		return fmt.Errorf("event definition %s: %w", p.Name, err)
 	default:
-		reasons, err := c.payloadReasons(def, p.Payload, lim.maxPayloadBytes)
-		if err != nil {
+		if err := c.checkPayload(def, p.Payload, lim.maxPayloadBytes); err != nil {
 			return err
-		}
-		if len(reasons) > 0 {
-			return &EventInvalidError{Name: p.Name, Reasons: reasons}
 		}
 		p.Latest = p.Lane == history.LaneQueue && def.Buffer == heraldtype.BufferLatest
 		if def.Retention > 0 {
@@ -191,32 +187,41 @@ func (c *Client) applyDefinition(ctx context.Context, p *storage.EventRaiseParam
 	return nil
 }
 
-// payloadReasons checks a payload against a definition: its size cap
+// checkPayload checks a payload against a definition: its size cap
 // (maxPayloadBytes, the tenant's or the client's, when the definition sets
-// none) and its schema. It
-// returns why the payload is refused (nil if it is fine), or a
-// *DefinitionInvalidError if the schema cannot be used.
-func (c *Client) payloadReasons(def *EventDefinition, payload []byte, maxPayloadBytes int) ([]string, error) {
+// none) and its schema. It returns nil if the payload is fine, an
+// *EventInvalidError (Kind EventTooLarge or EventSchemaViolation) naming
+// the definition if it is refused, or a *DefinitionInvalidError if the
+// schema cannot be used.
+func (c *Client) checkPayload(def *EventDefinition, payload []byte, maxPayloadBytes int) error {
 	limit := maxPayloadBytes
 	if def.MaxPayloadBytes > 0 {
 		limit = def.MaxPayloadBytes
 	}
 	if len(payload) > limit {
-		return []string{fmt.Sprintf("payload is %d bytes, over the %d-byte cap", len(payload), limit)}, nil
+		return &EventInvalidError{Name: def.Name, Kind: EventTooLarge, Reasons: []string{
+			fmt.Sprintf("payload is %d bytes, over the %d-byte cap", len(payload), limit)}}
 	}
 	if len(def.Schema) == 0 {
-		return nil, nil
+		return nil
 	}
 	sch, err := compileSchema(def.Schema, c.cfg.MaxSchemaBytes)
 	if err != nil {
-		return nil, &DefinitionInvalidError{Name: def.Name, Reasons: []string{
+		return &DefinitionInvalidError{Name: def.Name, Reasons: []string{
 			fmt.Sprintf("the stored definition (updated %s) cannot be used: schema: %v", def.UpdatedAt.Format(time.RFC3339), err)}}
 	}
 	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(payload))
 	if err != nil {
-		return []string{"payload is not valid JSON"}, nil
+		return &EventInvalidError{Name: def.Name, Reasons: []string{"payload is not valid JSON"}}
 	}
-	return validatePayload(def.Name, sch, inst)
+	reasons, err := validatePayload(def.Name, sch, inst)
+	if err != nil {
+		return err
+	}
+	if len(reasons) > 0 {
+		return &EventInvalidError{Name: def.Name, Kind: EventSchemaViolation, Reasons: reasons}
+	}
+	return nil
 }
 
 // validatePayload returns why inst does not satisfy sch (nil if it does). A

@@ -1027,3 +1027,49 @@ func FuzzPutEventDefinitionSchema(f *testing.F) {
 		}
 	})
 }
+
+// EventInvalidError.Kind says which check refused an event: the HTTP API
+// answers a malformed event, a payload over its cap and a schema
+// violation with different statuses.
+func TestDefinition_EventInvalidKinds(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	c := mustClient(testStore(t), herald.DefaultTenant, &herald.ClientConfig{MaxPayloadBytes: 100})
+	for _, d := range []herald.EventDefinition{
+		{Name: "typed", Schema: json.RawMessage(`{"type":"object","required":["a"]}`), MaxPayloadBytes: 50},
+		{Name: "corr", Schema: json.RawMessage(`{"type":"string"}`), Correlation: &herald.CorrelationConfig{}},
+	} {
+		if _, err := c.PutEventDefinition(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	big := dfBlob(101)
+	cases := []struct {
+		what string
+		call func() error
+		want herald.EventInvalidKind
+	}{
+		{"empty name", func() error { _, err := c.RaiseEvent(ctx, "i", "", 1); return err }, herald.EventMalformed},
+		{"not JSON", func() error { _, err := c.RaiseEvent(ctx, "i", "x", json.RawMessage(`{`)); return err }, herald.EventMalformed},
+		{"over the client cap", func() error { _, err := c.RaiseEvent(ctx, "i", "x", big); return err }, herald.EventTooLarge},
+		{"over the definition cap", func() error { _, err := c.Enqueue(ctx, "i", "typed", dfBlob(51)); return err }, herald.EventTooLarge},
+		{"schema", func() error { _, err := c.RaiseEvent(ctx, "i", "typed", map[string]int{"b": 1}); return err }, herald.EventSchemaViolation},
+		{"correlated schema", func() error { _, err := c.PutCorrelatedEvent(ctx, "corr", "k", 1); return err }, herald.EventSchemaViolation},
+		{"correlated too large", func() error { _, err := c.PutCorrelatedEvent(ctx, "corr", "k", big); return err }, herald.EventTooLarge},
+		{"correlated without definition", func() error { _, err := c.PutCorrelatedEvent(ctx, "none", "k", 1); return err }, herald.EventMalformed},
+		{"publish too large", func() error { _, err := c.Publish(ctx, "order.paid", big); return err }, herald.EventTooLarge},
+	}
+	for _, tc := range cases {
+		err := tc.call()
+		var inv *herald.EventInvalidError
+		if !errors.Is(err, herald.ErrEventInvalid) || !errors.As(err, &inv) {
+			t.Fatalf("%s: %v, want an *EventInvalidError", tc.what, err)
+		}
+		if inv.Kind != tc.want {
+			t.Errorf("%s: kind %v, want %v (%v)", tc.what, inv.Kind, tc.want, err)
+		}
+	}
+	if evs, err := c.Events(ctx, "i"); err != nil || len(evs) != 0 {
+		t.Fatalf("refused events stored: %v, %v", evs, err)
+	}
+}

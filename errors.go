@@ -86,8 +86,41 @@ func (e *InvalidArgumentError) Is(target error) bool { return target == ErrInval
 // EventInvalidError lists why an event was refused. It matches
 // ErrEventInvalid with errors.Is.
 type EventInvalidError struct {
-	Name    string
+	Name string
+	// Kind says which check refused the event: a malformed event (the
+	// zero value), a payload over its size cap, or a payload its
+	// definition's JSON Schema refuses. The HTTP API answers them with
+	// 400, 413 and 422.
+	Kind    EventInvalidKind
 	Reasons []string
+}
+
+// EventInvalidKind classifies an EventInvalidError.
+type EventInvalidKind int
+
+const (
+	// EventMalformed: a malformed instance id, name, event id or type, a
+	// payload that is not JSON, not UTF-8 or nested too deep, no usable
+	// definition for a correlated put (and the like). The zero value.
+	EventMalformed EventInvalidKind = iota
+	// EventTooLarge: the payload is over its size cap (the definition's,
+	// the tenant's or the client's); its only reason.
+	EventTooLarge
+	// EventSchemaViolation: the payload does not satisfy its definition's
+	// JSON Schema; the reasons say where and why.
+	EventSchemaViolation
+)
+
+func (k EventInvalidKind) String() string {
+	switch k {
+	case EventMalformed:
+		return "malformed"
+	case EventTooLarge:
+		return "too_large"
+	case EventSchemaViolation:
+		return "schema_violation"
+	}
+	return fmt.Sprintf("EventInvalidKind(%d)", int(k))
 }
 
 func (e *EventInvalidError) Error() string {

@@ -35,7 +35,7 @@ func TestMain(m *testing.M) {
 
 // server is a running API on a real store.
 type server struct {
-	t     *testing.T
+	t     testing.TB
 	ctx   context.Context
 	store storage.Store
 	rt    *herald.Runtime
@@ -51,8 +51,9 @@ type serverOption func(*herald.Config, *httpapi.Options)
 
 // newServer starts a runtime (the example workflows and "echo" registered)
 // and the API over it on a fresh store of the backend HERALD_TEST_BACKEND
-// names, with an admin key.
-func newServer(t *testing.T, opts ...serverOption) *server {
+// names, with an admin key. t may be a fuzz target's *testing.F: one
+// server for every input.
+func newServer(t testing.TB, opts ...serverOption) *server {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	t.Cleanup(cancel)
@@ -126,7 +127,7 @@ func (s *server) key(tenant string) string {
 
 // answer is an HTTP answer, read whole.
 type answer struct {
-	t      *testing.T
+	t      testing.TB
 	req    string // "POST /v1/…", for messages
 	Status int
 	Header http.Header

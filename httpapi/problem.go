@@ -34,12 +34,18 @@ var (
 
 // problemTable is the ONE place where Herald's sentinel errors become HTTP
 // statuses and problem codes. The first row whose sentinel matches
-// (errors.Is) wins, so more specific sentinels come first. An error that
-// matches no row is a 500 "internal" (and is logged).
+// (errors.Is; a row's err may instead be a matcher, see eventInvalid) wins,
+// so more specific rows come first. An error that matches no row is a 500
+// "internal" (and is logged).
 var problemTable = []struct {
 	err  error
 	kind problemKind
 }{
+	// Instances and events (the event lanes, correlated events,
+	// definitions): an event refused for its size or by its definition's
+	// schema, before the other refused events.
+	{eventInvalid(herald.EventTooLarge), problemKind{http.StatusRequestEntityTooLarge, "payload_too_large", "Payload over its size cap"}},
+	{eventInvalid(herald.EventSchemaViolation), problemKind{http.StatusUnprocessableEntity, "schema_violation", "Payload refused by its event definition's JSON Schema"}},
 	{herald.ErrBackPressure, problemKind{http.StatusTooManyRequests, "back_pressure", "Event bus backlog full; retry later"}},
 	{herald.ErrStorageFull, problemKind{http.StatusInsufficientStorage, "storage_full", "The store has no room left"}},
 	{herald.ErrUnavailable, problemKind{http.StatusServiceUnavailable, "unavailable", "The store is unavailable"}},
@@ -65,11 +71,36 @@ var problemTable = []struct {
 // problemFor returns the table's row for err, and whether one matched.
 func problemFor(err error) (problemKind, bool) {
 	for _, row := range problemTable {
+		if m, ok := row.err.(matcher); ok {
+			if m.matches(err) {
+				return row.kind, true
+			}
+			continue
+		}
 		if errors.Is(err, row.err) {
 			return row.kind, true
 		}
 	}
 	return probInternal, false
+}
+
+// matcher is a problem table row's err that matches a typed error by its
+// fields rather than a sentinel.
+type matcher interface {
+	error
+	matches(err error) bool
+}
+
+// eventInvalid matches an *herald.EventInvalidError of one Kind.
+type eventInvalid herald.EventInvalidKind
+
+func (k eventInvalid) Error() string {
+	return "herald: event invalid: " + herald.EventInvalidKind(k).String()
+}
+
+func (k eventInvalid) matches(err error) bool {
+	var ei *herald.EventInvalidError
+	return errors.As(err, &ei) && ei.Kind == herald.EventInvalidKind(k)
 }
 
 // problemReasons extracts the reasons of Herald's typed errors.

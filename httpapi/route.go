@@ -122,6 +122,9 @@ func (a *API) routeTable() []*route {
 	var rs []*route
 	rs = append(rs, a.healthRoutes()...)
 	rs = append(rs, a.instanceRoutes()...)
+	rs = append(rs, a.eventRoutes()...)
+	rs = append(rs, a.correlatedRoutes()...)
+	rs = append(rs, a.definitionRoutes()...)
 	rs = append(rs, a.adminRoutes()...)
 	rs = append(rs, a.busRoutes()...)
 	return rs

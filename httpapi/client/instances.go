@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"net/url"
+	"strconv"
 
 	"github.com/heraldwf/herald/httpapi/wire"
 )
@@ -45,4 +46,64 @@ func (c *Client) ListInstances(ctx context.Context, f InstanceFilter) (*wire.Pag
 		return nil, err
 	}
 	return &out, nil
+}
+
+// History returns one execution's history (execution 0: the current one).
+func (c *Client) History(ctx context.Context, id string, execution int) (*wire.History, error) {
+	q := url.Values{}
+	if execution != 0 {
+		q.Set("execution", strconv.Itoa(execution))
+	}
+	var out wire.History
+	if err := c.Do(ctx, "GET", "/v1/instances/"+esc(id)+"/history", q, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Timeline returns what the herald CLI's timeline shows of an instance: its
+// outcome, every execution's history and every event's fate. Its JSON is
+// the timeline renderer's input.
+func (c *Client) Timeline(ctx context.Context, id string) (*wire.Timeline, error) {
+	var out wire.Timeline
+	if err := c.Do(ctx, "GET", "/v1/instances/"+esc(id)+"/timeline", nil, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Terminate ends a running instance at once (its pending and buffered
+// events are dropped, instance_terminal) and returns its status after.
+func (c *Client) Terminate(ctx context.Context, id, reason string) (*wire.Instance, error) {
+	var out wire.Instance
+	if err := c.Do(ctx, "POST", "/v1/instances/"+esc(id)+"/terminate", nil, wire.TerminateRequest{Reason: reason}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// EventFilter narrows Events; zero fields do not filter.
+type EventFilter struct {
+	Lane, Name, Fate string
+	// Limit: at most this many (1–1000; 0: 1000).
+	Limit int
+}
+
+// Events lists the events sent to an instance with their fates, oldest
+// first.
+func (c *Client) Events(ctx context.Context, id string, f EventFilter) ([]*wire.EventRecord, error) {
+	q := url.Values{}
+	for k, v := range map[string]string{"lane": f.Lane, "name": f.Name, "fate": f.Fate} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	if f.Limit > 0 {
+		q.Set("limit", strconv.Itoa(f.Limit))
+	}
+	var out wire.Page[*wire.EventRecord]
+	if err := c.Do(ctx, "GET", "/v1/instances/"+esc(id)+"/events", q, nil, &out); err != nil {
+		return nil, err
+	}
+	return out.Items, nil
 }

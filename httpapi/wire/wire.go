@@ -1,7 +1,7 @@
 // Package wire holds the JSON shapes of Herald's HTTP API (/v1): requests,
 // responses, pages and problems. The server (package httpapi) and the Go
 // client (package httpapi/client) both speak it; it imports nothing of
-// Herald but the leaf package heraldtype.
+// Herald but the leaf packages heraldtype and history.
 //
 // Conventions: field names are snake_case; durations are Go duration
 // strings ("1h30m", heraldtype.Duration); times are RFC 3339; payloads are
