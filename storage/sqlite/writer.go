@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"runtime"
 	"syscall"
 	"time"
 
@@ -180,6 +181,13 @@ func (s *Store) writerLoop() {
 			batch = append(batch[:0], r)
 		case <-s.closing:
 			return
+		}
+		if len(s.reqs) == 0 {
+			// Nothing else waits yet: give the goroutines that are about
+			// to write (callers just answered by the syncer, woken
+			// together) one turn of the scheduler to hand in their
+			// requests, so they share this transaction.
+			runtime.Gosched()
 		}
 	fill:
 		for len(batch) < s.cfg.maxBatch {
