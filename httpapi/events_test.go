@@ -80,7 +80,7 @@ func TestEvents_Raise(t *testing.T) {
 		// 10,000 levels with the envelope's: the JSON decoder's limit.
 		{"/v1/instances/x/events/go", `{"event_id":"deep","payload":` + deepJSON(9999) + `}`, 400, "event_invalid"},
 		{"/v1/instances/x/events/go", `{"event_id":"deeper","payload":` + deepJSON(10000) + `}`, 400, "bad_request"},
-		{"/v1/instances/x/events/go", "{\"event_id\":\"utf8\",\"payload\":\"\xff\xfe\"}", 400, "event_invalid"},
+		{"/v1/instances/x/events/go", "{\"event_id\":\"utf8\",\"payload\":\"\xff\xfe\"}", 400, "bad_request"},
 		{"/v1/instances/x/events/go", wire.SendEventRequest{EventID: strings.Repeat("i", 300)}, 400, "event_invalid"},
 		{"/v1/instances/" + strings.Repeat("i", 100<<10) + "/events/go", wire.SendEventRequest{EventID: "huge-id"}, 400, "event_invalid"},
 		{"/v1/instances/x/events/%00", wire.SendEventRequest{EventID: "nul-name"}, 400, "event_invalid"},

@@ -201,8 +201,7 @@ func codeStatus(code string) int {
 			return row.kind.status
 		}
 	}
-	for _, k := range []problemKind{probUnauthorized, probForbidden, probRouteNotFound, probMethod, probBadRequest,
-		probTooLarge, probMediaType, probInternal, probTimeout} {
+	for _, k := range ownProblems {
 		if k.code == code {
 			return k.status
 		}

@@ -32,6 +32,10 @@ var (
 	probTimeout       = problemKind{http.StatusServiceUnavailable, "timeout", "The request did not finish in time"}
 )
 
+// ownProblems are the API's own problem kinds.
+var ownProblems = []problemKind{probUnauthorized, probForbidden, probRouteNotFound, probMethod, probBadRequest,
+	probTooLarge, probMediaType, probInternal, probTimeout}
+
 // problemTable is the ONE place where Herald's sentinel errors become HTTP
 // statuses and problem codes. The first row whose sentinel matches
 // (errors.Is; a row's err may instead be a matcher, see eventInvalid) wins,
