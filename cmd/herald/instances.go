@@ -10,14 +10,16 @@ import (
 
 	"github.com/heraldwf/herald/httpapi/client"
 	"github.com/heraldwf/herald/httpapi/wire"
+	"github.com/heraldwf/herald/internal/timeline"
 )
 
 func init() { addCommand((*app).instancesCommand) }
 
 // instancesCommand is `herald instances`: workflow instances of a tenant.
 func (a *app) instancesCommand() *cobra.Command {
-	return group("instances", "start, show and list workflow instances",
-		a.instancesList(), a.instancesShow(), a.instancesStart())
+	return group("instances", "start, show, list and terminate workflow instances; their history, timeline and events",
+		a.instancesList(), a.instancesShow(), a.instancesStart(), a.instancesHistory(), a.instancesTimeline(),
+		a.instancesEvents(), a.instancesTerminate())
 }
 
 func (a *app) instancesList() *cobra.Command {
@@ -52,8 +54,12 @@ func (a *app) instancesList() *cobra.Command {
 func (a *app) instancesShow() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "show ID",
-		Short: "show an instance: status, input, output or failure",
-		Args:  exactArgs("ID"),
+		Short: "show an instance: status, input, output or failure, and its timeline with every event's fate",
+		Long: `Shows an instance: its status, input, output or failure, then its timeline
+as herald demo prints it: every execution's history and the fate of every
+event sent to it. With --json, the instance's status as the API answers it
+(herald instances timeline ID --json has the timeline).`,
+		Args: exactArgs("ID"),
 	}
 	cmd.RunE = a.withClient(func(cmd *cobra.Command, c *client.Client, args []string) error {
 		in, err := c.Instance(cmd.Context(), args[0])
@@ -61,11 +67,15 @@ func (a *app) instancesShow() *cobra.Command {
 			return err
 		}
 		return a.emit(in, func(w io.Writer) error {
+			tl, err := c.Timeline(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
 			var failure any
 			if in.Failure != nil {
 				failure = in.Failure.Message
 			}
-			return listing(w,
+			if err := listing(w,
 				field{"id", in.ID},
 				field{"workflow", in.Workflow},
 				field{"status", string(in.Status)},
@@ -76,7 +86,10 @@ func (a *app) instancesShow() *cobra.Command {
 				field{"input?", in.Input},
 				field{"output?", in.Output},
 				field{"failure?", failure},
-			)
+			); err != nil {
+				return err
+			}
+			return writeTimeline(w, tl)
 		})
 	})
 	return cmd
@@ -142,4 +155,94 @@ func readJSONArg(cmd *cobra.Command, name, inline, file string) (json.RawMessage
 		return nil, usageErrorf(cmd, "--%s is not JSON (a string needs quotes: '\"text\"')", name)
 	}
 	return json.RawMessage(b), nil
+}
+
+// writeTimeline renders tl as herald demo does (package timeline): the
+// route's JSON is the renderer's input.
+func writeTimeline(w io.Writer, tl *wire.Timeline) error {
+	b, err := json.Marshal(tl)
+	if err != nil {
+		return err
+	}
+	var in timeline.Instance
+	if err := json.Unmarshal(b, &in); err != nil {
+		return fmt.Errorf("the timeline: %w", err)
+	}
+	return timeline.Write(w, &in)
+}
+
+func (a *app) instancesTimeline() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "timeline ID",
+		Short: "print an instance's timeline: every execution's history and every event's fate",
+		Args:  exactArgs("ID"),
+	}
+	cmd.RunE = a.withClient(func(cmd *cobra.Command, c *client.Client, args []string) error {
+		tl, err := c.Timeline(cmd.Context(), args[0])
+		if err != nil {
+			return err
+		}
+		return a.emit(tl, func(w io.Writer) error { return writeTimeline(w, tl) })
+	})
+	return cmd
+}
+
+func (a *app) instancesHistory() *cobra.Command {
+	var execution int
+	cmd := &cobra.Command{
+		Use:   "history ID [--execution N]",
+		Short: "list an execution's history (default: the current execution)",
+		Args:  exactArgs("ID"),
+	}
+	cmd.Flags().IntVar(&execution, "execution", 0, "the execution, from 1 (default: the current one)")
+	cmd.RunE = a.withClient(func(cmd *cobra.Command, c *client.Client, args []string) error {
+		h, err := c.History(cmd.Context(), args[0], execution)
+		if err != nil {
+			return err
+		}
+		return a.emit(h, func(w io.Writer) error {
+			fmt.Fprintf(w, "instance %s, execution %d\n", h.InstanceID, h.Execution)
+			t := newTable(w, "SEQ", "TIME", "KIND", "WHAT")
+			for _, ev := range h.Events {
+				t.row(ev.Seq, ev.Time, string(ev.Kind), timeline.Describe(ev, h.Execution))
+			}
+			return t.flush()
+		})
+	})
+	return cmd
+}
+
+func (a *app) instancesEvents() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "events ID",
+		Short: "list the events sent to an instance with their fates, oldest first (as herald events list)",
+		Args:  exactArgs("ID"),
+	}
+	a.eventsListFlags(cmd)
+	return cmd
+}
+
+func (a *app) instancesTerminate() *cobra.Command {
+	var reason string
+	cmd := &cobra.Command{
+		Use:   "terminate ID [--reason TEXT]",
+		Short: "terminate a running instance at once (its pending and buffered events are dropped)",
+		Args:  exactArgs("ID"),
+	}
+	cmd.Flags().StringVar(&reason, "reason", "", "why, recorded in the instance's failure")
+	cmd.RunE = a.withClient(func(cmd *cobra.Command, c *client.Client, args []string) error {
+		in, err := c.Terminate(cmd.Context(), args[0], reason)
+		if err != nil {
+			return err
+		}
+		return a.emit(in, func(w io.Writer) error {
+			msg := ""
+			if in.Failure != nil {
+				msg = ": " + in.Failure.Message
+			}
+			_, err := fmt.Fprintf(w, "%s is %s%s\n", in.ID, in.Status, msg)
+			return err
+		})
+	})
+	return cmd
 }

@@ -267,3 +267,11 @@ func fate(r Event) string {
 		return string(r.Fate)
 	}
 }
+
+// Describe says what the history event ev of execution means, in the words
+// of a timeline's line (the herald CLI's history table uses it).
+func Describe(ev history.Event, execution int) string { return describe(ev, execution) }
+
+// Fate says where the event r stands, in the words of a timeline's events
+// section.
+func Fate(r Event) string { return fate(r) }
