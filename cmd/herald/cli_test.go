@@ -36,9 +36,18 @@ type apiServer struct {
 	rt    *herald.Runtime
 }
 
-// newAPIServer starts a runtime (the examples and "wait", which waits for
-// an event "go") and the API over it on a fresh store, with an admin key.
+// newAPIServer starts a runtime (the examples, "wait", which waits for an
+// event "go", and "inbox", which takes one message from queue "orders")
+// and the API over it on a fresh store, with an admin key.
 func newAPIServer(t *testing.T) *apiServer {
+	t.Helper()
+	return newAPIServerWith(t, nil, true)
+}
+
+// newAPIServerWith is newAPIServer with configure changing the runtime's
+// configuration; with start false the runtime is not started (the test
+// starts it: s.rt.Start).
+func newAPIServerWith(t *testing.T, configure func(*herald.Config), start bool) *apiServer {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	t.Cleanup(cancel)
@@ -60,7 +69,11 @@ func newAPIServer(t *testing.T) *apiServer {
 		t.Fatal("the store keeps no API keys")
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	rt, err := herald.NewRuntime(st, &herald.Config{ClientConfig: herald.ClientConfig{Logger: logger}, PollInterval: 20 * time.Millisecond})
+	cfg := &herald.Config{ClientConfig: herald.ClientConfig{Logger: logger}, PollInterval: 20 * time.Millisecond}
+	if configure != nil {
+		configure(cfg)
+	}
+	rt, err := herald.NewRuntime(st, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,8 +83,15 @@ func newAPIServer(t *testing.T) *apiServer {
 		err := ctx.WaitEvent("go").Get(&out)
 		return out, err
 	})
-	if err := rt.Start(ctx); err != nil {
-		t.Fatal(err)
+	herald.RegisterWorkflow(rt, "inbox", func(ctx *herald.Context, in json.RawMessage) (json.RawMessage, error) {
+		var out json.RawMessage
+		err := ctx.Dequeue("orders").Get(&out)
+		return out, err
+	})
+	if start {
+		if err := rt.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
 	t.Cleanup(func() {
 		sctx, c := context.WithTimeout(context.Background(), 30*time.Second)
@@ -138,7 +158,12 @@ func (s *apiServer) waitStatus(tenant, id string, status herald.Status) {
 func normalise(s string, ids map[string]string) string {
 	s = regexp.MustCompile(`hk_[a-z2-7]{16}_[a-z2-7]+`).ReplaceAllString(s, "<SECRET>")
 	s = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)`).ReplaceAllString(s, "<TIME>")
-	s = regexp.MustCompile(`(--cursor |"next_cursor": ")[^\s"]+`).ReplaceAllString(s, "${1}<CURSOR>")
+	s = regexp.MustCompile(`(--cursor |"next_cursor": ")[^\s"]+`).ReplaceAllStringFunc(s, func(m string) string {
+		if strings.HasSuffix(m, " string") || strings.HasSuffix(m, " on") { // a command's help
+			return m
+		}
+		return m[:strings.LastIndexAny(m, ` "`)+1] + "<CURSOR>"
+	})
 	s = regexp.MustCompile(`\b[a-z2-7]{16}\b`).ReplaceAllStringFunc(s, func(id string) string {
 		if _, ok := ids[id]; !ok {
 			ids[id] = fmt.Sprintf("<KEY%d>", len(ids)+1)
@@ -147,8 +172,26 @@ func normalise(s string, ids map[string]string) string {
 	})
 	// Progress lines but the last of a run (how many are drawn depends on
 	// time).
-	s = regexp.MustCompile(`(?m)^(fetching \w+: \d+\n)+(fetching \w+: \d+\n)`).ReplaceAllString(s, "$2")
-	return s
+	s = regexp.MustCompile(`(?m)^((?:fetching [\w ]+|publishing|reprocessing dead letters|deleting dead letters): [\d/]+\n)+`).
+		ReplaceAllStringFunc(s, func(run string) string {
+			lines := strings.SplitAfter(strings.TrimSuffix(run, "\n"), "\n")
+			return lines[len(lines)-1] + "\n"
+		})
+	// Published event ids the server chose, durations of script runs and
+	// attempts, times in a timeline relative to its start.
+	s = regexp.MustCompile(`\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b`).ReplaceAllString(s, "<UUID>")
+	s = regexp.MustCompile(`(?m)^ +[+-]\d+\.\d{3}s  #`).ReplaceAllString(s, "      +T.TTTs  #")
+	s = regexp.MustCompile(`\b\d+(\.\d+)?(µs|ms|ns)\b|\b\d+\.\d+s\b|\b0s\b`).ReplaceAllString(s, "<DUR>")
+	// A table's columns are as wide as the durations that were replaced:
+	// in a command's output that shows one, runs of spaces inside a line
+	// become two.
+	blocks := strings.SplitAfter(s, "\n\n$ herald ")
+	for i, b := range blocks {
+		if strings.Contains(b, "<DUR>") {
+			blocks[i] = regexp.MustCompile(`(\S) {2,}`).ReplaceAllString(b, "$1  ")
+		}
+	}
+	return strings.Join(blocks, "")
 }
 
 // golden compares got with testdata/name, or rewrites it with -update.

@@ -155,9 +155,9 @@ type DLQSummary struct {
 
 // dlqAct is `dlq reprocess` (reprocess) or `dlq delete`.
 func (a *app) dlqAct(reprocess bool) *cobra.Command {
-	verb, done, short := "delete", "deleted", "delete a dead letter (reprocessed or not), or every letter a filter or --all selects"
+	verb, doing, done, short := "delete", "deleting", "deleted", "delete a dead letter (reprocessed or not), or every letter a filter or --all selects"
 	if reprocess {
-		verb, done, short = "reprocess", "reprocessed", "queue a dead letter's execution again, or those of every letter a filter or --all selects"
+		verb, doing, done, short = "reprocess", "reprocessing", "reprocessed", "queue a dead letter's execution again, or those of every letter a filter or --all selects"
 	}
 	var all bool
 	cmd := &cobra.Command{
@@ -221,7 +221,7 @@ func (a *app) dlqAct(reprocess bool) *cobra.Command {
 				break
 			}
 		}
-		prog := newProgress(a.stderr, verb+"ing dead letters", len(ids))
+		prog := newProgress(a.stderr, doing+" dead letters", len(ids))
 		n := 0
 		for i := 0; i < len(ids); i += dlqBatch {
 			sel := wire.DeadLetterSelection{IDs: ids[i:min(i+dlqBatch, len(ids))], IncludeReprocessed: f.IncludeReprocessed}

@@ -49,7 +49,7 @@ func (a *app) executionsList() *cobra.Command {
 					outcome, detail = "failed: "+string(at.ErrorKind), at.Error
 				}
 				return []any{at.Execution, at.Number, at.EventID, at.Subscription, outcome, at.StartedAt,
-					time.Duration(at.Duration).Round(time.Millisecond), detail}
+					time.Duration(at.Duration), detail}
 			})
 	})
 	return cmd

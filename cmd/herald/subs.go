@@ -128,7 +128,7 @@ func (a *app) subsPut() *cobra.Command {
 		Long:  subsPutLong,
 		Example: `  herald subs put audit --pattern 'order.>' --target-script audit
   herald subs put big-orders --pattern order.paid --target-handler notify-sales \
-      --filter '{"field": "data.amount", "op": "gte", "value": 1000}'
+      --filter '{"logic": "AND", "conditions": [{"field": "data.amount", "op": "gte", "value": 1000}]}'
   herald subs put approve --file subscription.json`,
 		Args: exactArgs("ID"),
 	}

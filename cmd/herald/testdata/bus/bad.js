@@ -1,0 +1,2 @@
+log("order", ctx.event.data.order_id;
+return {ok: true};
