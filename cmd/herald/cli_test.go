@@ -182,6 +182,12 @@ func normalise(s string, ids map[string]string) string {
 	s = regexp.MustCompile(`\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b`).ReplaceAllString(s, "<UUID>")
 	s = regexp.MustCompile(`(?m)^ +[+-]\d+\.\d{3}s  #`).ReplaceAllString(s, "      +T.TTTs  #")
 	s = regexp.MustCompile(`\b\d+(\.\d+)?(µs|ms|ns)\b|\b\d+\.\d+s\b|\b0s\b`).ReplaceAllString(s, "<DUR>")
+	// The stores word two not-found errors differently (SQLite first,
+	// PostgreSQL second); the transcripts show SQLite's.
+	s = strings.NewReplacer(
+		`get bus event "`, `get published event "`,
+		`get correlated event "`, `get correlated event: correlated event "`,
+	).Replace(s)
 	// A table's columns are as wide as the durations that were replaced:
 	// in a command's output that shows one, runs of spaces inside a line
 	// become two.
