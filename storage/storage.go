@@ -89,6 +89,12 @@ type Message struct {
 	// Activity results.
 	Result  json.RawMessage
 	Failure *history.Failure
+	// TraceParent is the W3C traceparent of the span the message was sent
+	// in ("" for none): the send's for an event (EventRaiseParams,
+	// CorrelatedPutParams), the start's for a kick (InstanceCreateParams),
+	// the scheduling turn's for an activity result (ActivityTask). Stored
+	// as given; the store never parses it.
+	TraceParent string
 
 	VisibleAt time.Time
 	CreatedAt time.Time
@@ -119,6 +125,10 @@ type ActivityTask struct {
 	// CancelRequested: the workflow no longer wants the result (a select
 	// loser); a worker should stop the activity.
 	CancelRequested bool
+	// TraceParent is the W3C traceparent of the turn that scheduled the
+	// task ("" for none), stored with it (TurnCommit), returned by
+	// ActivityClaim and carried by the task's result message.
+	TraceParent string
 }
 
 // Turn is a claimed unit of orchestration work: one instance, its current
@@ -148,6 +158,8 @@ type InstanceCreateParams struct {
 	Workflow string
 	Input    json.RawMessage
 	Now      time.Time
+	// TraceParent is stored on the kick message (Message.TraceParent).
+	TraceParent string
 }
 
 // InstanceGetParams names an instance.
@@ -224,6 +236,8 @@ type EventRaiseParams struct {
 	// StartIfAbsent, when set, atomically creates the instance (as
 	// InstanceCreate does) if it does not exist.
 	StartIfAbsent *InstanceCreateParams
+	// TraceParent is stored on the inbox message (Message.TraceParent).
+	TraceParent string
 }
 
 // EventRaiseResult is the receipt of a raise.

@@ -93,8 +93,9 @@ func (s *Store) EventRaise(ctx context.Context, p *storage.EventRaiseParams) (*s
 			EventID:   p.EventID,
 			Name:      p.Name,
 			Payload:   p.Payload,
-			Latest:    p.Latest,
-			VisibleAt: now,
+			Latest:      p.Latest,
+			TraceParent: p.TraceParent,
+			VisibleAt:   now,
 		}, expiresAt, now.UnixNano()); err != nil {
 			return err
 		}
