@@ -166,10 +166,10 @@ func (s *Store) ActivityComplete(ctx context.Context, p *storage.ActivityComplet
 			return nil
 		}
 		m := &storage.Message{
-			Kind:      storage.MsgActivityCompleted,
-			Execution: p.Execution,
-			TaskSeq:   p.TaskSeq,
-			Name:      name,
+			Kind:        storage.MsgActivityCompleted,
+			Execution:   p.Execution,
+			TaskSeq:     p.TaskSeq,
+			Name:        name,
 			Result:      p.Result,
 			TraceParent: trace,
 			VisibleAt:   now,

@@ -88,11 +88,11 @@ func (s *Store) EventRaise(ctx context.Context, p *storage.EventRaiseParams) (*s
 			expiresAt = backend.Nanos(p.ExpiresAt)
 		}
 		if err := insertExpiringMessage(w, p.Tenant, p.InstanceID, &storage.Message{
-			Kind:      storage.MsgEvent,
-			Lane:      p.Lane,
-			EventID:   p.EventID,
-			Name:      p.Name,
-			Payload:   p.Payload,
+			Kind:        storage.MsgEvent,
+			Lane:        p.Lane,
+			EventID:     p.EventID,
+			Name:        p.Name,
+			Payload:     p.Payload,
 			Latest:      p.Latest,
 			TraceParent: p.TraceParent,
 			VisibleAt:   now,
