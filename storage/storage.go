@@ -591,7 +591,7 @@ type Store interface {
 type InstanceStore interface {
 	// InstanceCreate creates an instance (status pending, execution 1) with
 	// its ExecutionStarted event (seq 1) and a kick message visible at
-	// p.Now, in one transaction. Events raised for the id before it existed
+	// p.Now (with p.TraceParent), in one transaction. Events raised for the id before it existed
 	// stay in its inbox and no longer expire (see EventExpire). It returns
 	// ErrInstanceExists, writing nothing, if (tenant, id) is taken, and
 	// refuses an empty id or workflow name.
@@ -638,7 +638,7 @@ type EventStore interface {
 	//     are those of p);
 	//   - it adds the ledger row (fate pending, received at p.Now) and an
 	//     event message to the instance's inbox, visible at once, with
-	//     Latest from p.Latest. An instance that does not exist yet keeps
+	//     Latest and TraceParent from p. An instance that does not exist yet keeps
 	//     the message until it is created, or until p.ExpiresAt (when set)
 	//     has passed and EventExpire drops it. p.ExpiresAt is ignored when
 	//     the instance exists.
@@ -715,8 +715,8 @@ type TurnStore interface {
 	//
 	// In order it: appends NewEvents to p.Execution's history (their Seq
 	// set by the caller); deletes ConsumedMessages; schedules Activities
-	// (attempt 1, visible at once; Tenant, InstanceID and a zero Execution
-	// are taken from p); adds Timers as timer_fired messages visible at
+	// (attempt 1, visible at once, with their TraceParent; Tenant,
+	// InstanceID and a zero Execution are taken from p); adds Timers as timer_fired messages visible at
 	// FireAt; deletes the timers of CancelTimers; cancels CancelActivities
 	// (an unleased task, or one whose lease ran out, is deleted; a leased
 	// one is marked cancel_requested); applies Fates to the instance's
@@ -766,8 +766,8 @@ type ActivityStore interface {
 	// unless the instance is terminal or gone, has moved to another
 	// execution, or the task's cancellation was requested, an
 	// activity_completed (p.Failure nil) or activity_failed message
-	// carrying p.Result or p.Failure is added to the instance's inbox,
-	// visible at p.Now. It returns ErrLeaseLost, writing nothing, if
+	// carrying p.Result or p.Failure, and the task's TraceParent, is added
+	// to the instance's inbox, visible at p.Now. It returns ErrLeaseLost, writing nothing, if
 	// p.LockToken no longer owns the task.
 	ActivityComplete(ctx context.Context, p *ActivityCompleteParams) error
 	// ActivityRetry releases a failed attempt of a claimed task: Attempt is
