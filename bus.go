@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/heraldwf/herald/bus"
 	"github.com/heraldwf/herald/bus/jstarget"
@@ -169,7 +170,7 @@ func (e *SubscriptionInvalidError) Unwrap() error {
 // definition; ErrEventIDConflict for an id already published with another
 // type; ErrBackPressure when the tenant's backlog is at
 // ClientConfig.BusMaxBacklog (nothing stored: retry later).
-func (c *Client) Publish(ctx context.Context, eventType string, data any, opts ...RaiseOption) (*PublishReceipt, error) {
+func (c *Client) Publish(ctx context.Context, eventType string, data any, opts ...RaiseOption) (_ *PublishReceipt, err error) {
 	var o raiseOptions
 	for _, opt := range opts {
 		opt(&o)
@@ -196,6 +197,10 @@ func (c *Client) Publish(ctx context.Context, eventType string, data any, opts .
 	if id == "" {
 		id = uuid.NewString()
 	}
+	ctx, span := c.startSendSpan(ctx, "herald.publish", func() []attribute.KeyValue {
+		return []attribute.KeyValue{attrEventType.String(eventType), attrEventID.String(id)}
+	})
+	defer func() { endSpan(span, err) }()
 	if err := c.ensureTenant(ctx); err != nil {
 		return nil, fmt.Errorf("publish %s: %w", eventType, err)
 	}

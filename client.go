@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/heraldwf/herald/heraldtype"
 	"github.com/heraldwf/herald/history"
@@ -27,6 +29,7 @@ type Client struct {
 
 	ensured atomic.Bool // the tenant is registered
 	backlog busBacklog  // Publish's view of the tenant's bus backlog
+	tracer  trace.Tracer
 }
 
 // NewClient returns a client of tenant over store; cfg may be nil for
@@ -45,7 +48,7 @@ func NewClient(store storage.Store, tenant string, cfg *ClientConfig) (*Client, 
 	}
 	c := cfg.WithDefaults()
 	c.Observer = guardObserver(c.Observer, c.Logger)
-	return &Client{store: store, tenant: tenant, cfg: c, limits: newLimitCache(store, c.Logger)}, nil
+	return &Client{store: store, tenant: tenant, cfg: c, limits: newLimitCache(store, c.Logger), tracer: tracerOf(c)}, nil
 }
 
 func infoOf(in *storage.Instance) *InstanceInfo {
@@ -62,7 +65,7 @@ func infoOf(in *storage.Instance) *InstanceInfo {
 // (ErrInvalidArgument; nothing stored) for an empty or malformed workflow
 // name or instance id (see MaxNameBytes, MaxIDBytes) or an input that cannot
 // be encoded as JSON or nests deeper than Config.MaxPayloadDepth.
-func (c *Client) StartWorkflow(ctx context.Context, workflow string, input any, opts ...StartOption) (string, error) {
+func (c *Client) StartWorkflow(ctx context.Context, workflow string, input any, opts ...StartOption) (_ string, err error) {
 	var o startOptions
 	for _, opt := range opts {
 		opt(&o)
@@ -80,11 +83,16 @@ func (c *Client) StartWorkflow(ctx context.Context, workflow string, input any, 
 	if len(reasons) > 0 {
 		return "", &InvalidArgumentError{Op: "StartWorkflow", Reasons: reasons}
 	}
+	ctx, span := c.startSendSpan(ctx, "herald.start_workflow", func() []attribute.KeyValue {
+		return []attribute.KeyValue{attrInstance.String(id), attrWorkflow.String(workflow)}
+	})
+	defer func() { endSpan(span, err) }()
 	if err := c.ensureTenant(ctx); err != nil {
 		return "", fmt.Errorf("start %s: %w", id, err)
 	}
-	_, err := c.store.InstanceCreate(ctx, &storage.InstanceCreateParams{
+	_, err = c.store.InstanceCreate(ctx, &storage.InstanceCreateParams{
 		Tenant: c.tenant, ID: id, Workflow: workflow, Input: in, Now: c.cfg.Clock.Now(),
+		TraceParent: traceParent(span),
 	})
 	if errors.Is(err, heraldtype.ErrInstanceExists) && o.reuse == IDReuseUseExisting {
 		return c.startExisting(ctx, workflow, id, err)
@@ -133,7 +141,7 @@ func (c *Client) Enqueue(ctx context.Context, instanceID, queue string, payload 
 	return c.send(ctx, history.LaneQueue, instanceID, queue, payload, opts)
 }
 
-func (c *Client) send(ctx context.Context, lane history.Lane, instanceID, name string, payload any, opts []RaiseOption) (*EventReceipt, error) {
+func (c *Client) send(ctx context.Context, lane history.Lane, instanceID, name string, payload any, opts []RaiseOption) (_ *EventReceipt, err error) {
 	var o raiseOptions
 	for _, opt := range opts {
 		opt(&o)
@@ -148,13 +156,23 @@ func (c *Client) send(ctx context.Context, lane history.Lane, instanceID, name s
 		// Chosen once: a retry after a lost connection resends the same id.
 		id = uuid.NewString()
 	}
+	spanName := "herald.raise_event"
+	if lane == history.LaneQueue {
+		spanName = "herald.enqueue"
+	}
+	ctx, span := c.startSendSpan(ctx, spanName, func() []attribute.KeyValue {
+		return []attribute.KeyValue{attrInstance.String(instanceID), attrLane.String(string(lane)),
+			attrEventName.String(name), attrEventID.String(id)}
+	})
+	defer func() { endSpan(span, err) }()
+	tp := traceParent(span)
 	return idempotent(ctx, func() (*EventReceipt, error) {
-		return c.sendOnce(ctx, lane, instanceID, name, id, raw, startInput, &o, lim)
+		return c.sendOnce(ctx, lane, instanceID, name, id, raw, startInput, &o, lim, tp)
 	})
 }
 
 func (c *Client) sendOnce(ctx context.Context, lane history.Lane, instanceID, name, id string, raw, startInput json.RawMessage,
-	o *raiseOptions, lim clientLimits) (*EventReceipt, error) {
+	o *raiseOptions, lim clientLimits, traceParent string) (*EventReceipt, error) {
 	if o.eventID != "" {
 		// A retry of an accepted event returns its first receipt even if the
 		// event's definition has changed since: dedup comes before
@@ -174,7 +192,7 @@ func (c *Client) sendOnce(ctx context.Context, lane history.Lane, instanceID, na
 	now := c.cfg.Clock.Now()
 	p := &storage.EventRaiseParams{
 		Tenant: c.tenant, InstanceID: instanceID, EventID: id, Lane: lane,
-		Name: name, Payload: raw, Now: now,
+		Name: name, Payload: raw, Now: now, TraceParent: traceParent,
 	}
 	if err := c.applyDefinition(ctx, p, lim); err != nil {
 		return nil, err
@@ -184,7 +202,7 @@ func (c *Client) sendOnce(ctx context.Context, lane history.Lane, instanceID, na
 	}
 	if o.start {
 		p.StartIfAbsent = &storage.InstanceCreateParams{Tenant: c.tenant, ID: instanceID,
-			Workflow: o.startWorkflow, Input: startInput, Now: now}
+			Workflow: o.startWorkflow, Input: startInput, Now: now, TraceParent: traceParent}
 	}
 	res, err := c.store.EventRaise(ctx, p)
 	if err != nil {

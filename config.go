@@ -6,6 +6,9 @@ import (
 	"math"
 	"time"
 
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/heraldwf/herald/clock"
 )
 
@@ -72,6 +75,16 @@ type ClientConfig struct {
 	// capped: a workflow's turn never fails for it. Default
 	// DefaultBusMaxBacklog (100,000).
 	BusMaxBacklog int
+	// TracerProvider makes the OpenTelemetry spans of sends (RaiseEvent,
+	// Enqueue, PutCorrelatedEvent, Publish, StartWorkflow), turns
+	// ("herald.turn") and activity attempts ("herald.activity"). A send's
+	// span context is stored with what it sends (a W3C traceparent), so the
+	// turn that consumes it joins its trace, on whichever node and however
+	// much later it runs; an activity attempt is a child of the turn that
+	// scheduled it. Default (nil): otel.GetTracerProvider(), a no-op unless
+	// the program installs one (otel.SetTracerProvider) — then no span
+	// context is valid and nothing is stored.
+	TracerProvider trace.TracerProvider
 }
 
 // Config configures a Runtime: its workers, leases, intervals and limits,
@@ -210,6 +223,9 @@ func (c *ClientConfig) WithDefaults() *ClientConfig {
 	}
 	if out.BusMaxBacklog == 0 {
 		out.BusMaxBacklog = DefaultBusMaxBacklog
+	}
+	if out.TracerProvider == nil {
+		out.TracerProvider = otel.GetTracerProvider()
 	}
 	return &out
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/heraldwf/herald/heraldtype"
 	"github.com/heraldwf/herald/history"
 	"github.com/heraldwf/herald/storage"
@@ -20,7 +22,7 @@ import (
 // have a Correlation config; its schema and payload cap apply. Errors:
 // ErrEventInvalid (no such definition, no correlation config, empty key,
 // invalid payload; nothing stored).
-func (c *Client) PutCorrelatedEvent(ctx context.Context, def, key string, payload any) (*CorrelatedEvent, error) {
+func (c *Client) PutCorrelatedEvent(ctx context.Context, def, key string, payload any) (_ *CorrelatedEvent, err error) {
 	var reasons []string
 	reasons = textReasons(reasons, "event definition name", def, MaxNameBytes)
 	reasons = textReasons(reasons, "correlation key", key, MaxKeyBytes)
@@ -29,6 +31,10 @@ func (c *Client) PutCorrelatedEvent(ctx context.Context, def, key string, payloa
 	if len(reasons) > 0 {
 		return nil, &EventInvalidError{Name: def, Reasons: reasons}
 	}
+	ctx, span := c.startSendSpan(ctx, "herald.put_correlated_event", func() []attribute.KeyValue {
+		return []attribute.KeyValue{attrLane.String(string(history.LaneCorrelated)), attrEventName.String(def), attrKey.String(key)}
+	})
+	defer func() { endSpan(span, err) }()
 	d, err := c.store.EventDefinitionGet(ctx, &storage.EventDefinitionGetParams{Tenant: c.tenant, Name: def})
 	switch {
 	case errors.Is(err, heraldtype.ErrNotFound):

@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"sync"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/heraldwf/herald/internal/replay"
 	"github.com/heraldwf/herald/storage"
 )
@@ -27,6 +29,7 @@ type Runtime struct {
 	cfg    *Config
 	logger *slog.Logger
 	obs    Observer
+	tracer trace.Tracer
 	limits *limitCache
 	served map[string]bool // nil: every tenant
 
@@ -67,6 +70,7 @@ func NewRuntime(store storage.Store, cfg *Config) (*Runtime, error) {
 		cfg:        c,
 		logger:     c.Logger,
 		obs:        c.Observer,
+		tracer:     tracerOf(&c.ClientConfig),
 		limits:     newLimitCache(store, c.Logger),
 		clients:    map[string]*Client{},
 		workflows:  map[string]replay.WorkflowFunc{},

@@ -276,11 +276,13 @@ func (r *Runtime) turnLoop(ctx context.Context) {
 // outcome in one transaction.
 func (r *Runtime) runTurn(ctx context.Context, t *storage.Turn) {
 	tenant := t.Instance.Tenant
+	ctx, span := startTurnSpan(ctx, r.tracer, t)
 	rep := TurnReport{Tenant: tenant, InstanceID: t.Instance.ID, Workflow: t.Instance.Workflow,
 		Messages: len(t.Messages), Latency: turnLatency(t, r.cfg.Clock.Now()), Start: time.Now()}
 	defer func() {
 		rep.Duration = time.Since(rep.Start)
 		r.obs.TurnFinished(rep)
+		endOutcomeSpan(span, rep.Outcome, rep.Err)
 	}()
 	wf := r.workflow(t.Instance.Workflow)
 	if wf == nil {
@@ -316,9 +318,14 @@ func (r *Runtime) runTurn(ctx context.Context, t *storage.Turn) {
 		r.failUnreplayable(ctx, t, failureReplay, err)
 		return
 	}
+	tp := ""
+	if len(out.Activities) > 0 {
+		tp = traceParent(span)
+	}
 	for i := range out.Activities {
 		out.Activities[i].Tenant = tenant
 		out.Activities[i].Retry = r.retryPolicy(out.Activities[i].Retry)
+		out.Activities[i].TraceParent = tp
 	}
 	waits := r.correlatedWaits(ctx, tenant, t.Instance.ID, out.CorrelatedWaits)
 	storeDrops, err := r.store.TurnCommit(ctx, &storage.TurnCommitParams{
@@ -595,11 +602,13 @@ func (r *Runtime) activityLoop(ctx context.Context) {
 }
 
 func (r *Runtime) runActivity(base context.Context, t *storage.ActivityTask) {
+	base, span := startActivitySpan(base, r.tracer, t)
 	rep := ActivityReport{Tenant: t.Tenant, InstanceID: t.InstanceID, Execution: t.Execution, Activity: t.Name,
 		Attempt: t.Attempt, Start: time.Now()}
 	defer func() {
 		rep.Duration = time.Since(rep.Start)
 		r.obs.ActivityAttempted(rep)
+		endOutcomeSpan(span, rep.Outcome, rep.Err)
 	}()
 	fn := r.activity(t.Name)
 	if fn == nil {

@@ -95,6 +95,7 @@ func New(opts Options) (*API, error) {
 	a.auth = newAuthenticator(a.keys, a.now)
 	a.register()
 	a.handler = a.withRecover(a.withAccessLog(a.mux))
+	a.handler = a.withTracing(a.handler) // OpenTelemetry server spans (tracing.go)
 	return a, nil
 }
 

@@ -89,6 +89,12 @@ type Message struct {
 	// Activity results.
 	Result  json.RawMessage
 	Failure *history.Failure
+	// TraceParent is the W3C traceparent of the span the message was sent
+	// in ("" for none): the send's for an event (EventRaiseParams,
+	// CorrelatedPutParams), the start's for a kick (InstanceCreateParams),
+	// the scheduling turn's for an activity result (ActivityTask). Stored
+	// as given; the store never parses it.
+	TraceParent string
 
 	VisibleAt time.Time
 	CreatedAt time.Time
@@ -119,6 +125,10 @@ type ActivityTask struct {
 	// CancelRequested: the workflow no longer wants the result (a select
 	// loser); a worker should stop the activity.
 	CancelRequested bool
+	// TraceParent is the W3C traceparent of the turn that scheduled the
+	// task ("" for none), stored with it (TurnCommit), returned by
+	// ActivityClaim and carried by the task's result message.
+	TraceParent string
 }
 
 // Turn is a claimed unit of orchestration work: one instance, its current
@@ -148,6 +158,8 @@ type InstanceCreateParams struct {
 	Workflow string
 	Input    json.RawMessage
 	Now      time.Time
+	// TraceParent is stored on the kick message (Message.TraceParent).
+	TraceParent string
 }
 
 // InstanceGetParams names an instance.
@@ -224,6 +236,8 @@ type EventRaiseParams struct {
 	// StartIfAbsent, when set, atomically creates the instance (as
 	// InstanceCreate does) if it does not exist.
 	StartIfAbsent *InstanceCreateParams
+	// TraceParent is stored on the inbox message (Message.TraceParent).
+	TraceParent string
 }
 
 // EventRaiseResult is the receipt of a raise.
@@ -577,7 +591,7 @@ type Store interface {
 type InstanceStore interface {
 	// InstanceCreate creates an instance (status pending, execution 1) with
 	// its ExecutionStarted event (seq 1) and a kick message visible at
-	// p.Now, in one transaction. Events raised for the id before it existed
+	// p.Now (with p.TraceParent), in one transaction. Events raised for the id before it existed
 	// stay in its inbox and no longer expire (see EventExpire). It returns
 	// ErrInstanceExists, writing nothing, if (tenant, id) is taken, and
 	// refuses an empty id or workflow name.
@@ -624,7 +638,7 @@ type EventStore interface {
 	//     are those of p);
 	//   - it adds the ledger row (fate pending, received at p.Now) and an
 	//     event message to the instance's inbox, visible at once, with
-	//     Latest from p.Latest. An instance that does not exist yet keeps
+	//     Latest and TraceParent from p. An instance that does not exist yet keeps
 	//     the message until it is created, or until p.ExpiresAt (when set)
 	//     has passed and EventExpire drops it. p.ExpiresAt is ignored when
 	//     the instance exists.
@@ -701,8 +715,8 @@ type TurnStore interface {
 	//
 	// In order it: appends NewEvents to p.Execution's history (their Seq
 	// set by the caller); deletes ConsumedMessages; schedules Activities
-	// (attempt 1, visible at once; Tenant, InstanceID and a zero Execution
-	// are taken from p); adds Timers as timer_fired messages visible at
+	// (attempt 1, visible at once, with their TraceParent; Tenant,
+	// InstanceID and a zero Execution are taken from p); adds Timers as timer_fired messages visible at
 	// FireAt; deletes the timers of CancelTimers; cancels CancelActivities
 	// (an unleased task, or one whose lease ran out, is deleted; a leased
 	// one is marked cancel_requested); applies Fates to the instance's
@@ -752,8 +766,8 @@ type ActivityStore interface {
 	// unless the instance is terminal or gone, has moved to another
 	// execution, or the task's cancellation was requested, an
 	// activity_completed (p.Failure nil) or activity_failed message
-	// carrying p.Result or p.Failure is added to the instance's inbox,
-	// visible at p.Now. It returns ErrLeaseLost, writing nothing, if
+	// carrying p.Result or p.Failure, and the task's TraceParent, is added
+	// to the instance's inbox, visible at p.Now. It returns ErrLeaseLost, writing nothing, if
 	// p.LockToken no longer owns the task.
 	ActivityComplete(ctx context.Context, p *ActivityCompleteParams) error
 	// ActivityRetry releases a failed attempt of a claimed task: Attempt is

@@ -18,6 +18,7 @@ import (
 
 	"github.com/heraldwf/herald"
 	"github.com/heraldwf/herald/httpapi"
+	"github.com/heraldwf/herald/internal/otelsetup"
 	"github.com/heraldwf/herald/internal/storeurl"
 	heraldprom "github.com/heraldwf/herald/metrics/prometheus"
 	"github.com/heraldwf/herald/storage"
@@ -144,6 +145,18 @@ func (a *app) serve(cmd *cobra.Command, f *serveFlags) error {
 	}
 	logger := slog.New(handler)
 
+	// Tracing: exported with OTLP when OTEL_EXPORTER_OTLP_ENDPOINT (or
+	// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) is set; a no-op otherwise.
+	shutdownTracing, err := otelsetup.Setup(ctx, "herald")
+	if err != nil {
+		return fmt.Errorf("tracing: %w", err)
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		shutdownTracing(sctx)
+	}()
+
 	// The store.
 	exists, err := loc.Exists(ctx)
 	if err != nil {
@@ -159,10 +172,7 @@ func (a *app) serve(cmd *cobra.Command, f *serveFlags) error {
 		state = "new"
 	}
 	logger.Info("herald serve: store "+loc.Describe()+" ("+state+")", "version", versionLine(readBuildInfo))
-	keys, ok := store.(storage.KeyStore)
-	if !ok {
-		return fmt.Errorf("the %s backend does not keep API keys", loc.Backend)
-	}
+	var keys storage.KeyStore = store
 	if err := a.ensureAdminKey(ctx, keys, logger); err != nil {
 		return err
 	}

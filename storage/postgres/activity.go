@@ -16,7 +16,7 @@ import (
 	"github.com/heraldwf/herald/storage/internal/backend"
 )
 
-const activityColsA = `a.tenant, a.instance_id, a.execution, a.task_seq, a.name, a.input, a.attempt, a.retry, a.lock_token, a.lease_until, a.cancel_requested`
+const activityColsA = `a.tenant, a.instance_id, a.execution, a.task_seq, a.name, a.input, a.attempt, a.retry, a.lock_token, a.lease_until, a.cancel_requested, a.trace`
 
 // scanActivity scans activityColsA, then extra.
 func scanActivity(row pgx.Row, extra ...any) (*storage.ActivityTask, error) {
@@ -27,7 +27,7 @@ func scanActivity(row pgx.Row, extra ...any) (*storage.ActivityTask, error) {
 		leaseUntil   int64
 	)
 	dest := append([]any{&a.Tenant, &a.InstanceID, &a.Execution, &a.TaskSeq, &a.Name, &input, &a.Attempt,
-		&retry, &token, &leaseUntil, &a.CancelRequested}, extra...)
+		&retry, &token, &leaseUntil, &a.CancelRequested, &a.TraceParent}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return nil, err
 	}
@@ -137,15 +137,16 @@ func taskName(id string, execution, seq int) string {
 // completeSQL finishes a task for $1 tenant, $2 instance, $3 execution, $4
 // task seq, $5 lock token, $6 message kind, $7 result, $8 failure, $9 now:
 // the task is deleted and, unless it was cancelled or the instance is gone,
-// terminal or on another execution, the result message is added and
-// ready_at lowered. The caller has locked the instance row.
+// terminal or on another execution, the result message (with the task's
+// trace) is added and ready_at lowered. The caller has locked the instance
+// row.
 const completeSQL = `WITH task AS (
 	DELETE FROM activities
 	WHERE tenant = $1 AND instance_id = $2 AND execution = $3 AND task_seq = $4 AND lock_token = $5
-	RETURNING name, cancel_requested
+	RETURNING name, cancel_requested, trace
 ), msg AS (
-	INSERT INTO inbox (tenant, instance_id, kind, execution, task_seq, name, result, failure, visible_at, created_at)
-	SELECT $1, $2, $6, $3, $4, task.name, $7, $8, $9, $9 FROM task
+	INSERT INTO inbox (tenant, instance_id, kind, execution, task_seq, name, result, failure, visible_at, created_at, trace)
+	SELECT $1, $2, $6, $3, $4, task.name, $7, $8, $9, $9, task.trace FROM task
 	WHERE NOT task.cancel_requested
 	  AND EXISTS (SELECT 1 FROM instances i WHERE i.tenant = $1 AND i.id = $2
 		AND i.status IN ` + nonTerminal + ` AND i.execution = $3)

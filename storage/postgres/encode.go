@@ -109,7 +109,7 @@ func historyConflict(err error, execution int) error {
 
 // ---- inbox ----
 
-const messageCols = `id, kind, execution, task_seq, lane, event_id, name, key, payload, latest, result, failure, visible_at, created_at`
+const messageCols = `id, kind, execution, task_seq, lane, event_id, name, key, payload, latest, result, failure, visible_at, created_at, trace`
 
 // scanMessage scans extra, then messageCols.
 func scanMessage(row pgx.Row, extra ...any) (storage.Message, error) {

@@ -20,7 +20,8 @@ import (
 // raiseSQL is EventRaise's common case in one statement: lock the instance
 // row, and if the instance is pending or running and the event id is new,
 // add the ledger row and the inbox message and lower ready_at. $1 tenant, $2
-// instance, $3 event id, $4 lane, $5 name, $6 payload, $7 latest, $8 now. It
+// instance, $3 event id, $4 lane, $5 name, $6 payload, $7 latest, $8 now, $9
+// trace. It
 // returns the instance's status (NULL: no instance) and whether the event
 // was stored; when it was not, EventRaise takes the general path.
 const raiseSQL = `WITH inst AS MATERIALIZED (
@@ -31,8 +32,8 @@ const raiseSQL = `WITH inst AS MATERIALIZED (
 	ON CONFLICT (tenant, event_id) DO NOTHING
 	RETURNING event_id
 ), msg AS (
-	INSERT INTO inbox (tenant, instance_id, kind, lane, event_id, name, payload, latest, visible_at, created_at)
-	SELECT $1, $2, 'event', $4, ev.event_id, $5, $6, $7, $8, $8 FROM ev
+	INSERT INTO inbox (tenant, instance_id, kind, lane, event_id, name, payload, latest, visible_at, created_at, trace)
+	SELECT $1, $2, 'event', $4, ev.event_id, $5, $6, $7, $8, $8, $9 FROM ev
 	RETURNING id
 ), ready AS (
 	UPDATE instances SET ready_at = LEAST(COALESCE(ready_at, $8), $8)
@@ -45,7 +46,7 @@ SELECT (SELECT status FROM inst), EXISTS (SELECT 1 FROM msg)`
 // that does not exist, which raiseSQL leaves to the general path); a raise
 // that sets any other field takes the general path.
 var raiseFast = backend.NewFieldGuard[storage.EventRaiseParams](
-	"Tenant", "InstanceID", "EventID", "Lane", "Name", "Payload", "Now", "Latest", "ExpiresAt", "StartIfAbsent")
+	"Tenant", "InstanceID", "EventID", "Lane", "Name", "Payload", "Now", "Latest", "ExpiresAt", "StartIfAbsent", "TraceParent")
 
 // EventRaise: see storage.EventStore. An event for a pending or running
 // instance takes one statement (raiseSQL, in a batch shared with concurrent
@@ -99,7 +100,7 @@ type raiseCall struct {
 // raiseArgs are raiseSQL's arguments for c.
 func (c *raiseCall) raiseArgs() []any {
 	p := c.p
-	return []any{p.Tenant, p.InstanceID, p.EventID, string(p.Lane), p.Name, backend.RawArg(p.Payload), p.Latest, c.now.UnixNano()}
+	return []any{p.Tenant, p.InstanceID, p.EventID, string(p.Lane), p.Name, backend.RawArg(p.Payload), p.Latest, c.now.UnixNano(), p.TraceParent}
 }
 
 // raiseOne raises c in a transaction of its own (two for the general path),
@@ -230,9 +231,9 @@ func (s *Store) raiseSlow(ctx context.Context, p *storage.EventRaiseParams, star
 		}
 		var b batch
 		b.exec("insert event message", `INSERT INTO inbox
-			(tenant, instance_id, kind, lane, event_id, name, payload, latest, visible_at, created_at, expires_at)
-			VALUES ($1, $2, 'event', $3, $4, $5, $6, $7, $8, $8, $9)`,
-			p.Tenant, p.InstanceID, string(p.Lane), p.EventID, p.Name, backend.RawArg(p.Payload), p.Latest, now, expiresAt)
+			(tenant, instance_id, kind, lane, event_id, name, payload, latest, visible_at, created_at, expires_at, trace)
+			VALUES ($1, $2, 'event', $3, $4, $5, $6, $7, $8, $8, $9, $10)`,
+			p.Tenant, p.InstanceID, string(p.Lane), p.EventID, p.Name, backend.RawArg(p.Payload), p.Latest, now, expiresAt, p.TraceParent)
 		if exists {
 			b.exec("update ready time", lowerReadySQL, p.Tenant, p.InstanceID, now)
 		}

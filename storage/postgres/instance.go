@@ -52,7 +52,7 @@ func createErr(err error) error {
 // createInstanceSQL inserts the instance row, its ExecutionStarted event
 // and its kick, and stops the events kept for the id from expiring: $1
 // tenant, $2 id, $3 workflow, $4 input, $5 now, $6 the ExecutionStarted
-// JSON. ready_at: the kick, or an event kept for the id earlier. A taken id
+// JSON, $7 the kick's trace. ready_at: the kick, or an event kept for the id earlier. A taken id
 // fails on instances_pkey (the other inserts wait for that one) and writes
 // nothing.
 const createInstanceSQL = `WITH inst AS (
@@ -63,8 +63,8 @@ const createInstanceSQL = `WITH inst AS (
 	INSERT INTO history (tenant, instance_id, execution, seq, kind, event)
 	SELECT $1, $2, 1, 1, 'ExecutionStarted', $6 FROM inst
 ), kick AS (
-	INSERT INTO inbox (tenant, instance_id, kind, execution, visible_at, created_at)
-	SELECT $1, $2, 'kick', 1, $5, $5 FROM inst
+	INSERT INTO inbox (tenant, instance_id, kind, execution, visible_at, created_at, trace)
+	SELECT $1, $2, 'kick', 1, $5, $5, $7 FROM inst
 )
 UPDATE inbox SET expires_at = 0 WHERE tenant = $1 AND instance_id = $2 AND expires_at > 0`
 
@@ -86,7 +86,7 @@ func (s *Store) queueCreate(b *batch, p *storage.InstanceCreateParams) (*storage
 		return nil, err
 	}
 	b.exec("lock instance id", `SELECT pg_advisory_xact_lock($1)`, s.instanceLockKey(p.Tenant, p.ID))
-	b.exec("", createInstanceSQL, p.Tenant, p.ID, p.Workflow, backend.RawArg(p.Input), now.UnixNano(), started)
+	b.exec("", createInstanceSQL, p.Tenant, p.ID, p.Workflow, backend.RawArg(p.Input), now.UnixNano(), started, p.TraceParent)
 	return &storage.Instance{
 		Tenant:    p.Tenant,
 		ID:        p.ID,

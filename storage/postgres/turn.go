@@ -101,7 +101,7 @@ const claimStateSQL = `SELECT c.id, w.x IS NOT NULL, a.x IS NOT NULL FROM ` + cl
 	LEFT JOIN LATERAL (SELECT 1 AS x FROM activities a WHERE a.tenant = $1 AND a.instance_id = c.id LIMIT 1) a ON true
 	WHERE w.x IS NOT NULL OR a.x IS NOT NULL`
 
-const messageColsM = `m.id, m.kind, m.execution, m.task_seq, m.lane, m.event_id, m.name, m.key, m.payload, m.latest, m.result, m.failure, m.visible_at, m.created_at`
+const messageColsM = `m.id, m.kind, m.execution, m.task_seq, m.lane, m.event_id, m.name, m.key, m.payload, m.latest, m.result, m.failure, m.visible_at, m.created_at, m.trace`
 
 // TurnClaim: see storage.TurnStore. Instances another transaction holds at
 // that moment (a concurrent claim, a commit, a raise) are skipped. The
@@ -606,6 +606,7 @@ func (s *Store) queueCommit(b *batch, p *storage.TurnCommitParams, status herald
 		var (
 			execs, seqs         = make([]int32, len(p.Activities)), make([]int32, len(p.Activities))
 			names, inputs, pols = make([]string, len(p.Activities)), make([]*string, len(p.Activities)), make([]string, len(p.Activities))
+			traces              = make([]string, len(p.Activities))
 		)
 		for i := range p.Activities {
 			a := &p.Activities[i]
@@ -617,17 +618,17 @@ func (s *Store) queueCommit(b *batch, p *storage.TurnCommitParams, status herald
 			if err != nil {
 				return nil, fmt.Errorf("activity seq %d: %w", a.TaskSeq, err)
 			}
-			execs[i], seqs[i], names[i], pols[i] = int32(exec), int32(a.TaskSeq), a.Name, retry
+			execs[i], seqs[i], names[i], pols[i], traces[i] = int32(exec), int32(a.TaskSeq), a.Name, retry, a.TraceParent
 			if len(a.Input) > 0 {
 				in := string(a.Input)
 				inputs[i] = &in
 			}
 		}
 		b.exec("schedule activities", `INSERT INTO activities
-			(tenant, instance_id, execution, task_seq, name, input, attempt, retry, visible_at, created_at)
-			SELECT $1, $2, t.execution, t.task_seq, t.name, t.input, 1, t.retry, $8, $8
-			FROM unnest($3::integer[], $4::integer[], $5::text[], $6::text[], $7::text[]) AS t(execution, task_seq, name, input, retry)`,
-			tenant, id, execs, seqs, names, inputs, pols, nowN)
+			(tenant, instance_id, execution, task_seq, name, input, attempt, retry, visible_at, created_at, trace)
+			SELECT $1, $2, t.execution, t.task_seq, t.name, t.input, 1, t.retry, $8, $8, t.trace
+			FROM unnest($3::integer[], $4::integer[], $5::text[], $6::text[], $7::text[], $9::text[]) AS t(execution, task_seq, name, input, retry, trace)`,
+			tenant, id, execs, seqs, names, inputs, pols, nowN, traces)
 	}
 	if len(p.Timers) > 0 {
 		seqs, fireAt := make([]int32, len(p.Timers)), make([]int64, len(p.Timers))

@@ -12,7 +12,7 @@ import (
 	"github.com/heraldwf/herald/storage/internal/backend"
 )
 
-const activityCols = `tenant, instance_id, execution, task_seq, name, input, attempt, retry, lock_token, lease_until, cancel_requested`
+const activityCols = `tenant, instance_id, execution, task_seq, name, input, attempt, retry, lock_token, lease_until, cancel_requested, trace`
 
 func scanActivity(sc scanner) (*storage.ActivityTask, error) {
 	var (
@@ -22,7 +22,7 @@ func scanActivity(sc scanner) (*storage.ActivityTask, error) {
 		leaseUntil   int64
 	)
 	if err := sc.Scan(&a.Tenant, &a.InstanceID, &a.Execution, &a.TaskSeq, &a.Name, &input, &a.Attempt,
-		&retry, &token, &leaseUntil, &a.CancelRequested); err != nil {
+		&retry, &token, &leaseUntil, &a.CancelRequested, &a.TraceParent); err != nil {
 		return nil, err
 	}
 	a.Input = backend.RawOf(input)
@@ -109,23 +109,23 @@ func (s *Store) ActivityClaim(ctx context.Context, p *storage.ActivityClaimParam
 }
 
 // taskLease checks that token owns the task and returns its
-// cancel_requested flag; heraldtype.ErrLeaseLost if the task is gone or leased
-// by another token.
-func taskLease(w *wtx, tenant, id string, execution, seq int, token string) (cancel bool, name string, err error) {
+// cancel_requested flag, name and trace; heraldtype.ErrLeaseLost if the
+// task is gone or leased by another token.
+func taskLease(w *wtx, tenant, id string, execution, seq int, token string) (cancel bool, name, trace string, err error) {
 	var cur sql.NullString
-	err = w.queryRow(`SELECT lock_token, cancel_requested, name FROM activities
+	err = w.queryRow(`SELECT lock_token, cancel_requested, name, trace FROM activities
 		WHERE tenant = ? AND instance_id = ? AND execution = ? AND task_seq = ?`,
-		tenant, id, execution, seq).Scan(&cur, &cancel, &name)
+		tenant, id, execution, seq).Scan(&cur, &cancel, &name, &trace)
 	if errors.Is(err, sql.ErrNoRows) {
-		return false, "", fmt.Errorf("task is gone: %w", heraldtype.ErrLeaseLost)
+		return false, "", "", fmt.Errorf("task is gone: %w", heraldtype.ErrLeaseLost)
 	}
 	if err != nil {
-		return false, "", fmt.Errorf("load task: %w", err)
+		return false, "", "", fmt.Errorf("load task: %w", err)
 	}
 	if token == "" || !cur.Valid || cur.String != token {
-		return false, "", heraldtype.ErrLeaseLost
+		return false, "", "", heraldtype.ErrLeaseLost
 	}
-	return cancel, name, nil
+	return cancel, name, trace, nil
 }
 
 func taskName(p string, execution, seq int) string {
@@ -139,7 +139,7 @@ func (s *Store) ActivityComplete(ctx context.Context, p *storage.ActivityComplet
 	}
 	now := backend.NowOr(p.Now)
 	err := s.writeUntilRoom(ctx, func(w *wtx) error {
-		cancel, name, err := taskLease(w, p.Tenant, p.InstanceID, p.Execution, p.TaskSeq, p.LockToken)
+		cancel, name, trace, err := taskLease(w, p.Tenant, p.InstanceID, p.Execution, p.TaskSeq, p.LockToken)
 		if err != nil {
 			return err
 		}
@@ -166,12 +166,13 @@ func (s *Store) ActivityComplete(ctx context.Context, p *storage.ActivityComplet
 			return nil
 		}
 		m := &storage.Message{
-			Kind:      storage.MsgActivityCompleted,
-			Execution: p.Execution,
-			TaskSeq:   p.TaskSeq,
-			Name:      name,
-			Result:    p.Result,
-			VisibleAt: now,
+			Kind:        storage.MsgActivityCompleted,
+			Execution:   p.Execution,
+			TaskSeq:     p.TaskSeq,
+			Name:        name,
+			Result:      p.Result,
+			TraceParent: trace,
+			VisibleAt:   now,
 		}
 		if p.Failure != nil {
 			m.Kind = storage.MsgActivityFailed
@@ -198,7 +199,7 @@ func (s *Store) ActivityRetry(ctx context.Context, p *storage.ActivityRetryParam
 		return errors.New("sqlite: retry activity: nil params")
 	}
 	err := s.writeUntilRoom(ctx, func(w *wtx) error {
-		cancel, _, err := taskLease(w, p.Tenant, p.InstanceID, p.Execution, p.TaskSeq, p.LockToken)
+		cancel, _, _, err := taskLease(w, p.Tenant, p.InstanceID, p.Execution, p.TaskSeq, p.LockToken)
 		if err != nil {
 			return err
 		}
@@ -230,7 +231,7 @@ func (s *Store) ActivityHeartbeat(ctx context.Context, p *storage.ActivityHeartb
 	}
 	var cancelRequested bool
 	err := s.write(ctx, func(w *wtx) error {
-		cancel, _, err := taskLease(w, p.Tenant, p.InstanceID, p.Execution, p.TaskSeq, p.LockToken)
+		cancel, _, _, err := taskLease(w, p.Tenant, p.InstanceID, p.Execution, p.TaskSeq, p.LockToken)
 		if err != nil {
 			return err
 		}

@@ -274,7 +274,7 @@ func lastSeq(w *wtx, tenant, id string, execution int) (int, error) {
 
 // ---- inbox ----
 
-const messageCols = `id, kind, execution, task_seq, lane, event_id, name, key, payload, latest, result, failure, visible_at, created_at`
+const messageCols = `id, kind, execution, task_seq, lane, event_id, name, key, payload, latest, result, failure, visible_at, created_at, trace`
 
 // loadMessages reads an instance's messages for a turn. Only timers wait
 // for their time: every other message is returned as soon as it is
@@ -321,10 +321,10 @@ func insertExpiringMessage(w *wtx, tenant, id string, m *storage.Message, expire
 		return err
 	}
 	if _, err := w.exec(`INSERT INTO inbox
-		(tenant, instance_id, kind, execution, task_seq, lane, event_id, name, key, payload, latest, result, failure, visible_at, created_at, expires_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		(tenant, instance_id, kind, execution, task_seq, lane, event_id, name, key, payload, latest, result, failure, visible_at, created_at, expires_at, trace)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		tenant, id, string(m.Kind), m.Execution, m.TaskSeq, string(m.Lane), m.EventID, m.Name, m.Key,
-		backend.RawArg(m.Payload), m.Latest, backend.RawArg(m.Result), f, backend.Nanos(m.VisibleAt), now, expiresAt); err != nil {
+		backend.RawArg(m.Payload), m.Latest, backend.RawArg(m.Result), f, backend.Nanos(m.VisibleAt), now, expiresAt, m.TraceParent); err != nil {
 		return fmt.Errorf("insert %s message: %w", m.Kind, err)
 	}
 	return nil

@@ -88,13 +88,14 @@ func (s *Store) EventRaise(ctx context.Context, p *storage.EventRaiseParams) (*s
 			expiresAt = backend.Nanos(p.ExpiresAt)
 		}
 		if err := insertExpiringMessage(w, p.Tenant, p.InstanceID, &storage.Message{
-			Kind:      storage.MsgEvent,
-			Lane:      p.Lane,
-			EventID:   p.EventID,
-			Name:      p.Name,
-			Payload:   p.Payload,
-			Latest:    p.Latest,
-			VisibleAt: now,
+			Kind:        storage.MsgEvent,
+			Lane:        p.Lane,
+			EventID:     p.EventID,
+			Name:        p.Name,
+			Payload:     p.Payload,
+			Latest:      p.Latest,
+			TraceParent: p.TraceParent,
+			VisibleAt:   now,
 		}, expiresAt, now.UnixNano()); err != nil {
 			return err
 		}

@@ -61,7 +61,8 @@ func createInstance(w *wtx, p *storage.InstanceCreateParams) (*storage.Instance,
 	if err := appendHistory(w, p.Tenant, p.ID, 1, []history.Event{started}); err != nil {
 		return nil, err
 	}
-	if err := insertMessage(w, p.Tenant, p.ID, &storage.Message{Kind: storage.MsgKick, Execution: 1, VisibleAt: now}, now.UnixNano()); err != nil {
+	if err := insertMessage(w, p.Tenant, p.ID, &storage.Message{Kind: storage.MsgKick, Execution: 1, VisibleAt: now,
+		TraceParent: p.TraceParent}, now.UnixNano()); err != nil {
 		return nil, err
 	}
 	// The events kept for the id no longer expire: the instance exists.

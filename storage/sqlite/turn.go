@@ -168,7 +168,7 @@ func (s *Store) loadClaimed(ctx context.Context, turns []*storage.Turn, tenant s
 	// The per-instance limit is applied while reading the rows: a window
 	// function makes SQLite scan the tenant's whole inbox.
 	mrows, err := r.QueryContext(ctx, `SELECT m.instance_id, m.id, m.kind, m.execution, m.task_seq, m.lane, m.event_id,
-			m.name, m.key, m.payload, m.latest, m.result, m.failure, m.visible_at, m.created_at
+			m.name, m.key, m.payload, m.latest, m.result, m.failure, m.visible_at, m.created_at, m.trace
 		FROM instances i CROSS JOIN inbox m ON m.tenant = i.tenant AND m.instance_id = i.id
 		WHERE `+claimed+` AND (m.visible_at <= ?5 OR m.kind <> 'timer_fired')
 		ORDER BY i.rid, m.id`, tenant, untilN, prefix, len(prefix), nowN)
@@ -316,9 +316,9 @@ func commitTurn(w *wtx, p *storage.TurnCommitParams, docs *turnDocs, status hera
 			return fmt.Errorf("activity seq %d: %w", a.TaskSeq, err)
 		}
 		if _, err := w.exec(`INSERT INTO activities
-			(tenant, instance_id, execution, task_seq, name, input, attempt, retry, visible_at, created_at)
-			VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?)`,
-			tenant, id, exec, a.TaskSeq, a.Name, backend.RawArg(a.Input), retry, nowN, nowN); err != nil {
+			(tenant, instance_id, execution, task_seq, name, input, attempt, retry, visible_at, created_at, trace)
+			VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?)`,
+			tenant, id, exec, a.TaskSeq, a.Name, backend.RawArg(a.Input), retry, nowN, nowN, a.TraceParent); err != nil {
 			if isConstraint(err) {
 				return fmt.Errorf("activity seq %d of execution %d is already scheduled", a.TaskSeq, exec)
 			}

@@ -97,6 +97,7 @@ func run(t *testing.T, newStore func(t *testing.T) storage.Store, only func(name
 		{"SubscribeAll", testSubscribeAll},
 		{"InstanceListPaging", testInstanceListPaging},
 		{"Blocked", testBlocked},
+		{"TraceParent", testTraceParent},
 	}
 	tests = append(tests, busTests...)
 	tests = append(tests, keyTests...)

@@ -85,7 +85,7 @@ func (r *InstanceRow) Instance() (storage.Instance, error) {
 
 // MessageRow is a row of inbox: id, kind, execution, task_seq, lane,
 // event_id, name, key, payload, latest, result, failure, visible_at,
-// created_at.
+// created_at, trace.
 type MessageRow struct {
 	m                        storage.Message
 	kind, lane               string
@@ -96,7 +96,7 @@ type MessageRow struct {
 // Dest returns the scan destinations of the row's columns.
 func (r *MessageRow) Dest() []any {
 	return []any{&r.m.ID, &r.kind, &r.m.Execution, &r.m.TaskSeq, &r.lane, &r.m.EventID, &r.m.Name, &r.m.Key,
-		&r.payload, &r.m.Latest, &r.result, &r.failure, &r.visibleAt, &r.createdAt}
+		&r.payload, &r.m.Latest, &r.result, &r.failure, &r.visibleAt, &r.createdAt, &r.m.TraceParent}
 }
 
 // Message decodes the scanned row.
