@@ -22,7 +22,7 @@ type PublishedEvent struct {
 	Fate BusFate `json:"fate"`
 	// RoutedAt is when the event was matched against the subscriptions
 	// (zero while Fate is BusRouting).
-	RoutedAt time.Time `json:"routed_at,omitempty"`
+	RoutedAt time.Time `json:"routed_at,omitzero"`
 	// Routes says, for every subscription whose pattern matched the
 	// event's type when it was routed, whether its filter let the event
 	// through and what became of the execution. Empty with BusNoMatch.
@@ -83,7 +83,7 @@ type Execution struct {
 	// Attempts is the number of attempts started (reset by a reprocess).
 	Attempts int `json:"attempts"`
 	// NextAttemptAt is when a queued or retrying execution becomes due.
-	NextAttemptAt time.Time `json:"next_attempt_at,omitempty"`
+	NextAttemptAt time.Time `json:"next_attempt_at,omitzero"`
 	// LastError is the error of the latest failed attempt.
 	LastError string `json:"last_error,omitempty"`
 	// Result is what the target returned on success (a script's return
@@ -154,7 +154,7 @@ type DeadLetter struct {
 	CreatedAt    time.Time       `json:"created_at"`
 	// ReprocessedAt is set once the letter was reprocessed: its execution
 	// was queued again (the letter is kept as the link to the failure).
-	ReprocessedAt time.Time `json:"reprocessed_at,omitempty"`
+	ReprocessedAt time.Time `json:"reprocessed_at,omitzero"`
 }
 
 // TargetKind says what a subscription hands matched events to.
