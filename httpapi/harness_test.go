@@ -12,9 +12,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,7 +21,7 @@ import (
 	"github.com/heraldwf/herald/examples/mailbox"
 	"github.com/heraldwf/herald/httpapi"
 	"github.com/heraldwf/herald/httpapi/wire"
-	"github.com/heraldwf/herald/internal/storeurl"
+	"github.com/heraldwf/herald/internal/apitest"
 	"github.com/heraldwf/herald/internal/testdb"
 	"github.com/heraldwf/herald/storage"
 )
@@ -43,75 +41,34 @@ type server struct {
 	srv   *httptest.Server
 	// admin is the admin key's secret.
 	admin string
-	logs  *logBuffer
+	logs  *apitest.Buffer
 }
 
 // serverOption adjusts the runtime's config or the API's options.
 type serverOption func(*herald.Config, *httpapi.Options)
 
-// newServer starts a runtime (the example workflows and "echo" registered)
-// and the API over it on a fresh store of the backend HERALD_TEST_BACKEND
-// names, with an admin key. t may be a fuzz target's *testing.F: one
-// server for every input.
+// newServer starts a runtime (the example workflows and "echo", which
+// waits for an event "go", registered) and the API over it on a fresh
+// store of the backend HERALD_TEST_BACKEND names, with an admin key
+// (internal/apitest). t may be a fuzz target's *testing.F: one server for
+// every input.
 func newServer(t testing.TB, opts ...serverOption) *server {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	t.Cleanup(cancel)
-	var loc string
-	switch testdb.Backend() {
-	case "postgres":
-		l, err := storeurl.PostgresLocation(testdb.PostgresURL(t), testdb.NewSchema(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		loc = l
-	default:
-		loc = filepath.Join(t.TempDir(), "herald.db")
-	}
-	st, err := storeurl.Open(ctx, loc)
-	if err != nil {
-		t.Fatalf("open store: %v", err)
-	}
-	t.Cleanup(func() { st.Close() })
-
-	logs := &logBuffer{}
-	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	cfg := &herald.Config{ClientConfig: herald.ClientConfig{Logger: logger}, PollInterval: 20 * time.Millisecond}
-	apiOpts := httpapi.Options{Keys: st, Logger: logger}
-	for _, o := range opts {
-		o(cfg, &apiOpts)
-	}
-	rt, err := herald.NewRuntime(st, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	approval.Register(rt)
-	mailbox.Register(rt)
-	herald.RegisterWorkflow(rt, "echo", func(ctx *herald.Context, in json.RawMessage) (json.RawMessage, error) {
-		var out json.RawMessage
-		err := ctx.WaitEvent("go").Get(&out)
-		return out, err
+	logs := &apitest.Buffer{}
+	a := apitest.New(t, apitest.Options{
+		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Configure: func(cfg *herald.Config, o *httpapi.Options) {
+			for _, opt := range opts {
+				opt(cfg, o)
+			}
+		},
+		Register: func(rt *herald.Runtime) {
+			approval.Register(rt)
+			mailbox.Register(rt)
+			herald.RegisterWorkflow(rt, "echo", apitest.WaitGo)
+		},
 	})
-	if err := rt.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		sctx, c := context.WithTimeout(context.Background(), 30*time.Second)
-		defer c()
-		rt.Stop(sctx)
-	})
-	apiOpts.Runtime = rt
-	api, err := httpapi.New(apiOpts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin, err := httpapi.EnsureAdminKey(ctx, st, "", time.Now())
-	if err != nil || admin == "" {
-		t.Fatalf("admin key: %q, %v", admin, err)
-	}
-	srv := httptest.NewServer(api)
-	t.Cleanup(srv.Close)
-	return &server{t: t, ctx: ctx, store: st, rt: rt, api: api, srv: srv, admin: admin, logs: logs}
+	return &server{t: t, ctx: a.Ctx, store: a.Store, rt: a.Runtime, api: a.API, srv: a.HTTP, admin: a.Admin, logs: logs}
 }
 
 // key creates a key of tenant through the API and returns its secret.
@@ -223,22 +180,4 @@ func (s *server) eventually(what string, cond func() bool) {
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-}
-
-// logBuffer collects log lines written by many goroutines.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

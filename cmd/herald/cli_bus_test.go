@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/heraldwf/herald"
+	"github.com/heraldwf/herald/internal/apitest"
 )
 
 // eventually waits until cond holds (a minute at most); what names the
@@ -175,7 +176,7 @@ func TestCLI_PublishBackPressure(t *testing.T) {
 	if err := os.WriteFile(file, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	stderr := &syncBuffer{}
+	stderr := &apitest.Buffer{}
 	var stdout strings.Builder
 	done := make(chan int, 1)
 	go func() {

@@ -10,9 +10,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -23,9 +20,7 @@ import (
 
 	"github.com/heraldwf/herald"
 	"github.com/heraldwf/herald/httpapi"
-	"github.com/heraldwf/herald/internal/storeurl"
-	"github.com/heraldwf/herald/internal/testdb"
-	"github.com/heraldwf/herald/storage"
+	"github.com/heraldwf/herald/internal/apitest"
 )
 
 // apiServer is a running API on a real store.
@@ -49,66 +44,24 @@ func newAPIServer(t *testing.T) *apiServer {
 // starts it: s.rt.Start).
 func newAPIServerWith(t *testing.T, configure func(*herald.Config), start bool) *apiServer {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	t.Cleanup(cancel)
-	loc := filepath.Join(t.TempDir(), "herald.db")
-	if testdb.Backend() == "postgres" {
-		l, err := storeurl.PostgresLocation(testdb.PostgresURL(t), testdb.NewSchema(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		loc = l
-	}
-	st, err := storeurl.Open(ctx, loc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	keys, ok := st.(storage.KeyStore)
-	if !ok {
-		t.Fatal("the store keeps no API keys")
-	}
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	cfg := &herald.Config{ClientConfig: herald.ClientConfig{Logger: logger}, PollInterval: 20 * time.Millisecond}
-	if configure != nil {
-		configure(cfg)
-	}
-	rt, err := herald.NewRuntime(st, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	registerExamples(rt)
-	herald.RegisterWorkflow(rt, "wait", func(ctx *herald.Context, in json.RawMessage) (json.RawMessage, error) {
-		var out json.RawMessage
-		err := ctx.WaitEvent("go").Get(&out)
-		return out, err
+	a := apitest.New(t, apitest.Options{
+		Configure: func(cfg *herald.Config, _ *httpapi.Options) {
+			if configure != nil {
+				configure(cfg)
+			}
+		},
+		Register: func(rt *herald.Runtime) {
+			registerExamples(rt)
+			herald.RegisterWorkflow(rt, "wait", apitest.WaitGo)
+			herald.RegisterWorkflow(rt, "inbox", func(ctx *herald.Context, in json.RawMessage) (json.RawMessage, error) {
+				var out json.RawMessage
+				err := ctx.Dequeue("orders").Get(&out)
+				return out, err
+			})
+		},
+		NoStart: !start,
 	})
-	herald.RegisterWorkflow(rt, "inbox", func(ctx *herald.Context, in json.RawMessage) (json.RawMessage, error) {
-		var out json.RawMessage
-		err := ctx.Dequeue("orders").Get(&out)
-		return out, err
-	})
-	if start {
-		if err := rt.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Cleanup(func() {
-		sctx, c := context.WithTimeout(context.Background(), 30*time.Second)
-		defer c()
-		rt.Stop(sctx)
-	})
-	api, err := httpapi.New(httpapi.Options{Runtime: rt, Keys: keys, Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin, err := httpapi.EnsureAdminKey(ctx, keys, "", time.Now())
-	if err != nil || admin == "" {
-		t.Fatalf("admin key: %q, %v", admin, err)
-	}
-	srv := httptest.NewServer(api)
-	t.Cleanup(srv.Close)
-	return &apiServer{t: t, url: srv.URL, admin: admin, rt: rt}
+	return &apiServer{t: t, url: a.URL, admin: a.Admin, rt: a.Runtime}
 }
 
 // env returns a getenv over pairs ("NAME", "value", …).

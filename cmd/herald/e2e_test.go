@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/heraldwf/herald/httpapi/wire"
+	"github.com/heraldwf/herald/internal/apitest"
 )
 
 // e2e is a herald serve started from the built binary.
@@ -29,7 +30,7 @@ type e2e struct {
 	dir    string
 	url    string
 	key    string
-	stderr *syncBuffer
+	stderr *apitest.Buffer
 }
 
 // herald runs the binary's command args against the server and returns
@@ -113,7 +114,7 @@ func TestE2E_Binary(t *testing.T) {
 	key := "e2e-admin-key-0123456789abcdefghijklmnop"
 	serve := exec.Command(bin, "serve", "--addr", "127.0.0.1:0", "--db", filepath.Join(dir, "herald.db"), "--shutdown-timeout", "30s")
 	serve.Env = append(os.Environ(), "HERALD_ADMIN_KEY="+key, "HERALD_DB=", "HERALD_DATABASE_URL=", "HERALD_ADDR=", "HERALD_METRICS_ADDR=")
-	e := &e2e{t: t, bin: bin, dir: dir, key: key, stderr: &syncBuffer{}}
+	e := &e2e{t: t, bin: bin, dir: dir, key: key, stderr: &apitest.Buffer{}}
 	serve.Stderr, serve.Stdout = e.stderr, e.stderr
 	if err := serve.Start(); err != nil {
 		t.Fatal(err)

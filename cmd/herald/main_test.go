@@ -219,7 +219,18 @@ func dirList(t *testing.T, dir string) string {
 // demo knows nothing about.
 func leftover(t *testing.T, loc string) {
 	t.Helper()
-	ctx := context.Background()
+	withClient(t, loc, func(ctx context.Context, c *herald.Client) {
+		if _, err := c.StartWorkflow(ctx, "not-the-demo", 1, herald.WithInstanceID("leftover")); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// withClient opens the store at loc, calls f with a client of the default
+// tenant, and closes the store.
+func withClient(t *testing.T, loc string, f func(ctx context.Context, c *herald.Client)) {
+	t.Helper()
+	ctx := t.Context()
 	st, err := storeurl.Open(ctx, loc)
 	if err != nil {
 		t.Fatal(err)
@@ -229,9 +240,7 @@ func leftover(t *testing.T, loc string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.StartWorkflow(ctx, "not-the-demo", 1, herald.WithInstanceID("leftover")); err != nil {
-		t.Fatal(err)
-	}
+	f(ctx, c)
 }
 
 // TestDemo_FreshRecreates: --fresh deletes a Herald store and the demo
@@ -250,40 +259,32 @@ func TestDemo_FreshRecreates(t *testing.T) {
 	}
 	checkDemo(t, r.stdout)
 
-	ctx := context.Background()
-	st, err := storeurl.Open(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	c, err := herald.NewClient(st, herald.DefaultTenant, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Status(ctx, "leftover"); !errors.Is(err, herald.ErrNotFound) {
-		t.Errorf("the old store's instance is still there (%v)", err)
-	}
-	for _, id := range demoIDs {
-		in, err := timeline.Load(ctx, c, id)
-		if err != nil {
-			t.Fatal(err)
+	withClient(t, path, func(ctx context.Context, c *herald.Client) {
+		if _, err := c.Status(ctx, "leftover"); !errors.Is(err, herald.ErrNotFound) {
+			t.Errorf("the old store's instance is still there (%v)", err)
 		}
-		if in.Status != string(herald.StatusCompleted) {
-			t.Errorf("%s is %s", id, in.Status)
-		}
-		var text bytes.Buffer
-		if err := timeline.Write(&text, in); err != nil {
-			t.Fatal(err)
-		}
-		if !strings.Contains(r.stdout, text.String()) {
-			t.Errorf("the demo did not print %s's timeline as timeline.Write does:\n%s", id, text.String())
-		}
-		if *update {
-			if err := os.WriteFile(filepath.Join("..", "..", "internal", "timeline", "testdata", id+".json"), fixtureJSON(t, in), 0o644); err != nil {
+		for _, id := range demoIDs {
+			in, err := timeline.Load(ctx, c, id)
+			if err != nil {
 				t.Fatal(err)
 			}
+			if in.Status != string(herald.StatusCompleted) {
+				t.Errorf("%s is %s", id, in.Status)
+			}
+			var text bytes.Buffer
+			if err := timeline.Write(&text, in); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(r.stdout, text.String()) {
+				t.Errorf("the demo did not print %s's timeline as timeline.Write does:\n%s", id, text.String())
+			}
+			if *update {
+				if err := os.WriteFile(filepath.Join("..", "..", "internal", "timeline", "testdata", id+".json"), fixtureJSON(t, in), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
 		}
-	}
+	})
 }
 
 // fixtureJSON encodes in with one history event or fate per line, each as

@@ -8,38 +8,19 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/heraldwf/herald"
+	"github.com/heraldwf/herald/internal/apitest"
 	"github.com/heraldwf/herald/internal/storeurl"
 	"github.com/heraldwf/herald/internal/testdb"
 )
 
-// syncBuffer is a buffer written by the server's goroutines and read by
-// the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // served is a herald serve running in-process.
 type served struct {
 	t      *testing.T
-	stderr *syncBuffer
+	stderr *apitest.Buffer
 	url    string // http://host:port of the API
 	// metrics is http://host:port of /metrics.
 	metrics string
@@ -51,7 +32,7 @@ type served struct {
 func startServe(t *testing.T, getenv func(string) string, args ...string) *served {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
-	stderr := &syncBuffer{}
+	stderr := &apitest.Buffer{}
 	done := make(chan int, 1)
 	go func() {
 		done <- runEnv(ctx, append([]string{"serve", "--addr", "127.0.0.1:0", "--shutdown-timeout", "20s"}, args...), io.Discard, stderr, getenv)
@@ -161,22 +142,15 @@ func TestServe(t *testing.T) {
 
 	// A subscription and an event, written by another client of the same
 	// store: the server's bus routes and runs it, and /metrics shows it.
-	st, err := storeurl.Open(t.Context(), db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	c, err := herald.NewClient(st, herald.DefaultTenant, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.PutSubscription(t.Context(), herald.Subscription{ID: "sales", Pattern: "order.*", Enabled: true,
-		Target: herald.Target{Kind: herald.TargetHandler, Handler: "notify-sales"}}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Publish(t.Context(), "order.paid", map[string]int{"amount": 10}); err != nil {
-		t.Fatal(err)
-	}
+	withClient(t, db, func(ctx context.Context, c *herald.Client) {
+		if _, err := c.PutSubscription(ctx, herald.Subscription{ID: "sales", Pattern: "order.*", Enabled: true,
+			Target: herald.Target{Kind: herald.TargetHandler, Handler: "notify-sales"}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Publish(ctx, "order.paid", map[string]int{"amount": 10}); err != nil {
+			t.Fatal(err)
+		}
+	})
 	want := []string{"events_matched_total{", "executions_queued_total{", "executions_success_total{",
 		"execution_duration_histogram_bucket{", "herald_turns_total", "go_goroutines"}
 	deadline := time.Now().Add(time.Minute)
