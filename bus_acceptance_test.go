@@ -788,7 +788,7 @@ func TestSeed004_DLQ_ErrorAndStack(t *testing.T) {
 		t.Fatalf("script dead letter: error %q stack %q", js.Error, js.Stack)
 	}
 	gl, _ := b.client.DeadLetterByID(b.ctx, routeOf(ev, "go").Execution.DeadLetter)
-	if gl == nil || !strings.Contains(gl.Error, "panicked") || !strings.Contains(gl.Stack, "seed004_test.go") {
+	if gl == nil || !strings.Contains(gl.Error, "panicked") || !strings.Contains(gl.Stack, "bus_acceptance_test.go") {
 		t.Fatalf("handler dead letter: error %q stack %.300q", gl.Error, gl.Stack)
 	}
 }
