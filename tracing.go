@@ -53,6 +53,14 @@ const (
 	attrExecID    = attribute.Key("herald.bus_execution")
 )
 
+// consumerSpan and producerSpan are the start options of Herald's spans,
+// made once: a variadic call through the Tracer interface would allocate
+// them at every span, tracing on or off.
+var (
+	consumerSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer)}
+	producerSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindProducer)}
+)
+
 // tracerOf returns Herald's tracer of cfg's provider.
 func tracerOf(c *ClientConfig) trace.Tracer {
 	return c.TracerProvider.Tracer(tracerName)
@@ -144,7 +152,7 @@ func startTurnSpan(ctx context.Context, tr trace.Tracer, t *storage.Turn) (conte
 	if len(links) > 0 {
 		ctx2, span = tr.Start(ctx, "herald.turn", trace.WithSpanKind(trace.SpanKindConsumer), trace.WithLinks(links...))
 	} else {
-		ctx2, span = tr.Start(ctx, "herald.turn", trace.WithSpanKind(trace.SpanKindConsumer))
+		ctx2, span = tr.Start(ctx, "herald.turn", consumerSpan...)
 	}
 	if span.IsRecording() {
 		span.SetAttributes(attrTenant.String(t.Instance.Tenant), attrInstance.String(t.Instance.ID),
@@ -169,7 +177,7 @@ func startActivitySpan(ctx context.Context, tr trace.Tracer, t *storage.Activity
 	if sc, ok := parseTraceParent(t.TraceParent); ok {
 		ctx = trace.ContextWithRemoteSpanContext(ctx, sc)
 	}
-	ctx, span := tr.Start(ctx, "herald.activity", trace.WithSpanKind(trace.SpanKindConsumer))
+	ctx, span := tr.Start(ctx, "herald.activity", consumerSpan...)
 	if span.IsRecording() {
 		span.SetAttributes(attrTenant.String(t.Tenant), attrInstance.String(t.InstanceID),
 			attrExecution.Int(t.Execution), attrActivity.String(t.Name), attrAttempt.Int(t.Attempt),
@@ -188,7 +196,7 @@ func startBusSpan(ctx context.Context, tr trace.Tracer, it *busItem) (context.Co
 	if sc, ok := parseTraceParent(it.Event.TraceParent); ok {
 		ctx = trace.ContextWithRemoteSpanContext(ctx, sc)
 	}
-	ctx, span := tr.Start(ctx, "herald.bus.attempt", trace.WithSpanKind(trace.SpanKindConsumer))
+	ctx, span := tr.Start(ctx, "herald.bus.attempt", consumerSpan...)
 	if span.IsRecording() {
 		ex := &it.Execution
 		span.SetAttributes(attrTenant.String(it.tenant), attrSubscr.String(ex.Subscription),
@@ -201,7 +209,7 @@ func startBusSpan(ctx context.Context, tr trace.Tracer, it *busItem) (context.Co
 // startSendSpan starts the span of a client send (kind producer), with the
 // attributes set only when it records.
 func (c *Client) startSendSpan(ctx context.Context, name string, attrs func() []attribute.KeyValue) (context.Context, trace.Span) {
-	ctx, span := c.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindProducer))
+	ctx, span := c.tracer.Start(ctx, name, producerSpan...)
 	if span.IsRecording() {
 		span.SetAttributes(attrTenant.String(c.tenant))
 		span.SetAttributes(attrs()...)
