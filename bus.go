@@ -208,9 +208,10 @@ func (c *Client) Publish(ctx context.Context, eventType string, data any, opts .
 		c.cfg.Observer.BusPublished(BusPublishReport{Tenant: c.tenant, EventID: id, Type: eventType, Refused: true})
 		return nil, err
 	}
+	tp := traceParent(span)
 	res, err := idempotent(ctx, func() (*storage.BusPublished, error) {
 		return c.store.BusPublish(ctx, &storage.BusPublishParams{Tenant: c.tenant, Now: c.cfg.Clock.Now(),
-			Event: storage.BusPublishEvent{ID: id, Type: eventType, Data: raw, Source: "client"}})
+			Event: storage.BusPublishEvent{ID: id, Type: eventType, Data: raw, Source: "client", TraceParent: tp}})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("publish %s %s: %w", eventType, id, err)

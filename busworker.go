@@ -264,8 +264,21 @@ func fail(kind heraldtype.ErrorKind, format string, args ...any) *targetFailure 
 	return &targetFailure{kind: kind, msg: fmt.Sprintf(format, args...)}
 }
 
-// attemptBus runs one attempt and records its end.
+// attemptBus runs one attempt and records its end, in a span of its own
+// (startBusSpan) whose context the target's work gets.
 func (r *Runtime) attemptBus(ctx context.Context, fin *busFinisher, it *busItem) {
+	ctx, span := startBusSpan(ctx, r.tracer, it)
+	var (
+		outcome string
+		spanErr error
+	)
+	defer func() { endOutcomeSpan(span, outcome, spanErr) }()
+	r.attemptBusIn(ctx, fin, it, &outcome, &spanErr)
+}
+
+// attemptBusIn is attemptBus within its span: it sets *outcome (the
+// report's) and *spanErr (the attempt's failure, if any).
+func (r *Runtime) attemptBusIn(ctx context.Context, fin *busFinisher, it *busItem, outcome *string, spanErr *error) {
 	ex := &it.Execution
 	// An execution that waited in the queue for a third of its lease or
 	// more renews it first, which also fences out an attempt another node
@@ -278,6 +291,7 @@ func (r *Runtime) attemptBus(ctx context.Context, fin *busFinisher, it *busItem)
 			if !errors.Is(err, heraldtype.ErrLeaseLost) {
 				r.logger.Error("herald: renew a bus execution's lease", "tenant", it.tenant, "execution", ex.ID, "err", err)
 			}
+			*outcome = BusOutcomeLeaseLost
 			r.obs.BusAttempted(BusAttemptReport{Tenant: it.tenant, Subscription: ex.Subscription, EventID: ex.EventID,
 				Attempt: ex.Attempts, Outcome: BusOutcomeLeaseLost})
 			return
@@ -347,17 +361,23 @@ func (r *Runtime) attemptBus(ctx context.Context, fin *busFinisher, it *busItem)
 		rep.Outcome, rep.ErrorKind = BusOutcomeDeadLetter, string(failure.kind)
 	}
 	result.Attempt = rec
+	if failure != nil {
+		*spanErr = failure
+	}
 	if err := fin.finish(it.tenant, now, result); err != nil {
 		if errors.Is(err, heraldtype.ErrLeaseLost) {
 			rep.Outcome = BusOutcomeLeaseLost
+			*outcome = rep.Outcome
 			r.obs.BusAttempted(rep)
 			return
 		}
 		// The attempt's end is not recorded: the lease runs out and the
 		// execution is attempted again (its record then counts it).
 		r.logger.Error("herald: record a bus attempt", "tenant", it.tenant, "execution", ex.ID, "err", err)
+		*outcome = "unrecorded"
 		return
 	}
+	*outcome = rep.Outcome
 	r.obs.BusAttempted(rep)
 }
 

@@ -52,7 +52,7 @@ func (c *Client) PutCorrelatedEvent(ctx context.Context, def, key string, payloa
 	}
 	now := c.cfg.Clock.Now()
 	p := &storage.CorrelatedPutParams{Tenant: c.tenant, Def: def, Key: key, Payload: raw,
-		DeleteAfterFirst: d.Correlation.DeleteAfterFirstCorrelation, Now: now}
+		DeleteAfterFirst: d.Correlation.DeleteAfterFirstCorrelation, Now: now, TraceParent: traceParent(span)}
 	if d.Correlation.TTL > 0 {
 		p.ExpiresAt = now.Add(d.Correlation.TTL)
 	}

@@ -14,14 +14,18 @@ import (
 
 // Tracing (OpenTelemetry): the client's sends start a span, child of their
 // ctx, and store its context with what they send (the W3C traceparent
-// travels with the event, the start's kick, the activity task) so that the
-// turn that consumes it joins the same trace, later and on whichever node
-// claims it:
+// travels with the event, the start's kick, the activity task, the
+// correlated event and its deliveries, the published bus event) so that
+// the turn or bus attempt that consumes it joins the same trace, later and
+// on whichever node claims it:
 //
-//	herald.raise_event / herald.enqueue / herald.start_workflow / ...
+//	herald.raise_event / herald.enqueue / herald.start_workflow / herald.put_correlated_event
 //	  └ herald.turn            (child of the first message's trace, linked to the others')
 //	      └ herald.activity     (one per attempt, child of the turn that scheduled it)
 //	          (its result message carries the same context: the next turn stays in the trace)
+//	herald.publish (or a turn that publishes)
+//	  └ herald.bus.attempt     (one per attempt of each execution)
+//	      └ the target's send (herald.start_workflow, ...) └ herald.turn ...
 //
 // Herald uses only the OpenTelemetry API. With no TracerProvider
 // configured (and none installed globally) every span is a no-op, nothing
@@ -45,6 +49,16 @@ const (
 	attrOutcome   = attribute.Key("herald.outcome")
 	attrKey       = attribute.Key("herald.key")
 	attrEventType = attribute.Key("herald.event_type")
+	attrSubscr    = attribute.Key("herald.subscription")
+	attrExecID    = attribute.Key("herald.bus_execution")
+)
+
+// consumerSpan and producerSpan are the start options of Herald's spans,
+// made once: a variadic call through the Tracer interface would allocate
+// them at every span, tracing on or off.
+var (
+	consumerSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer)}
+	producerSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindProducer)}
 )
 
 // tracerOf returns Herald's tracer of cfg's provider.
@@ -138,7 +152,7 @@ func startTurnSpan(ctx context.Context, tr trace.Tracer, t *storage.Turn) (conte
 	if len(links) > 0 {
 		ctx2, span = tr.Start(ctx, "herald.turn", trace.WithSpanKind(trace.SpanKindConsumer), trace.WithLinks(links...))
 	} else {
-		ctx2, span = tr.Start(ctx, "herald.turn", trace.WithSpanKind(trace.SpanKindConsumer))
+		ctx2, span = tr.Start(ctx, "herald.turn", consumerSpan...)
 	}
 	if span.IsRecording() {
 		span.SetAttributes(attrTenant.String(t.Instance.Tenant), attrInstance.String(t.Instance.ID),
@@ -163,7 +177,7 @@ func startActivitySpan(ctx context.Context, tr trace.Tracer, t *storage.Activity
 	if sc, ok := parseTraceParent(t.TraceParent); ok {
 		ctx = trace.ContextWithRemoteSpanContext(ctx, sc)
 	}
-	ctx, span := tr.Start(ctx, "herald.activity", trace.WithSpanKind(trace.SpanKindConsumer))
+	ctx, span := tr.Start(ctx, "herald.activity", consumerSpan...)
 	if span.IsRecording() {
 		span.SetAttributes(attrTenant.String(t.Tenant), attrInstance.String(t.InstanceID),
 			attrExecution.Int(t.Execution), attrActivity.String(t.Name), attrAttempt.Int(t.Attempt),
@@ -172,10 +186,30 @@ func startActivitySpan(ctx context.Context, tr trace.Tracer, t *storage.Activity
 	return ctx, span
 }
 
+// startBusSpan starts the span of a bus attempt ("herald.bus.attempt"): a
+// child of the trace stored with the published event (the publisher's
+// span), or a root span. The target's work runs in its context, so a
+// workflow start, signal, enqueue or correlated put it makes is its child
+// (and the turn that consumes it joins the trace), and a Go handler's ctx
+// carries it.
+func startBusSpan(ctx context.Context, tr trace.Tracer, it *busItem) (context.Context, trace.Span) {
+	if sc, ok := parseTraceParent(it.Event.TraceParent); ok {
+		ctx = trace.ContextWithRemoteSpanContext(ctx, sc)
+	}
+	ctx, span := tr.Start(ctx, "herald.bus.attempt", consumerSpan...)
+	if span.IsRecording() {
+		ex := &it.Execution
+		span.SetAttributes(attrTenant.String(it.tenant), attrSubscr.String(ex.Subscription),
+			attrEventType.String(it.Event.Type), attrEventID.String(ex.EventID), attrAttempt.Int(ex.Attempts),
+			attrExecID.Int64(ex.ID))
+	}
+	return ctx, span
+}
+
 // startSendSpan starts the span of a client send (kind producer), with the
 // attributes set only when it records.
 func (c *Client) startSendSpan(ctx context.Context, name string, attrs func() []attribute.KeyValue) (context.Context, trace.Span) {
-	ctx, span := c.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindProducer))
+	ctx, span := c.tracer.Start(ctx, name, producerSpan...)
 	if span.IsRecording() {
 		span.SetAttributes(attrTenant.String(c.tenant))
 		span.SetAttributes(attrs()...)
@@ -196,3 +230,18 @@ func endOutcomeSpan(span trace.Span, outcome string, err error) {
 // (ClientConfig.TracerProvider, or the global one), so that a server in
 // front of the runtime (package httpapi) makes its spans with the same.
 func (r *Runtime) TracerProvider() trace.TracerProvider { return r.cfg.TracerProvider }
+
+// returnedTraces gives each correlated event a turn returns the trace
+// context its copy carried, when the copy is among the turn's messages (it
+// was delivered in an earlier turn otherwise: its trace is not kept), so
+// that a delete-after-first hand-on stays in the put's trace.
+func returnedTraces(msgs []storage.Message, returned []storage.ReturnedCorrelated) {
+	for i := range returned {
+		for j := range msgs {
+			if msgs[j].EventID == returned[i].EventID && msgs[j].TraceParent != "" {
+				returned[i].TraceParent = msgs[j].TraceParent
+				break
+			}
+		}
+	}
+}

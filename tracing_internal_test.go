@@ -59,5 +59,24 @@ func TestTracingOff_NoAllocs(t *testing.T) {
 			t.Errorf("%s: the turn span records with tracing off", name)
 		}
 		ts.End()
+
+		// A bus attempt of an event published without a trace: no span
+		// records, and starting it costs what the API's no-op costs (at
+		// most the context it returns).
+		it := &busItem{tenant: "t", BusClaimed: &storage.BusClaimed{Event: storage.BusEvent{ID: "e", Type: "x"}}}
+		_, bs := startBusSpan(context.Background(), tr, it)
+		if bs.SpanContext().IsValid() || bs.IsRecording() {
+			t.Errorf("%s: the bus attempt span records with tracing off", name)
+		}
+		bare := testing.AllocsPerRun(100, func() {
+			_, s := tr.Start(context.Background(), "s")
+			s.End()
+		})
+		if n := testing.AllocsPerRun(100, func() {
+			_, s := startBusSpan(context.Background(), tr, it)
+			endOutcomeSpan(s, BusOutcomeSucceeded, nil)
+		}); n > bare {
+			t.Errorf("%s: a bus attempt's span allocates %v times with tracing off, the API's bare span %v", name, n, bare)
+		}
 	}
 }

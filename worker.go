@@ -318,8 +318,10 @@ func (r *Runtime) runTurn(ctx context.Context, t *storage.Turn) {
 		r.failUnreplayable(ctx, t, failureReplay, err)
 		return
 	}
+	// The work the turn sends on carries its span: activity tasks (and
+	// so their results), published events (and so their bus attempts).
 	tp := ""
-	if len(out.Activities) > 0 {
+	if len(out.Activities) > 0 || len(out.Publish) > 0 {
 		tp = traceParent(span)
 	}
 	for i := range out.Activities {
@@ -327,6 +329,10 @@ func (r *Runtime) runTurn(ctx context.Context, t *storage.Turn) {
 		out.Activities[i].Retry = r.retryPolicy(out.Activities[i].Retry)
 		out.Activities[i].TraceParent = tp
 	}
+	for i := range out.Publish {
+		out.Publish[i].TraceParent = tp
+	}
+	returnedTraces(t.Messages, out.ReturnedCorrelated)
 	waits := r.correlatedWaits(ctx, tenant, t.Instance.ID, out.CorrelatedWaits)
 	storeDrops, err := r.store.TurnCommit(ctx, &storage.TurnCommitParams{
 		Tenant:           tenant,

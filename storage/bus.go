@@ -27,6 +27,12 @@ type BusPublishEvent struct {
 	Type   string
 	Data   json.RawMessage // valid JSON, checked by the engine
 	Source string          // "client" or "workflow:<instance id>"
+	// TraceParent is the W3C traceparent of the publisher's span ("" for
+	// none): stored with the event and returned with it (BusEvent), so that
+	// its executions' attempts join the publisher's trace. At most
+	// MaxTraceParentBytes of printable ASCII (ErrInvalidArgument
+	// otherwise); opaque to the store.
+	TraceParent string
 }
 
 // BusPublishParams publishes one event of a tenant.
@@ -52,6 +58,7 @@ type BusEvent struct {
 	Data        json.RawMessage
 	Source      string
 	PublishedAt time.Time
+	TraceParent string // as published (BusPublishEvent.TraceParent)
 }
 
 // BusRouteDecision is the engine's verdict for one subscription whose

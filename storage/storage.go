@@ -364,6 +364,9 @@ type ReturnedCorrelated struct {
 	Def     string
 	Key     string
 	Payload json.RawMessage
+	// TraceParent is the trace context the copy carried
+	// (Message.TraceParent), "" if unknown: the hand-on carries it on.
+	TraceParent string
 }
 
 // CorrelatedWait is a correlated-lane wait (docs/correlated.md).
@@ -516,6 +519,15 @@ type CorrelatedPutParams struct {
 	DeleteAfterFirst bool
 	ExpiresAt        time.Time // from the definition's TTL; zero = never
 	Now              time.Time
+	// TraceParent is the W3C traceparent of the put's span ("" for none),
+	// stored with the correlated event (replacing an earlier put's) and
+	// copied onto every inbox message that delivers it: this put's
+	// deliveries, a later wait's (TurnCommitParams.CorrelatedWaits) and a
+	// delete-after-first hand-on's (a hand-on carries the trace of the
+	// message or returned event it hands on, and an event stored again
+	// keeps it). At most MaxTraceParentBytes of printable ASCII
+	// (ErrInvalidArgument otherwise); opaque to the store.
+	TraceParent string
 }
 
 // CorrelatedGetParams names a correlated event.

@@ -38,3 +38,22 @@ func TextProblem(s string, max int) string {
 	}
 	return ""
 }
+
+// MaxTraceParentBytes caps a stored trace context (a W3C traceparent is 55
+// bytes; the cap leaves room for a later version's).
+const MaxTraceParentBytes = 256
+
+// TraceParentProblem says why s cannot be stored as a trace context, or
+// returns "" if it can: "" (none) or at most MaxTraceParentBytes of
+// printable ASCII. The store does not parse it further.
+func TraceParentProblem(s string) string {
+	if len(s) > MaxTraceParentBytes {
+		return fmt.Sprintf("is %d bytes, over the %d-byte cap", len(s), MaxTraceParentBytes)
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e {
+			return fmt.Sprintf("has byte %#02x at %d (want printable ASCII)", c, i)
+		}
+	}
+	return ""
+}

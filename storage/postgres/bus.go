@@ -32,12 +32,12 @@ import (
 // ---- publish ----
 
 // publishSQL stores an event unless the tenant has one with its id ($1
-// tenant, $2 id, $3 type, $4 data, $5 source, $6 now). Its one row says
+// tenant, $2 id, $3 type, $4 data, $5 source, $6 now, $7 trace). Its one row says
 // whether it stored it, and the stored event's type and publish time:
 // NULL if an event with the id was committed after the statement's
 // snapshot was taken (the caller reads it again).
 const publishSQL = `WITH ins AS (
-	INSERT INTO bus_events (tenant, id, type, data, source, published_at) VALUES ($1, $2, $3, $4, $5, $6)
+	INSERT INTO bus_events (tenant, id, type, data, source, published_at, trace) VALUES ($1, $2, $3, $4, $5, $6, $7)
 	ON CONFLICT (tenant, id) DO NOTHING
 	RETURNING type, published_at
 )
@@ -59,7 +59,7 @@ type publishCall struct {
 
 func (c *publishCall) args() []any {
 	ev := &c.p.Event
-	return []any{c.p.Tenant, ev.ID, ev.Type, backend.RawArg(ev.Data), ev.Source, c.now}
+	return []any{c.p.Tenant, ev.ID, ev.Type, backend.RawArg(ev.Data), ev.Source, c.now, ev.TraceParent}
 }
 
 // Publish batches: concurrent publishes share a transaction, in one round
@@ -153,11 +153,11 @@ func (s *Store) BusPublish(ctx context.Context, p *storage.BusPublishParams) (*s
 }
 
 // publishTurnSQL stores a turn's published events ($1 tenant, $2 ids, $3
-// types, $4 data, $5 sources, $6 now), in order; an id the tenant already
-// has is skipped (see storage.TurnCommitParams.Publish).
-const publishTurnSQL = `INSERT INTO bus_events (tenant, id, type, data, source, published_at)
-	SELECT $1, t.id, t.type, t.data, t.source, $6
-	FROM unnest($2::text[], $3::text[], $4::text[], $5::text[]) WITH ORDINALITY AS t(id, type, data, source, ord)
+// types, $4 data, $5 sources, $6 now, $7 traces), in order; an id the
+// tenant already has is skipped (see storage.TurnCommitParams.Publish).
+const publishTurnSQL = `INSERT INTO bus_events (tenant, id, type, data, source, published_at, trace)
+	SELECT $1, t.id, t.type, t.data, t.source, $6, t.trace
+	FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $7::text[]) WITH ORDINALITY AS t(id, type, data, source, trace, ord)
 	ORDER BY t.ord
 	ON CONFLICT (tenant, id) DO NOTHING`
 
@@ -176,13 +176,13 @@ func (b *batch) queuePublish(tenant string, evs []storage.BusPublishEvent, now i
 	if len(evs) == 0 {
 		return
 	}
-	ids, types, sources := make([]string, len(evs)), make([]string, len(evs)), make([]string, len(evs))
+	ids, types, sources, traces := make([]string, len(evs)), make([]string, len(evs)), make([]string, len(evs)), make([]string, len(evs))
 	data := make([]*string, len(evs))
 	for i := range evs {
 		ev := &evs[i]
-		ids[i], types[i], sources[i], data[i] = ev.ID, ev.Type, ev.Source, jsonText(ev.Data)
+		ids[i], types[i], sources[i], data[i], traces[i] = ev.ID, ev.Type, ev.Source, jsonText(ev.Data), ev.TraceParent
 	}
-	b.exec("publish", publishTurnSQL, tenant, ids, types, data, sources, now)
+	b.exec("publish", publishTurnSQL, tenant, ids, types, data, sources, now, traces)
 }
 
 // ---- route ----
@@ -190,7 +190,7 @@ func (b *batch) queuePublish(tenant string, evs []storage.BusPublishEvent, now i
 // routeSelectSQL locks up to $2 of tenant $1's unrouted events, oldest
 // first, skipping those another transaction (another node's BusRoute)
 // holds.
-const routeSelectSQL = `SELECT ctid, seq, id, type, data, source, published_at FROM bus_events
+const routeSelectSQL = `SELECT ctid, seq, id, type, data, source, published_at, trace FROM bus_events
 	WHERE tenant = $1 AND routed_at = 0
 	ORDER BY seq
 	LIMIT $2
@@ -250,7 +250,7 @@ func (s *Store) BusRoute(ctx context.Context, p *storage.BusRouteParams) (int, e
 					data []byte
 					at   int64
 				)
-				if err := rows.Scan(&tid, &ev.Seq, &ev.ID, &ev.Type, &data, &ev.Source, &at); err != nil {
+				if err := rows.Scan(&tid, &ev.Seq, &ev.ID, &ev.Type, &data, &ev.Source, &at, &ev.TraceParent); err != nil {
 					return err
 				}
 				ev.Data, ev.PublishedAt = backend.RawOf(data), backend.FromNanos(at)
@@ -414,10 +414,10 @@ const busClaimSQL = `WITH queued AS MATERIALIZED (
 	WHERE r.ctid = ANY(ARRAY(SELECT ctid FROM pick))
 	RETURNING ` + busExecCols + `, r.fq, r.due_at AS due, r.lock_token
 )
-SELECT r.*, r.id = ANY(ARRAY(SELECT id FROM pick WHERE taken)), e.seq, e.type, e.data, e.source, e.published_at
+SELECT r.*, r.id = ANY(ARRAY(SELECT id FROM pick WHERE taken)), e.seq, e.type, e.data, e.source, e.published_at, e.trace
 FROM claimed r
 LEFT JOIN LATERAL (
-	SELECT seq, type, data, source, published_at FROM bus_events e WHERE e.tenant = $1 AND e.id = r.event_id OFFSET 0
+	SELECT seq, type, data, source, published_at, trace FROM bus_events e WHERE e.tenant = $1 AND e.id = r.event_id OFFSET 0
 ) e ON true`
 
 // BusClaim: see storage.BusStore. One statement, committed without waiting
@@ -459,11 +459,12 @@ func (s *Store) BusClaim(ctx context.Context, p *storage.BusClaimParams) ([]*sto
 					c           claimed
 					seq         *int64
 					typ, source *string
+					trace       *string
 					data        []byte
 					at          *int64
 					bc          storage.BusClaimed
 				)
-				dest := append(r.dest(), &c.fq, &c.due, &bc.LockToken, &bc.TakenOver, &seq, &typ, &data, &source, &at)
+				dest := append(r.dest(), &c.fq, &c.due, &bc.LockToken, &bc.TakenOver, &seq, &typ, &data, &source, &at, &trace)
 				if err := rows.Scan(dest...); err != nil {
 					return err
 				}
@@ -471,6 +472,7 @@ func (s *Store) BusClaim(ctx context.Context, p *storage.BusClaimParams) ([]*sto
 				bc.Event = storage.BusEvent{ID: r.e.EventID, Data: backend.RawOf(data)}
 				if seq != nil {
 					bc.Event.Seq, bc.Event.Type, bc.Event.Source, bc.Event.PublishedAt = *seq, *typ, *source, backend.FromNanos(*at)
+					bc.Event.TraceParent = *trace
 				}
 				c.c = &bc
 				cs = append(cs, c)

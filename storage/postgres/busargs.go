@@ -63,7 +63,7 @@ const maxSourceBytes = len("workflow:") + storage.MaxIDBytes
 // checkPublish checks an event to publish (BusPublish, TurnCommit): its id
 // and type follow the text rules, its data is there (the engine checks
 // that it is JSON) and is valid UTF-8, its source is text of at most
-// maxSourceBytes.
+// maxSourceBytes, its trace context is storable (TraceParentProblem).
 func checkPublish(ev *storage.BusPublishEvent) error {
 	if err := checkID("event id", ev.ID); err != nil {
 		return err
@@ -82,6 +82,9 @@ func checkPublish(ev *storage.BusPublishEvent) error {
 	}
 	if len(ev.Source) > maxSourceBytes {
 		return invalid("event source is %d bytes, over the %d-byte cap", len(ev.Source), maxSourceBytes)
+	}
+	if p := storage.TraceParentProblem(ev.TraceParent); p != "" {
+		return invalid("event %q: trace context %s", ev.ID, p)
 	}
 	return nil
 }

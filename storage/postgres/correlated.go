@@ -134,7 +134,7 @@ func (t *laneTx) Deliveries(execution int, seqs []int, all bool) ([]backend.Deli
 				d       backend.Delivery
 				payload *string
 			)
-			if err := rows.Scan(&d.MessageID, &d.EventID, &d.Def, &d.Key, &payload); err != nil {
+			if err := rows.Scan(&d.MessageID, &d.EventID, &d.Def, &d.Key, &payload, &d.Trace); err != nil {
 				return err
 			}
 			if payload != nil {
@@ -143,7 +143,7 @@ func (t *laneTx) Deliveries(execution int, seqs []int, all bool) ([]backend.Deli
 			out = append(out, d)
 		}
 		return nil
-	}, `SELECT id, event_id, name, key, payload FROM inbox
+	}, `SELECT id, event_id, name, key, payload, trace FROM inbox
 		WHERE tenant = $1 AND instance_id = $2 AND kind = 'event' AND lane = 'correlated' AND execution = $3
 		  AND ($4 OR task_seq = ANY($5::integer[]))
 		ORDER BY id`, t.tenant, t.id, execution, all, s32)
@@ -212,14 +212,14 @@ func (t *laneTx) OldestMarker(def, key string, notOwn bool) (backend.Marker, boo
 // committing instance's, as puts lock theirs; the key's advisory lock keeps
 // puts on this key out, and a rare deadlock with a put on another key is
 // detected and retried (Store.do).
-func (t *laneTx) Produce(m backend.Marker, def, key string, payload json.RawMessage, listed bool) error {
+func (t *laneTx) Produce(m backend.Marker, def, key string, payload json.RawMessage, trace string, listed bool) error {
 	eventID, now := backend.NewCorrelatedEventID(), t.now.UnixNano()
 	t.b.exec("deliver: ledger", `INSERT INTO events (tenant, event_id, instance_id, lane, name, key, fate, received_at, updated_at)
 		VALUES ($1, $2, $3, 'correlated', $4, $5, 'pending', $6, $6)`, t.tenant, eventID, m.InstanceID, def, key, now)
 	t.b.exec("deliver: message", `INSERT INTO inbox
-		(tenant, instance_id, kind, execution, task_seq, lane, event_id, name, key, payload, visible_at, created_at)
-		VALUES ($1, $2, 'event', $3, $4, 'correlated', $5, $6, $7, $8, $9, $9)`,
-		t.tenant, m.InstanceID, m.Execution, m.TaskSeq, eventID, def, key, backend.RawArg(payload), now)
+		(tenant, instance_id, kind, execution, task_seq, lane, event_id, name, key, payload, visible_at, created_at, trace)
+		VALUES ($1, $2, 'event', $3, $4, 'correlated', $5, $6, $7, $8, $9, $9, $10)`,
+		t.tenant, m.InstanceID, m.Execution, m.TaskSeq, eventID, def, key, backend.RawArg(payload), now, trace)
 	if listed {
 		t.b.exec("deliver: produced", `INSERT INTO correlated_produced (tenant, def, key, event_id, instance_id, execution, task_seq, created_at)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, t.tenant, def, key, eventID, m.InstanceID, m.Execution, m.TaskSeq, now)
@@ -240,9 +240,10 @@ func (t *laneTx) DeleteCorrelated(def, key string) error {
 	return nil
 }
 
-func (t *laneTx) LiveCorrelated(def, key string) (json.RawMessage, bool, error) {
+func (t *laneTx) LiveCorrelated(def, key string) (json.RawMessage, string, bool, error) {
 	var (
 		payload []byte
+		trace   string
 		ok      bool
 	)
 	t.b.query("load correlated event", func(rows pgx.Rows) error {
@@ -250,14 +251,14 @@ func (t *laneTx) LiveCorrelated(def, key string) (json.RawMessage, bool, error) 
 			return nil
 		}
 		ok = true
-		return rows.Scan(&payload)
-	}, `SELECT payload FROM correlated_events
+		return rows.Scan(&payload, &trace)
+	}, `SELECT payload, trace FROM correlated_events
 		WHERE tenant = $1 AND def = $2 AND key = $3 AND (expires_at = 0 OR expires_at > $4)
 		FOR UPDATE`, t.tenant, def, key, t.now.UnixNano())
 	if err := t.flush(); err != nil {
-		return nil, false, err
+		return nil, "", false, err
 	}
-	return backend.RawOf(payload), ok, nil
+	return backend.RawOf(payload), trace, ok, nil
 }
 
 func (t *laneTx) StoreMarker(execution int, w storage.CorrelatedWait) error {
@@ -280,11 +281,8 @@ func (t *laneTx) UpsertCorrelated(p *storage.CorrelatedPutParams) error {
 		WHERE x.tenant = $1 AND x.def = $2 AND x.key = $3
 		  AND NOT EXISTS (SELECT 1 FROM correlated_events c WHERE c.tenant = $1 AND c.def = $2 AND c.key = $3)`,
 		t.tenant, p.Def, p.Key)
-	t.b.exec("upsert correlated event", `INSERT INTO correlated_events (tenant, def, key, payload, created_at, updated_at, expires_at)
-		VALUES ($1, $2, $3, $4, $5, $5, $6)
-		ON CONFLICT (tenant, def, key) DO UPDATE SET
-			payload = excluded.payload, updated_at = excluded.updated_at, expires_at = excluded.expires_at`,
-		t.tenant, p.Def, p.Key, backend.RawArg(p.Payload), now, backend.Nanos(p.ExpiresAt))
+	t.b.exec("upsert correlated event", upsertCorrelatedSQL,
+		t.tenant, p.Def, p.Key, backend.RawArg(p.Payload), now, backend.Nanos(p.ExpiresAt), p.TraceParent)
 	return nil
 }
 
@@ -332,10 +330,10 @@ func (t *laneTx) LoadCorrelated(def, key string) (*heraldtype.CorrelatedEvent, e
 	return out, nil
 }
 
-func (t *laneTx) StoreCorrelated(def, key string, payload json.RawMessage, expiresAt time.Time) error {
-	t.b.exec("store again", `INSERT INTO correlated_events (tenant, def, key, payload, created_at, updated_at, expires_at)
-		VALUES ($1, $2, $3, $4, $5, $5, $6) ON CONFLICT (tenant, def, key) DO NOTHING`,
-		t.tenant, def, key, backend.RawArg(payload), t.now.UnixNano(), backend.Nanos(expiresAt))
+func (t *laneTx) StoreCorrelated(def, key string, payload json.RawMessage, trace string, expiresAt time.Time) error {
+	t.b.exec("store again", `INSERT INTO correlated_events (tenant, def, key, payload, created_at, updated_at, expires_at, trace)
+		VALUES ($1, $2, $3, $4, $5, $5, $6, $7) ON CONFLICT (tenant, def, key) DO NOTHING`,
+		t.tenant, def, key, backend.RawArg(payload), t.now.UnixNano(), backend.Nanos(expiresAt), trace)
 	return nil
 }
 
@@ -351,20 +349,21 @@ func (t *laneTx) StoreCorrelated(def, key string, payload json.RawMessage, expir
 // instance, $3 definition, $4 key, $5 execution, $6 wait seq, $7 now, $8 a
 // new event id, $9 delete after first. A live correlated event (locked, so
 // that a concurrent CorrelatedDelete or CorrelatedExpire waits or skips it)
-// is delivered at once: ledger row, inbox message and produced entry, or
+// is delivered at once (the message carries the event's trace context):
+// ledger row, inbox message and produced entry, or
 // with delete-after-first the correlated event and its produced list are
 // deleted instead of the entry being added. Without one, the marker is
 // stored.
 const commitWaitSQL = `WITH ev AS MATERIALIZED (
-	SELECT payload FROM correlated_events
+	SELECT payload, trace FROM correlated_events
 	WHERE tenant = $1 AND def = $3 AND key = $4 AND (expires_at = 0 OR expires_at > $7)
 	FOR UPDATE
 ), ledger AS (
 	INSERT INTO events (tenant, event_id, instance_id, lane, name, key, fate, received_at, updated_at)
 	SELECT $1, $8, $2, 'correlated', $3, $4, 'pending', $7, $7 FROM ev
 ), msg AS (
-	INSERT INTO inbox (tenant, instance_id, kind, execution, task_seq, lane, event_id, name, key, payload, visible_at, created_at)
-	SELECT $1, $2, 'event', $5, $6, 'correlated', $8, $3, $4, ev.payload, $7, $7 FROM ev
+	INSERT INTO inbox (tenant, instance_id, kind, execution, task_seq, lane, event_id, name, key, payload, visible_at, created_at, trace)
+	SELECT $1, $2, 'event', $5, $6, 'correlated', $8, $3, $4, ev.payload, $7, $7, ev.trace FROM ev
 ), produced AS (
 	INSERT INTO correlated_produced (tenant, def, key, event_id, instance_id, execution, task_seq, created_at)
 	SELECT $1, $3, $4, $8, $2, $5, $6, $7 FROM ev WHERE NOT $9
@@ -465,8 +464,9 @@ func queueDeleteCorrelated(b *batch, found *bool, tenant, def, key string) {
 // waiting instances ran at 0.80× with it). It
 // delivers a put correlated event to the markers on its key
 // of running instances (on the marker's execution), oldest first, at most
-// $6 (NULL: all): $1 tenant, $2 definition, $3 key, $4 payload, $5 now. Each
-// marker gets a ledger row, an inbox message and a produced
+// $6 (NULL: all): $1 tenant, $2 definition, $3 key, $4 payload, $5 now, $7
+// the put's trace context. Each marker gets a ledger row, an inbox message
+// (carrying the trace) and a produced
 // entry, and is deleted; the instances' ready_at is lowered. The caller
 // holds the key's advisory lock and has locked the instances. The event
 // ids are made in SQL as backend.NewCorrelatedEventID makes them.
@@ -483,8 +483,8 @@ const putDeliverSQL = `WITH m AS MATERIALIZED (
 	INSERT INTO events (tenant, event_id, instance_id, lane, name, key, fate, received_at, updated_at)
 	SELECT $1, m.event_id, m.instance_id, 'correlated', $2, $3, 'pending', $5, $5 FROM m ORDER BY m.created_at, m.rid
 ), msg AS (
-	INSERT INTO inbox (tenant, instance_id, kind, execution, task_seq, lane, event_id, name, key, payload, visible_at, created_at)
-	SELECT $1, m.instance_id, 'event', m.execution, m.task_seq, 'correlated', m.event_id, $2, $3, $4, $5, $5
+	INSERT INTO inbox (tenant, instance_id, kind, execution, task_seq, lane, event_id, name, key, payload, visible_at, created_at, trace)
+	SELECT $1, m.instance_id, 'event', m.execution, m.task_seq, 'correlated', m.event_id, $2, $3, $4, $5, $5, $7
 	FROM m ORDER BY m.created_at, m.rid
 ), produced AS (
 	INSERT INTO correlated_produced (tenant, def, key, event_id, instance_id, execution, task_seq, created_at)
@@ -509,6 +509,9 @@ func (s *Store) CorrelatedPut(ctx context.Context, p *storage.CorrelatedPutParam
 		return nil, errors.New("postgres: put correlated event: nil params")
 	}
 	if err := backend.ValidateCorrelated(p.Def, p.Key); err != nil {
+		return nil, fmt.Errorf("postgres: put correlated event: %w", err)
+	}
+	if err := backend.ValidateTraceParent(p.TraceParent); err != nil {
 		return nil, fmt.Errorf("postgres: put correlated event: %w", err)
 	}
 	now := backend.NowOr(p.Now).UnixNano()
@@ -536,11 +539,8 @@ func (s *Store) CorrelatedPut(ctx context.Context, p *storage.CorrelatedPutParam
 				WHERE x.tenant = $1 AND x.def = $2 AND x.key = $3
 				  AND NOT EXISTS (SELECT 1 FROM correlated_events c WHERE c.tenant = $1 AND c.def = $2 AND c.key = $3)`,
 				p.Tenant, p.Def, p.Key)
-			b.exec("upsert correlated event", `INSERT INTO correlated_events (tenant, def, key, payload, created_at, updated_at, expires_at)
-				VALUES ($1, $2, $3, $4, $5, $5, $6)
-				ON CONFLICT (tenant, def, key) DO UPDATE SET
-					payload = excluded.payload, updated_at = excluded.updated_at, expires_at = excluded.expires_at`,
-				p.Tenant, p.Def, p.Key, backend.RawArg(p.Payload), now, backend.Nanos(p.ExpiresAt))
+			b.exec("upsert correlated event", upsertCorrelatedSQL,
+				p.Tenant, p.Def, p.Key, backend.RawArg(p.Payload), now, backend.Nanos(p.ExpiresAt), p.TraceParent)
 			// Lock the instances that wait on the key (new markers need the
 			// key's lock, which this transaction holds).
 			b.exec("lock waiting instances", `SELECT 1 FROM instances
@@ -548,7 +548,7 @@ func (s *Store) CorrelatedPut(ctx context.Context, p *storage.CorrelatedPutParam
 				ORDER BY id FOR NO KEY UPDATE`, p.Tenant, p.Def, p.Key)
 			b.queryRow("deliver", func(row pgx.Row) error {
 				return row.Scan(&delivered)
-			}, putDeliverSQL, p.Tenant, p.Def, p.Key, backend.RawArg(p.Payload), now, limit)
+			}, putDeliverSQL, p.Tenant, p.Def, p.Key, backend.RawArg(p.Payload), now, limit, p.TraceParent)
 			queueLoadCorrelated(&b, &out, p.Tenant, p.Def, p.Key)
 			if err := b.send(ctx, tx); err != nil {
 				return err
@@ -780,6 +780,15 @@ func (s *Store) CorrelatedExpire(ctx context.Context, p *storage.CorrelatedExpir
 	}
 	return keys, nil
 }
+
+// upsertCorrelatedSQL creates a correlated event or updates its payload,
+// times and trace context: $1 tenant, $2 definition, $3 key, $4 payload, $5
+// now, $6 expires at, $7 trace.
+const upsertCorrelatedSQL = `INSERT INTO correlated_events (tenant, def, key, payload, created_at, updated_at, expires_at, trace)
+	VALUES ($1, $2, $3, $4, $5, $5, $6, $7)
+	ON CONFLICT (tenant, def, key) DO UPDATE SET
+		payload = excluded.payload, updated_at = excluded.updated_at, expires_at = excluded.expires_at,
+		trace = excluded.trace`
 
 // correlatedPutGo is CorrelatedPut by the reference rule,
 // backend.CorrelatedPut, over laneTx's primitives: the same locks, then a

@@ -145,6 +145,9 @@ func checkPublish(ev *storage.BusPublishEvent) error {
 	if len(ev.Data) == 0 {
 		return invalidf("event %q has no data (want a JSON value)", ev.ID)
 	}
+	if p := storage.TraceParentProblem(ev.TraceParent); p != "" {
+		return invalidf("event %q: trace context %s", ev.ID, p)
+	}
 	return nil
 }
 
@@ -178,8 +181,8 @@ func (s *Store) BusPublish(ctx context.Context, p *storage.BusPublishParams) (*s
 // publishTx stores ev unless the tenant has an event with its id: then it
 // reports a duplicate (same type) or returns ErrEventIDConflict.
 func publishTx(w *wtx, tenant string, ev *storage.BusPublishEvent, now int64) (*storage.BusPublished, error) {
-	res, err := w.exec(`INSERT INTO bus_events (tenant, id, type, data, source, published_at) VALUES (?, ?, ?, ?, ?, ?)
-		ON CONFLICT (tenant, id) DO NOTHING`, tenant, ev.ID, ev.Type, string(ev.Data), ev.Source, now)
+	res, err := w.exec(`INSERT INTO bus_events (tenant, id, type, data, source, published_at, trace) VALUES (?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (tenant, id) DO NOTHING`, tenant, ev.ID, ev.Type, string(ev.Data), ev.Source, now, ev.TraceParent)
 	if err != nil {
 		return nil, fmt.Errorf("insert event: %w", err)
 	}
@@ -406,7 +409,7 @@ func (s *Store) BusRoute(ctx context.Context, p *storage.BusRouteParams) (int, e
 	return routed, nil
 }
 
-const busEventCols = `seq, id, type, data, source, published_at`
+const busEventCols = `seq, id, type, data, source, published_at, trace`
 
 // busUnroutedSQL reads the oldest ?2 unrouted events of tenant ?1.
 const busUnroutedSQL = `SELECT ` + busEventCols + ` FROM bus_events
@@ -418,7 +421,7 @@ func scanBusEvent(sc scanner) (*storage.BusEvent, error) {
 		data []byte
 		at   int64
 	)
-	if err := sc.Scan(&ev.Seq, &ev.ID, &ev.Type, &data, &ev.Source, &at); err != nil {
+	if err := sc.Scan(&ev.Seq, &ev.ID, &ev.Type, &data, &ev.Source, &at, &ev.TraceParent); err != nil {
 		return nil, err
 	}
 	ev.Data, ev.PublishedAt = json.RawMessage(data), backend.FromNanos(at)

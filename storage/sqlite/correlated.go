@@ -114,7 +114,7 @@ func commitCorrelated(lt *laneTx, p *storage.TurnCommitParams, execution int) er
 // WaitTx, PutTx, HandOnTx). The single writer serialises every transaction,
 // so none needs a lock.
 
-func (t *laneTx) Produce(m backend.Marker, def, key string, payload json.RawMessage, listed bool) error {
+func (t *laneTx) Produce(m backend.Marker, def, key string, payload json.RawMessage, trace string, listed bool) error {
 	eventID := backend.NewCorrelatedEventID()
 	if _, err := t.w.exec(`INSERT INTO events (tenant, event_id, instance_id, lane, name, key, fate, received_at, updated_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -122,15 +122,16 @@ func (t *laneTx) Produce(m backend.Marker, def, key string, payload json.RawMess
 		return fmt.Errorf("insert produced event: %w", err)
 	}
 	if err := insertMessage(t.w, t.tenant, m.InstanceID, &storage.Message{
-		Kind:      storage.MsgEvent,
-		Execution: m.Execution,
-		TaskSeq:   m.TaskSeq,
-		Lane:      history.LaneCorrelated,
-		EventID:   eventID,
-		Name:      def,
-		Key:       key,
-		Payload:   payload,
-		VisibleAt: backend.FromNanos(t.now),
+		Kind:        storage.MsgEvent,
+		Execution:   m.Execution,
+		TaskSeq:     m.TaskSeq,
+		Lane:        history.LaneCorrelated,
+		EventID:     eventID,
+		Name:        def,
+		Key:         key,
+		Payload:     payload,
+		TraceParent: trace,
+		VisibleAt:   backend.FromNanos(t.now),
 	}, t.now); err != nil {
 		return err
 	}
@@ -157,18 +158,21 @@ func (t *laneTx) DeleteCorrelated(def, key string) error {
 	return err
 }
 
-func (t *laneTx) LiveCorrelated(def, key string) (json.RawMessage, bool, error) {
-	var payload []byte
-	err := t.w.queryRow(`SELECT payload FROM correlated_events
+func (t *laneTx) LiveCorrelated(def, key string) (json.RawMessage, string, bool, error) {
+	var (
+		payload []byte
+		trace   string
+	)
+	err := t.w.queryRow(`SELECT payload, trace FROM correlated_events
 		WHERE tenant = ? AND def = ? AND key = ? AND (expires_at = 0 OR expires_at > ?)`,
-		t.tenant, def, key, t.now).Scan(&payload)
+		t.tenant, def, key, t.now).Scan(&payload, &trace)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, false, nil
+		return nil, "", false, nil
 	}
 	if err != nil {
-		return nil, false, err
+		return nil, "", false, err
 	}
-	return backend.RawOf(payload), true, nil
+	return backend.RawOf(payload), trace, true, nil
 }
 
 func (t *laneTx) StoreMarker(execution int, w storage.CorrelatedWait) error {
@@ -196,11 +200,12 @@ func (t *laneTx) UpsertCorrelated(p *storage.CorrelatedPutParams) error {
 	case !errors.Is(err, sql.ErrNoRows):
 		return fmt.Errorf("load correlated event: %w", err)
 	}
-	_, err = t.w.exec(`INSERT INTO correlated_events (tenant, def, key, payload, created_at, updated_at, expires_at)
-		VALUES (?, ?, ?, ?, ?5, ?5, ?6)
+	_, err = t.w.exec(`INSERT INTO correlated_events (tenant, def, key, payload, created_at, updated_at, expires_at, trace)
+		VALUES (?, ?, ?, ?, ?5, ?5, ?6, ?7)
 		ON CONFLICT (tenant, def, key) DO UPDATE SET
-			payload = excluded.payload, updated_at = excluded.updated_at, expires_at = excluded.expires_at`,
-		t.tenant, p.Def, p.Key, backend.RawArg(p.Payload), t.now, backend.Nanos(p.ExpiresAt))
+			payload = excluded.payload, updated_at = excluded.updated_at, expires_at = excluded.expires_at,
+			trace = excluded.trace`,
+		t.tenant, p.Def, p.Key, backend.RawArg(p.Payload), t.now, backend.Nanos(p.ExpiresAt), p.TraceParent)
 	return err
 }
 
@@ -237,7 +242,7 @@ func (t *laneTx) Deliveries(execution int, seqs []int, all bool) ([]backend.Deli
 	if err != nil {
 		return nil, err
 	}
-	rows, err := t.w.query(`SELECT id, event_id, name, key, payload FROM inbox
+	rows, err := t.w.query(`SELECT id, event_id, name, key, payload, trace FROM inbox
 		WHERE tenant = ? AND instance_id = ? AND kind = ? AND lane = ? AND execution = ?
 		  AND (? OR task_seq IN (SELECT value FROM json_each(?)))
 		ORDER BY id`,
@@ -252,7 +257,7 @@ func (t *laneTx) Deliveries(execution int, seqs []int, all bool) ([]backend.Deli
 			d       backend.Delivery
 			payload sql.NullString
 		)
-		if err := rows.Scan(&d.MessageID, &d.EventID, &d.Def, &d.Key, &payload); err != nil {
+		if err := rows.Scan(&d.MessageID, &d.EventID, &d.Def, &d.Key, &payload, &d.Trace); err != nil {
 			return nil, err
 		}
 		if payload.Valid {
@@ -299,10 +304,10 @@ func (t *laneTx) OldestMarker(def, key string, notOwn bool) (backend.Marker, boo
 	return m, err == nil, err
 }
 
-func (t *laneTx) StoreCorrelated(def, key string, payload json.RawMessage, expiresAt time.Time) error {
-	_, err := t.w.exec(`INSERT INTO correlated_events (tenant, def, key, payload, created_at, updated_at, expires_at)
-		VALUES (?, ?, ?, ?, ?5, ?5, ?6) ON CONFLICT (tenant, def, key) DO NOTHING`,
-		t.tenant, def, key, backend.RawArg(payload), t.now, backend.Nanos(expiresAt))
+func (t *laneTx) StoreCorrelated(def, key string, payload json.RawMessage, trace string, expiresAt time.Time) error {
+	_, err := t.w.exec(`INSERT INTO correlated_events (tenant, def, key, payload, created_at, updated_at, expires_at, trace)
+		VALUES (?, ?, ?, ?, ?5, ?5, ?6, ?7) ON CONFLICT (tenant, def, key) DO NOTHING`,
+		t.tenant, def, key, backend.RawArg(payload), t.now, backend.Nanos(expiresAt), trace)
 	return err
 }
 
@@ -323,6 +328,9 @@ func (s *Store) CorrelatedPut(ctx context.Context, p *storage.CorrelatedPutParam
 		return nil, errors.New("sqlite: put correlated event: nil params")
 	}
 	if err := backend.ValidateCorrelated(p.Def, p.Key); err != nil {
+		return nil, fmt.Errorf("sqlite: put correlated event: %w", err)
+	}
+	if err := backend.ValidateTraceParent(p.TraceParent); err != nil {
 		return nil, fmt.Errorf("sqlite: put correlated event: %w", err)
 	}
 	now := backend.NowOr(p.Now).UnixNano()

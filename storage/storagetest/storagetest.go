@@ -98,6 +98,8 @@ func run(t *testing.T, newStore func(t *testing.T) storage.Store, only func(name
 		{"InstanceListPaging", testInstanceListPaging},
 		{"Blocked", testBlocked},
 		{"TraceParent", testTraceParent},
+		{"CorrelatedTraceParent", testCorrelatedTraceParent},
+		{"BusTraceParent", testBusTraceParent},
 	}
 	tests = append(tests, busTests...)
 	tests = append(tests, keyTests...)

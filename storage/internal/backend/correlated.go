@@ -26,8 +26,9 @@ type CorrelatedTx interface {
 	// event inbox message {Lane correlated, Name def, Key, Execution and
 	// TaskSeq of m, Payload}, the instance's next claim made due; with
 	// listed, also an entry in the produced list of the stored event (def,
-	// key). It leaves markers alone.
-	Produce(m Marker, def, key string, payload json.RawMessage, listed bool) error
+	// key). The message carries trace (Message.TraceParent: the put's, or
+	// the handed-on delivery's). It leaves markers alone.
+	Produce(m Marker, def, key string, payload json.RawMessage, trace string, listed bool) error
 	// DeleteMarker deletes the marker with row id.
 	DeleteMarker(id int64) error
 	// DeleteCorrelated deletes the stored correlated event (def, key) and
@@ -35,9 +36,10 @@ type CorrelatedTx interface {
 	DeleteCorrelated(def, key string) error
 }
 
-// deliver delivers payload to the wait of marker m and deletes m.
-func deliver(tx CorrelatedTx, m Marker, def, key string, payload json.RawMessage, listed bool) error {
-	if err := tx.Produce(m, def, key, payload, listed); err != nil {
+// deliver delivers payload (with trace) to the wait of marker m and
+// deletes m.
+func deliver(tx CorrelatedTx, m Marker, def, key string, payload json.RawMessage, trace string, listed bool) error {
+	if err := tx.Produce(m, def, key, payload, trace, listed); err != nil {
 		return err
 	}
 	if err := tx.DeleteMarker(m.ID); err != nil {
@@ -52,11 +54,12 @@ func deliver(tx CorrelatedTx, m Marker, def, key string, payload json.RawMessage
 // advisory locks of the waits' keys, so no put on them runs meanwhile.
 type WaitTx interface {
 	CorrelatedTx
-	// LiveCorrelated returns the payload of the stored correlated event
-	// (def, key) unless it has expired at the transaction's time; ok is
-	// false if there is none. A backend whose deletes and expiries can run
-	// concurrently locks the row, so they wait or skip it.
-	LiveCorrelated(def, key string) (payload json.RawMessage, ok bool, err error)
+	// LiveCorrelated returns the payload and trace context of the stored
+	// correlated event (def, key) unless it has expired at the
+	// transaction's time; ok is false if there is none. A backend whose
+	// deletes and expiries can run concurrently locks the row, so they wait
+	// or skip it.
+	LiveCorrelated(def, key string) (payload json.RawMessage, trace string, ok bool, err error)
 	// StoreMarker stores the marker of the committing instance's wait w on
 	// execution (replacing one on the same seq).
 	StoreMarker(execution int, w storage.CorrelatedWait) error
@@ -71,7 +74,7 @@ type WaitTx interface {
 // the key gets a marker — or, with none, a marker is stored for a later put.
 func RegisterWaits(tx WaitTx, p *storage.TurnCommitParams) error {
 	for _, w := range Waits(p) {
-		payload, ok, err := tx.LiveCorrelated(w.Def, w.Key)
+		payload, trace, ok, err := tx.LiveCorrelated(w.Def, w.Key)
 		if err != nil {
 			return fmt.Errorf("correlated wait seq %d: load correlated event: %w", w.TaskSeq, err)
 		}
@@ -82,7 +85,7 @@ func RegisterWaits(tx WaitTx, p *storage.TurnCommitParams) error {
 			continue
 		}
 		m := Marker{InstanceID: p.InstanceID, Execution: p.Execution, TaskSeq: w.TaskSeq}
-		if err := tx.Produce(m, w.Def, w.Key, payload, !w.DeleteAfterFirst); err != nil {
+		if err := tx.Produce(m, w.Def, w.Key, payload, trace, !w.DeleteAfterFirst); err != nil {
 			return fmt.Errorf("correlated wait seq %d: %w", w.TaskSeq, err)
 		}
 		if w.DeleteAfterFirst {
@@ -118,8 +121,8 @@ func Waits(p *storage.TurnCommitParams) []storage.CorrelatedWait {
 type PutTx interface {
 	CorrelatedTx
 	// UpsertCorrelated creates the correlated event of p or updates its
-	// payload, UpdatedAt and ExpiresAt; one that has expired (but is still
-	// stored) is replaced, produced list and all, as if it were gone.
+	// payload, trace, UpdatedAt and ExpiresAt; one that has expired (but is
+	// still stored) is replaced, produced list and all, as if it were gone.
 	UpsertCorrelated(p *storage.CorrelatedPutParams) error
 	// Markers returns the markers on (def, key) of pending or running
 	// instances still on the marker's execution, oldest first, at most
@@ -134,7 +137,7 @@ type PutTx interface {
 // event is stored, then delivered (and listed as produced) to every live
 // marker on its key, oldest first, or with DeleteAfterFirst only to the
 // oldest, after which the event is deleted (returned as it was, with its
-// one produced entry). Without a marker a delete-after-first event stays
+// one produced entry). Every delivery carries the put's trace context. Without a marker a delete-after-first event stays
 // stored for the first wait. It returns the event and how many waits it
 // was delivered to.
 func CorrelatedPut(tx PutTx, p *storage.CorrelatedPutParams) (*heraldtype.CorrelatedEvent, int, error) {
@@ -150,7 +153,7 @@ func CorrelatedPut(tx PutTx, p *storage.CorrelatedPutParams) (*heraldtype.Correl
 		return nil, 0, fmt.Errorf("find correlation markers: %w", err)
 	}
 	for _, m := range ms {
-		if err := deliver(tx, m, p.Def, p.Key, p.Payload, true); err != nil {
+		if err := deliver(tx, m, p.Def, p.Key, p.Payload, p.TraceParent, true); err != nil {
 			return nil, 0, fmt.Errorf("deliver to %q: %w", m.InstanceID, err)
 		}
 	}

@@ -23,7 +23,11 @@ func (f *fakeCorrTx) logf(format string, args ...any) {
 	f.log = append(f.log, fmt.Sprintf(format, args...))
 }
 
-func (f *fakeCorrTx) Produce(m Marker, def, key string, payload json.RawMessage, listed bool) error {
+func (f *fakeCorrTx) Produce(m Marker, def, key string, payload json.RawMessage, trace string, listed bool) error {
+	if trace != "" {
+		f.logf("produce %s:%d %s/%s %s trace=%s listed=%t", m.InstanceID, m.TaskSeq, def, key, payload, trace, listed)
+		return nil
+	}
 	f.logf("produce %s:%d %s/%s %s listed=%t", m.InstanceID, m.TaskSeq, def, key, payload, listed)
 	return nil
 }
@@ -39,9 +43,10 @@ func (f *fakeCorrTx) DeleteCorrelated(def, key string) error {
 	return nil
 }
 
-func (f *fakeCorrTx) LiveCorrelated(def, key string) (json.RawMessage, bool, error) {
+func (f *fakeCorrTx) LiveCorrelated(def, key string) (json.RawMessage, string, bool, error) {
 	p, ok := f.stored[def+"/"+key]
-	return json.RawMessage(p), ok, nil
+	payload, trace, _ := strings.Cut(p, " trace=")
+	return json.RawMessage(payload), trace, ok, nil
 }
 
 func (f *fakeCorrTx) StoreMarker(execution int, w storage.CorrelatedWait) error {
@@ -87,6 +92,9 @@ func TestRegisterWaits(t *testing.T) {
 		{"delete-after-first: the first takes it, the second waits", map[string]string{"d/k": "1"},
 			[]storage.CorrelatedWait{{TaskSeq: 2, Def: "d", Key: "k", DeleteAfterFirst: true}, {TaskSeq: 3, Def: "d", Key: "k", DeleteAfterFirst: true}}, nil,
 			[]string{"produce i:2 d/k 1 listed=false", "delete d/k", "marker 1:3 d/k"}},
+		{"the delivery carries the stored event's trace", map[string]string{"d/k": "1 trace=T"},
+			[]storage.CorrelatedWait{{TaskSeq: 2, Def: "d", Key: "k", DeleteAfterFirst: true}}, nil,
+			[]string{"produce i:2 d/k 1 trace=T listed=false", "delete d/k"}},
 		{"a wait withdrawn in the same turn is skipped", map[string]string{"d/k": "1"},
 			[]storage.CorrelatedWait{{TaskSeq: 2, Def: "d", Key: "k"}, {TaskSeq: 3, Def: "d", Key: "other"}}, []int{2},
 			[]string{"marker 1:3 d/other"}},
@@ -124,10 +132,17 @@ func TestCorrelatedPut(t *testing.T) {
 			"produce a:2 d/k 1 listed=true", "delete marker 10", "produce b:4 d/k 1 listed=true", "delete marker 11", "load d/k"}},
 		{"delete-after-first: the oldest, then the event goes", two, true, 1, []string{"upsert d/k 1",
 			"produce a:2 d/k 1 listed=true", "delete marker 10", "load d/k", "delete d/k"}},
+		{"every delivery carries the put's trace", two, false, 2, []string{"upsert d/k 1",
+			"produce a:2 d/k 1 trace=T listed=true", "delete marker 10", "produce b:4 d/k 1 trace=T listed=true", "delete marker 11", "load d/k"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f := &fakeCorrTx{markers: c.markers}
-			out, n, err := CorrelatedPut(f, &storage.CorrelatedPutParams{Def: "d", Key: "k", Payload: json.RawMessage(`1`), DeleteAfterFirst: c.daf})
+			var trace string
+			if strings.Contains(c.name, "trace") {
+				trace = "T"
+			}
+			out, n, err := CorrelatedPut(f, &storage.CorrelatedPutParams{Def: "d", Key: "k", Payload: json.RawMessage(`1`),
+				DeleteAfterFirst: c.daf, TraceParent: trace})
 			if err != nil {
 				t.Fatal(err)
 			}

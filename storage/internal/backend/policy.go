@@ -85,6 +85,7 @@ type Delivery struct {
 	EventID   string
 	Def, Key  string
 	Payload   json.RawMessage
+	Trace     string // the message's trace context
 }
 
 // Marker is a correlation marker: a wait of an instance's execution on
@@ -118,10 +119,10 @@ type HandOnTx interface {
 	// out the committing instance's own markers if notOwn; ok is false if
 	// there is none.
 	OldestMarker(def, key string, notOwn bool) (m Marker, ok bool, err error)
-	// StoreCorrelated stores payload as the correlated event (def, key),
-	// created now, expiring at expiresAt (zero: never), unless one is
-	// stored.
-	StoreCorrelated(def, key string, payload json.RawMessage, expiresAt time.Time) error
+	// StoreCorrelated stores payload (with trace) as the correlated event
+	// (def, key), created now, expiring at expiresAt (zero: never), unless
+	// one is stored.
+	StoreCorrelated(def, key string, payload json.RawMessage, trace string, expiresAt time.Time) error
 }
 
 // HandOnWithdrawn hands on the delete-after-first events that a put
@@ -160,7 +161,7 @@ func HandOnWithdrawn(tx HandOnTx, execution int, seqs []int, ending bool, now ti
 		if err := tx.DropEvents([]string{d.EventID}, history.DropWithdrawnWait, execution); err != nil {
 			return fmt.Errorf("withdrawn delivery %q: %w", d.EventID, err)
 		}
-		if err := handOn(tx, cfg, d.Def, d.Key, d.Payload, ending, now); err != nil {
+		if err := handOn(tx, cfg, d.Def, d.Key, d.Payload, d.Trace, ending, now); err != nil {
 			return fmt.Errorf("withdrawn delivery %q: %w", d.EventID, err)
 		}
 	}
@@ -183,7 +184,7 @@ func HandOnReturned(tx HandOnTx, returned []storage.ReturnedCorrelated, ending b
 		if cfg == nil || !cfg.DeleteAfterFirstCorrelation {
 			continue
 		}
-		if err := handOn(tx, cfg, r.Def, r.Key, r.Payload, ending, now); err != nil {
+		if err := handOn(tx, cfg, r.Def, r.Key, r.Payload, r.TraceParent, ending, now); err != nil {
 			return fmt.Errorf("returned event %q: %w", r.EventID, err)
 		}
 	}
@@ -193,15 +194,16 @@ func HandOnReturned(tx HandOnTx, returned []storage.ReturnedCorrelated, ending b
 // handOn delivers a delete-after-first event the committing instance does
 // not keep to the oldest live marker on (def, key) (not one of its own if
 // ending); with none it stores the event again (expiring after the
-// definition's TTL) unless a newer put stored one.
-func handOn(tx HandOnTx, cfg *heraldtype.CorrelationConfig, def, key string, payload json.RawMessage, ending bool, now time.Time) error {
+// definition's TTL) unless a newer put stored one. The event keeps its
+// trace context either way.
+func handOn(tx HandOnTx, cfg *heraldtype.CorrelationConfig, def, key string, payload json.RawMessage, trace string, ending bool, now time.Time) error {
 	m, ok, err := tx.OldestMarker(def, key, ending)
 	if err != nil {
 		return fmt.Errorf("find correlation markers: %w", err)
 	}
 	if ok {
 		// No produced entry: the correlated event is gone.
-		if err := deliver(tx, m, def, key, payload, false); err != nil {
+		if err := deliver(tx, m, def, key, payload, trace, false); err != nil {
 			return fmt.Errorf("hand on to %q: %w", m.InstanceID, err)
 		}
 		return nil
@@ -210,7 +212,7 @@ func handOn(tx HandOnTx, cfg *heraldtype.CorrelationConfig, def, key string, pay
 	if cfg.TTL > 0 {
 		expiresAt = now.Add(cfg.TTL)
 	}
-	if err := tx.StoreCorrelated(def, key, payload, expiresAt); err != nil {
+	if err := tx.StoreCorrelated(def, key, payload, trace, expiresAt); err != nil {
 		return fmt.Errorf("store again: %w", err)
 	}
 	return nil

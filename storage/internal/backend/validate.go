@@ -89,6 +89,15 @@ func ValidateCorrelated(def, key string) error {
 	return nil
 }
 
+// ValidateTraceParent checks a trace context to store
+// (storage.TraceParentProblem); the error wraps ErrInvalidArgument.
+func ValidateTraceParent(s string) error {
+	if p := storage.TraceParentProblem(s); p != "" {
+		return fmt.Errorf("trace context %s: %w", p, heraldtype.ErrInvalidArgument)
+	}
+	return nil
+}
+
 // ValidateLeader checks LeaderElect's params (needLease) and LeaderResign's.
 func ValidateLeader(p *storage.LeaderElectParams, needLease bool) error {
 	if p.Name == "" {
