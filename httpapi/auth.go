@@ -152,23 +152,57 @@ func (a *authenticator) authenticate(r *http.Request) (*principal, problemKind, 
 	if !ok || !strings.EqualFold(scheme, "Bearer") || secret == "" || len(secret) > 1024 {
 		return nil, probUnauthorized, "the Authorization header must be Bearer <key>"
 	}
-	sum := hashKey(secret)
-	k, err := a.keys.KeyByHash(r.Context(), &storage.KeyByHashParams{Hash: sum})
+	k, err := Authenticate(r.Context(), a.keys, secret)
 	switch {
-	case errors.Is(err, heraldtype.ErrNotFound):
-		return nil, probUnauthorized, "unknown API key"
+	case errors.Is(err, ErrKeyRejected):
+		return nil, probUnauthorized, strings.TrimPrefix(err.Error(), ErrKeyRejected.Error()+": ")
 	case err != nil:
 		kind, _ := problemFor(err)
 		return nil, kind, "API keys cannot be checked: " + kind.title
 	}
-	if subtle.ConstantTimeCompare(k.Hash, sum) != 1 {
-		return nil, probUnauthorized, "unknown API key"
-	}
-	if !k.RevokedAt.IsZero() {
-		return nil, probUnauthorized, "the API key was revoked"
-	}
 	a.touch(r.Context(), k.ID)
 	return &principal{keyID: k.ID, admin: k.Admin, tenant: k.Tenant}, problemKind{}, ""
+}
+
+// ErrKeyRejected is Authenticate's error for a secret that is not a valid
+// key: unknown, or revoked.
+var ErrKeyRejected = errors.New("API key rejected")
+
+// Authenticate checks an API key's secret exactly as the API checks a
+// request's bearer key: the stored key found by the secret's SHA-256 hash
+// (compared in constant time) and not revoked. It returns the key (its
+// Hash included), an error wrapping ErrKeyRejected for an unknown or
+// revoked key, or the store's error. The web UI (package webui) signs in
+// with it and checks the key again on every request.
+func Authenticate(ctx context.Context, keys storage.KeyStore, secret string) (*heraldtype.APIKey, error) {
+	if secret == "" || len(secret) > 1024 {
+		return nil, fmt.Errorf("%w: unknown API key", ErrKeyRejected)
+	}
+	return AuthenticateHash(ctx, keys, hashKey(secret))
+}
+
+// AuthenticateHash is Authenticate for a key known by its hash (the Hash
+// of the key Authenticate returned): it finds the key again and refuses it
+// once revoked. A web session keeps the hash, never the secret, and checks
+// it on every request.
+func AuthenticateHash(ctx context.Context, keys storage.KeyStore, sum []byte) (*heraldtype.APIKey, error) {
+	if len(sum) != sha256.Size {
+		return nil, fmt.Errorf("%w: unknown API key", ErrKeyRejected)
+	}
+	k, err := keys.KeyByHash(ctx, &storage.KeyByHashParams{Hash: sum})
+	switch {
+	case errors.Is(err, heraldtype.ErrNotFound):
+		return nil, fmt.Errorf("%w: unknown API key", ErrKeyRejected)
+	case err != nil:
+		return nil, err
+	}
+	if subtle.ConstantTimeCompare(k.Hash, sum) != 1 {
+		return nil, fmt.Errorf("%w: unknown API key", ErrKeyRejected)
+	}
+	if !k.RevokedAt.IsZero() {
+		return nil, fmt.Errorf("%w: the API key was revoked", ErrKeyRejected)
+	}
+	return k, nil
 }
 
 // touch records the key's use, at most once per touchEvery per key and

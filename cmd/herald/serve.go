@@ -22,11 +22,13 @@ import (
 	"github.com/heraldwf/herald/internal/storeurl"
 	heraldprom "github.com/heraldwf/herald/metrics/prometheus"
 	"github.com/heraldwf/herald/storage"
+	"github.com/heraldwf/herald/webui"
 )
 
 const serveLong = `Runs Herald: the engine with the example workflows registered (approval,
 meter, mailbox, onboard, and the bus handler notify-sales), the event bus,
-and the HTTP API under /v1 (its OpenAPI document at /v1/openapi.json).
+the HTTP API under /v1 (its OpenAPI document at /v1/openapi.json), and
+the web admin UI at / (sign in with an API key).
 /healthz answers while the process runs, /readyz while the store answers,
 /metrics serves Prometheus metrics (engine and bus); none of these needs
 a key.
@@ -199,9 +201,13 @@ func (a *app) serve(cmd *cobra.Command, f *serveFlags) error {
 	if err != nil {
 		return err
 	}
+	ui, err := webui.New(webui.Options{Runtime: rt, Keys: keys, Metrics: reg, Logger: logger})
+	if err != nil {
+		return err
+	}
 	metrics := promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(handler, slog.LevelError)})
 	mux := http.NewServeMux()
-	mux.Handle("/", api)
+	webui.Mount(mux, api, ui) // the API at /v1/, /healthz, /readyz; the web UI at /
 	servers := []*http.Server{newHTTPServer(mux, logger)}
 	listenOn := []string{addr}
 	if metricsAddr == "" {
