@@ -199,7 +199,8 @@ func signInHandler(ui http.Handler, secret string) (string, error) {
 // an instance page (an instance waiting for its decision, with its
 // history) and the overview. The target is well under 100 ms per
 // page (ns/op well under 1e8). Seeding happens once per run, outside the
-// timer; it takes a minute or two.
+// timer (about 5 s for 100,000 on 2 cores). The store is SQLite whatever
+// HERALD_TEST_BACKEND says.
 //
 //	go test ./webui -run '^$' -bench BenchmarkPages -benchtime 200x
 func BenchmarkPages(b *testing.B) {
