@@ -16,6 +16,7 @@ import (
 
 	"github.com/heraldwf/herald"
 	"github.com/heraldwf/herald/examples/approval"
+	"github.com/heraldwf/herald/examples/signing"
 	"github.com/heraldwf/herald/history"
 )
 
@@ -153,6 +154,9 @@ func TestBrowser(t *testing.T) {
 		waitText(t, ctx, "#status", "completed")
 		waitText(t, ctx, "#timeline", "ExecutionCompleted")
 		waitText(t, ctx, "#events", "delivered to wait #1 of execution 1")
+		// The actions panel goes with the refresh that says it ended.
+		waitText(t, ctx, "#ended", "has ended")
+		run(t, ctx, "the actions hide", chromedp.WaitNotVisible("#actions", chromedp.ByQuery))
 		screenshot(t, ctx, "instance-timeline")
 	})
 
@@ -253,6 +257,65 @@ func TestBrowser(t *testing.T) {
 		run(t, ctx, "event path", chromedp.Navigate(s.URL+"/events?id="+pub.EventID))
 		waitText(t, ctx, "#routes", "fraud")
 		waitText(t, ctx, "#routes", "succeeded")
+	})
+
+	t.Run("define an event and search its correlated events", func(t *testing.T) {
+		run(t, ctx, "open a new definition", chromedp.Navigate(s.URL+"/definitions"),
+			chromedp.SendKeys(`#new-definition input[name="name"]`, signing.DocumentSigned, chromedp.ByQuery),
+			chromedp.Submit(`#new-definition input[name="name"]`, chromedp.ByQuery),
+			chromedp.WaitVisible("#schema", chromedp.ByQuery))
+		// A schema that is not a JSON Schema: refused, the reason by the
+		// form, the input kept.
+		run(t, ctx, "save a bad schema", chromedp.SetValue("#schema", `{"type": "documnet"}`, chromedp.ByQuery),
+			chromedp.Click("#correlation", chromedp.ByQuery),
+			chromedp.SetValue("#ttl", "72h", chromedp.ByQuery),
+			chromedp.Click("#save", chromedp.ByQuery))
+		waitText(t, ctx, "#reasons", "schema:")
+		var kept string
+		run(t, ctx, "read the form", chromedp.Value("#schema", &kept, chromedp.ByQuery))
+		if !strings.Contains(kept, "documnet") {
+			t.Fatalf("the refused form lost the schema: %q", kept)
+		}
+		run(t, ctx, "fix and save", chromedp.SetValue("#schema", `{"type": "object", "required": ["signed_by"]}`, chromedp.ByQuery),
+			chromedp.Click("#save", chromedp.ByQuery))
+		waitText(t, ctx, ".notice", "Saved.")
+		// One put reaches a waiting instance, one reaches none (an orphan).
+		if _, err := c.StartWorkflow(s.ctx(), "onboard", signing.Request{Party: "ann", Document: "contract-7", Deadline: herald.Duration(time.Hour)},
+			herald.WithInstanceID("onboard-ann")); err != nil {
+			t.Fatal(err)
+		}
+		for _, doc := range []string{"contract-7", "contract-8"} {
+			if _, err := c.PutCorrelatedEvent(s.ctx(), signing.DocumentSigned, doc, signing.Signed{Document: doc, SignedBy: "ann"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		eventually(t, "contract-7 to reach onboard-ann", func() bool {
+			ce, err := c.GetCorrelatedEvent(s.ctx(), signing.DocumentSigned, "contract-7")
+			return err == nil && len(ce.Produced) > 0
+		})
+		run(t, ctx, "search orphans", chromedp.Click("#search-correlated", chromedp.ByQuery),
+			chromedp.WaitVisible("#correlated", chromedp.ByQuery),
+			chromedp.SetValue("#produced", "orphans", chromedp.ByQuery),
+			chromedp.Submit("#produced", chromedp.ByQuery))
+		orphans := waitText(t, ctx, "#correlated", "contract-8")
+		if strings.Contains(orphans, "contract-7") {
+			t.Fatalf("orphans %q list contract-7, which reached an instance", orphans)
+		}
+		run(t, ctx, "all, then contract-7", chromedp.SetValue("#produced", "", chromedp.ByQuery), chromedp.Submit("#produced", chromedp.ByQuery))
+		waitText(t, ctx, "#correlated", "contract-7")
+		run(t, ctx, "open contract-7", chromedp.Click(`#correlated a`, chromedp.ByQuery))
+		waitText(t, ctx, "#produced", "onboard-ann")
+		waitText(t, ctx, "#payload", "signed_by")
+		screenshot(t, ctx, "correlated-event")
+		// Delete the orphan, with confirmation.
+		run(t, ctx, "delete contract-8", chromedp.Navigate(s.URL+"/correlated/event?def="+signing.DocumentSigned+"&key=contract-8"),
+			chromedp.Click("#delete button", chromedp.ByQuery),
+			chromedp.WaitVisible("#confirm-yes", chromedp.ByQuery),
+			chromedp.Click("#confirm-yes", chromedp.ByQuery))
+		waitText(t, ctx, ".notice", "Deleted correlated event")
+		if _, err := c.GetCorrelatedEvent(s.ctx(), signing.DocumentSigned, "contract-8"); err == nil {
+			t.Fatal("contract-8 still there after the delete")
+		}
 	})
 
 	t.Run("overview", func(t *testing.T) {

@@ -1,6 +1,7 @@
 package webui
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -216,16 +217,15 @@ func withDone(path, msg string) string {
 	return path + sep + "done=" + url.QueryEscape(msg)
 }
 
+// indentJSON indents raw as it is (no re-encoding: the text shown is the
+// stored text; the templates escape it); raw that is not JSON is shown
+// as is.
 func indentJSON(raw json.RawMessage) string {
-	var v any
-	if err := json.Unmarshal(raw, &v); err != nil {
+	var b bytes.Buffer
+	if err := json.Indent(&b, raw, "", "  "); err != nil {
 		return string(raw)
 	}
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return string(raw)
-	}
-	return string(b)
+	return b.String()
 }
 
 type scriptsData struct {
@@ -349,6 +349,10 @@ type subscriptionsData struct {
 }
 
 func (u *UI) subscriptionsPage(w http.ResponseWriter, r *http.Request, s *session) {
+	if id := strings.TrimSpace(r.URL.Query().Get("id")); id != "" {
+		http.Redirect(w, r, "/subscriptions/"+url.PathEscape(id), http.StatusSeeOther)
+		return
+	}
 	c, err := u.client(s)
 	if err != nil {
 		u.errorPage(w, r, s, err)

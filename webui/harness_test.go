@@ -16,6 +16,7 @@ import (
 
 	"github.com/heraldwf/herald"
 	"github.com/heraldwf/herald/examples/approval"
+	"github.com/heraldwf/herald/examples/signing"
 	"github.com/heraldwf/herald/httpapi"
 	"github.com/heraldwf/herald/internal/apitest"
 	"github.com/heraldwf/herald/internal/testdb"
@@ -47,7 +48,10 @@ func newServer(t testing.TB) *server {
 	}
 	a := apitest.New(t, apitest.Options{
 		Configure: func(c *herald.Config, _ *httpapi.Options) { c.Observer = obs },
-		Register:  func(rt *herald.Runtime) { approval.Register(rt) },
+		Register: func(rt *herald.Runtime) {
+			approval.Register(rt)
+			signing.Register(rt)
+		},
 	})
 	ui, err := webui.New(webui.Options{Runtime: a.Runtime, Keys: a.Store, Metrics: reg})
 	if err != nil {

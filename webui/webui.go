@@ -172,6 +172,15 @@ func (u *UI) routes() {
 
 	u.mux.HandleFunc("GET /events", u.authed(u.eventPage))
 
+	u.mux.HandleFunc("GET /correlated", u.authed(u.correlatedPage))
+	u.mux.HandleFunc("GET /correlated/event", u.authed(u.correlatedEventPage))
+	u.mux.HandleFunc("POST /correlated/delete", u.authed(u.correlatedDelete))
+
+	u.mux.HandleFunc("GET /definitions", u.authed(u.definitionsPage))
+	u.mux.HandleFunc("GET /definitions/{name}", u.authed(u.definitionPage))
+	u.mux.HandleFunc("POST /definitions/{name}", u.authed(u.definitionSave))
+	u.mux.HandleFunc("POST /definitions/{name}/delete", u.authed(u.definitionDelete))
+
 	u.mux.HandleFunc("GET /dead-letters", u.authed(u.deadLettersPage))
 	u.mux.HandleFunc("GET /dead-letters/{id}", u.authed(u.deadLetterPage))
 	u.mux.HandleFunc("POST /dead-letters/reprocess", u.authed(u.deadLettersAct))
@@ -182,6 +191,8 @@ func (u *UI) routes() {
 	u.mux.HandleFunc("POST /scripts/{id}", u.authed(u.scriptSave))
 
 	u.mux.HandleFunc("GET /subscriptions", u.authed(u.subscriptionsPage))
+	u.mux.HandleFunc("GET /subscriptions/{id}", u.authed(u.subscriptionPage))
+	u.mux.HandleFunc("POST /subscriptions/{id}", u.authed(u.subscriptionSave))
 	u.mux.HandleFunc("POST /subscriptions/{id}/enabled", u.authed(u.subscriptionEnable))
 
 	u.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

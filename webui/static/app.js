@@ -1,7 +1,8 @@
 // Herald web UI: the few things plain HTML cannot do.
 // Elements with data-poll="URL" data-every="ms" replace their content with
 // URL's (a server-rendered fragment) every so often, until the fragment
-// holds an element with data-final.
+// holds an element with data-final; then the page's elements marked
+// data-hide-when-final (an instance's actions, once it has ended) hide.
 (function () {
   "use strict";
   function poll(el) {
@@ -19,7 +20,10 @@
         .then(function (html) {
           if (html === null) return;
           el.innerHTML = html; // server-rendered, escaped by html/template
-          if (el.querySelector("[data-final]")) clearInterval(timer);
+          if (el.querySelector("[data-final]")) {
+            clearInterval(timer);
+            document.querySelectorAll("[data-hide-when-final]").forEach(function (h) { h.hidden = true; });
+          }
         })
         .catch(function () {})
         .finally(function () { busy = false; });
