@@ -54,6 +54,7 @@ func startRealServe(t *testing.T) *realServe {
 		}
 		store = []string{"--postgres", url}
 	}
+	t.Logf("herald serve %s", store[0])
 	s := &realServe{t: t, bin: bin, key: "webui-serve-admin-key-0123456789abcdefghij", log: &apitest.Buffer{}, exited: make(chan error, 1)}
 	serve := exec.Command(bin, append([]string{"serve", "--addr", "127.0.0.1:0", "--shutdown-timeout", "30s"}, store...)...)
 	serve.Env = append(os.Environ(), "HERALD_ADMIN_KEY="+s.key, "HERALD_DB=", "HERALD_DATABASE_URL=", "HERALD_ADDR=", "HERALD_METRICS_ADDR=")
