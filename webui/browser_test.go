@@ -115,10 +115,11 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 	t.Logf("wrote %s", path)
 }
 
-func signInBrowser(t *testing.T, ctx context.Context, s *server, key string) {
+// signInBrowser signs in at the UI served at base (http://host:port).
+func signInBrowser(t *testing.T, ctx context.Context, base, key string) {
 	t.Helper()
 	run(t, ctx, "sign in",
-		chromedp.Navigate(s.URL+"/"),
+		chromedp.Navigate(base+"/"),
 		chromedp.WaitVisible("#key", chromedp.ByQuery),
 		chromedp.SendKeys("#key", key, chromedp.ByQuery),
 		chromedp.Submit("#key", chromedp.ByQuery),
@@ -131,7 +132,7 @@ func signInBrowser(t *testing.T, ctx context.Context, s *server, key string) {
 func TestBrowser(t *testing.T) {
 	s := newServer(t)
 	ctx := browser(t)
-	signInBrowser(t, ctx, s, s.api.Admin)
+	signInBrowser(t, ctx, s.URL, s.api.Admin)
 	c := s.client(herald.DefaultTenant)
 
 	t.Run("timeline updates live", func(t *testing.T) {
@@ -353,7 +354,7 @@ func TestBrowser(t *testing.T) {
 		}
 		run(t, ctx, "sign out", chromedp.Click("#signout", chromedp.ByQuery), chromedp.WaitVisible("#key", chromedp.ByQuery))
 		_, alpha := s.key("alpha")
-		signInBrowser(t, ctx, s, alpha)
+		signInBrowser(t, ctx, s.URL, alpha)
 		waitText(t, ctx, "#tenant", "alpha")
 		for _, path := range []string{"/instances/beta-1", "/events?id=" + rec.EventID, "/instances?workflow=approval"} {
 			var body string
