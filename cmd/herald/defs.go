@@ -18,7 +18,7 @@ func init() { addCommand((*app).defsCommand) }
 // retention, payload cap, correlated-lane config).
 func (a *app) defsCommand() *cobra.Command {
 	return group("defs", "put, get, list and delete event definitions",
-		a.defsPut(), a.defsGet(), a.defsList(), a.defsDelete())
+		a.defsPut(), a.defsGet(), a.defsList(), a.deleteCommand("NAME", "event definition", "delete an event definition", (*client.Client).DeleteDefinition))
 }
 
 // showDefinition writes an event definition as a listing.
@@ -144,21 +144,6 @@ func (a *app) defsList() *cobra.Command {
 				return []any{d.Name, orDefault(d.Buffer, "fifo"), dur(time.Duration(d.Retention)), num(d.MaxPayloadBytes),
 					d.Correlation != nil, d.Schema, d.UpdatedAt}
 			})
-	})
-	return cmd
-}
-
-func (a *app) defsDelete() *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "delete NAME",
-		Short: "delete an event definition",
-		Args:  exactArgs("NAME"),
-	}
-	cmd.RunE = a.withClient(func(cmd *cobra.Command, c *client.Client, args []string) error {
-		if err := c.DeleteDefinition(cmd.Context(), args[0]); err != nil {
-			return err
-		}
-		return a.emitDeleted("event definition", args[0])
 	})
 	return cmd
 }

@@ -21,7 +21,7 @@ func init() { addCommand((*app).scriptsCommand) }
 // bus's script targets run.
 func (a *app) scriptsCommand() *cobra.Command {
 	return group("scripts", "save, list, get, delete, validate and dry-run event-bus scripts",
-		a.scriptsPut(), a.scriptsList(), a.scriptsGet(), a.scriptsDelete(), a.scriptsValidate(), a.scriptsTest())
+		a.scriptsPut(), a.scriptsList(), a.scriptsGet(), a.deleteCommand("ID", "script", "delete every version of a script", (*client.Client).DeleteScript), a.scriptsValidate(), a.scriptsTest())
 }
 
 // scriptSource reads --file (required).
@@ -102,21 +102,6 @@ func (a *app) scriptsGet() *cobra.Command {
 			}
 			return err
 		})
-	})
-	return cmd
-}
-
-func (a *app) scriptsDelete() *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "delete ID",
-		Short: "delete every version of a script",
-		Args:  exactArgs("ID"),
-	}
-	cmd.RunE = a.withClient(func(cmd *cobra.Command, c *client.Client, args []string) error {
-		if err := c.DeleteScript(cmd.Context(), args[0]); err != nil {
-			return err
-		}
-		return a.emitDeleted("script", args[0])
 	})
 	return cmd
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -21,7 +22,7 @@ func init() { addCommand((*app).subsCommand) }
 // subsCommand is `herald subs`: the event bus's subscriptions.
 func (a *app) subsCommand() *cobra.Command {
 	return group("subs", "list, show, put, enable, disable and delete event-bus subscriptions",
-		a.subsList(), a.subsShow(), a.subsPut(), a.subsEnable(true), a.subsEnable(false), a.subsDelete())
+		a.subsList(), a.subsShow(), a.subsPut(), a.subsEnable(true), a.subsEnable(false), a.deleteCommand("ID", "subscription", "delete a subscription", (*client.Client).DeleteSubscription))
 }
 
 // targetString says what a target does, in one line: its kind and the
@@ -224,21 +225,6 @@ func (a *app) subsEnable(enable bool) *cobra.Command {
 	return cmd
 }
 
-func (a *app) subsDelete() *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "delete ID",
-		Short: "delete a subscription",
-		Args:  exactArgs("ID"),
-	}
-	cmd.RunE = a.withClient(func(cmd *cobra.Command, c *client.Client, args []string) error {
-		if err := c.DeleteSubscription(cmd.Context(), args[0]); err != nil {
-			return err
-		}
-		return a.emitDeleted("subscription", args[0])
-	})
-	return cmd
-}
-
 // Deleted is the --json output of a delete whose API answer has no body.
 type Deleted struct {
 	ID      string `json:"id"`
@@ -246,6 +232,23 @@ type Deleted struct {
 }
 
 // emitDeleted reports that the what named id was deleted.
+// deleteCommand is `delete ARG` for an object the API deletes by one id
+// (definitions, scripts, subscriptions).
+func (a *app) deleteCommand(arg, what, short string, del func(*client.Client, context.Context, string) error) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "delete " + arg,
+		Short: short,
+		Args:  exactArgs(arg),
+	}
+	cmd.RunE = a.withClient(func(cmd *cobra.Command, c *client.Client, args []string) error {
+		if err := del(c, cmd.Context(), args[0]); err != nil {
+			return err
+		}
+		return a.emitDeleted(what, args[0])
+	})
+	return cmd
+}
+
 func (a *app) emitDeleted(what, id string) error {
 	return a.emit(Deleted{ID: id, Deleted: true}, func(w io.Writer) error {
 		_, err := fmt.Fprintf(w, "deleted %s %s\n", what, id)
