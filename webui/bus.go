@@ -30,11 +30,7 @@ func (u *UI) eventPage(w http.ResponseWriter, r *http.Request, s *session) {
 		u.render(w, r, http.StatusOK, "event", s, pd)
 		return
 	}
-	c, err := u.client(s)
-	if err != nil {
-		u.errorPage(w, r, s, err)
-		return
-	}
+	c := s.client
 	rec, err := c.EventFate(r.Context(), id)
 	if errors.Is(err, herald.ErrNotFound) {
 		pd.Error = "No event with that id."
@@ -82,11 +78,7 @@ func (u *UI) deadLettersPage(w http.ResponseWriter, r *http.Request, s *session)
 		f.Cursor = n
 	}
 	pd := &pageData{Title: "Dead letters", Nav: "dead-letters", Data: d, Notice: q.Get("done")}
-	c, err := u.client(s)
-	if err != nil {
-		u.errorPage(w, r, s, err)
-		return
-	}
+	c := s.client
 	page, err := c.DeadLetters(r.Context(), f)
 	if errors.Is(err, herald.ErrInvalidArgument) {
 		pd.Error = err.Error()
@@ -124,11 +116,7 @@ func (u *UI) deadLetterPage(w http.ResponseWriter, r *http.Request, s *session) 
 		u.errorPage(w, r, s, herald.ErrNotFound)
 		return
 	}
-	c, err := u.client(s)
-	if err != nil {
-		u.errorPage(w, r, s, err)
-		return
-	}
+	c := s.client
 	dl, err := c.DeadLetterByID(r.Context(), id)
 	if err != nil {
 		u.errorPage(w, r, s, err)
@@ -187,11 +175,8 @@ func (u *UI) deadLettersAct(w http.ResponseWriter, r *http.Request, s *session) 
 			Action: r.URL.Path, What: what, IDs: raw, Fields: map[string]string{"back": back}, Back: back, Confirm: verb}})
 		return
 	}
-	c, err := u.client(s)
-	if err != nil {
-		u.errorPage(w, r, s, err)
-		return
-	}
+	c := s.client
+	var err error
 	f := herald.DeadLetterFilter{IDs: ids}
 	var n int
 	if reprocess {
@@ -237,11 +222,7 @@ func (u *UI) scriptsPage(w http.ResponseWriter, r *http.Request, s *session) {
 		http.Redirect(w, r, "/scripts/"+url.PathEscape(id), http.StatusSeeOther)
 		return
 	}
-	c, err := u.client(s)
-	if err != nil {
-		u.errorPage(w, r, s, err)
-		return
-	}
+	c := s.client
 	scripts, err := c.Scripts(r.Context())
 	if err != nil {
 		u.fail(w, r, err)
@@ -260,11 +241,7 @@ type scriptData struct {
 }
 
 func (u *UI) scriptPage(w http.ResponseWriter, r *http.Request, s *session) {
-	c, err := u.client(s)
-	if err != nil {
-		u.errorPage(w, r, s, err)
-		return
-	}
+	c := s.client
 	id := r.PathValue("id")
 	d := &scriptData{ID: id, EventType: "sample.event", Data: "{}"}
 	sc, err := c.Script(r.Context(), id, 0)
@@ -289,11 +266,7 @@ func (u *UI) scriptSave(w http.ResponseWriter, r *http.Request, s *session) {
 	d := &scriptData{ID: id, Source: r.PostFormValue("source"), EventType: strings.TrimSpace(r.PostFormValue("event_type")),
 		Data: strings.TrimSpace(r.PostFormValue("data"))}
 	pd := &pageData{Title: "Script " + id, Nav: "scripts", Data: d}
-	c, err := u.client(s)
-	if err != nil {
-		u.errorPage(w, r, s, err)
-		return
-	}
+	c := s.client
 	if cur, err := c.Script(r.Context(), id, 0); err == nil {
 		d.Version = cur.Version
 	} else {
@@ -353,11 +326,7 @@ func (u *UI) subscriptionsPage(w http.ResponseWriter, r *http.Request, s *sessio
 		http.Redirect(w, r, "/subscriptions/"+url.PathEscape(id), http.StatusSeeOther)
 		return
 	}
-	c, err := u.client(s)
-	if err != nil {
-		u.errorPage(w, r, s, err)
-		return
-	}
+	c := s.client
 	subs, err := c.Subscriptions(r.Context())
 	if err != nil {
 		u.fail(w, r, err)
@@ -368,11 +337,7 @@ func (u *UI) subscriptionsPage(w http.ResponseWriter, r *http.Request, s *sessio
 }
 
 func (u *UI) subscriptionEnable(w http.ResponseWriter, r *http.Request, s *session) {
-	c, err := u.client(s)
-	if err != nil {
-		u.errorPage(w, r, s, err)
-		return
-	}
+	c := s.client
 	enabled := r.PostFormValue("enabled") == "true"
 	sub, err := c.SetSubscriptionEnabled(r.Context(), r.PathValue("id"), enabled)
 	if err != nil {

@@ -27,11 +27,7 @@ func (u *UI) definitionsPage(w http.ResponseWriter, r *http.Request, s *session)
 		http.Redirect(w, r, "/definitions/"+url.PathEscape(name), http.StatusSeeOther)
 		return
 	}
-	c, err := u.client(s)
-	if err != nil {
-		u.errorPage(w, r, s, err)
-		return
-	}
+	c := s.client
 	defs, err := c.ListEventDefinitions(r.Context())
 	if err != nil {
 		u.fail(w, r, err)
@@ -108,11 +104,7 @@ func (f *definitionForm) definition() (herald.EventDefinition, []string) {
 }
 
 func (u *UI) definitionPage(w http.ResponseWriter, r *http.Request, s *session) {
-	c, err := u.client(s)
-	if err != nil {
-		u.errorPage(w, r, s, err)
-		return
-	}
+	c := s.client
 	name := r.PathValue("name")
 	f := &definitionForm{Name: name, Buffer: heraldtype.BufferFIFO, New: true}
 	d, err := c.GetEventDefinition(r.Context(), name)
@@ -135,11 +127,8 @@ func (u *UI) definitionSave(w http.ResponseWriter, r *http.Request, s *session) 
 		Correlation: r.PostFormValue("correlation") == "on", DeleteAfterFirst: r.PostFormValue("delete_after_first") == "on",
 		TTL: r.PostFormValue("ttl")}
 	pd := &pageData{Title: "Event definition " + name, Nav: "definitions", Data: f}
-	c, err := u.client(s)
-	if err != nil {
-		u.errorPage(w, r, s, err)
-		return
-	}
+	c := s.client
+	var err error
 	if cur, err := c.GetEventDefinition(r.Context(), name); err == nil {
 		f.UpdatedAt = cur.UpdatedAt
 	} else {
@@ -175,10 +164,7 @@ func (u *UI) definitionDelete(w http.ResponseWriter, r *http.Request, s *session
 			Back: back, Confirm: "Delete"}})
 		return
 	}
-	c, err := u.client(s)
-	if err == nil {
-		err = c.DeleteEventDefinition(r.Context(), name)
-	}
+	err := s.client.DeleteEventDefinition(r.Context(), name)
 	if err != nil {
 		u.errorPage(w, r, s, err)
 		return
@@ -204,11 +190,7 @@ func (u *UI) correlatedPage(w http.ResponseWriter, r *http.Request, s *session) 
 	d := &correlatedData{Def: strings.TrimSpace(q.Get("def")), Key: q.Get("key"), After: q.Get("after"), Before: q.Get("before"),
 		Produced: q.Get("produced")}
 	pd := &pageData{Title: "Correlated events", Nav: "correlated", Data: d, Notice: q.Get("done")}
-	c, err := u.client(s)
-	if err != nil {
-		u.errorPage(w, r, s, err)
-		return
-	}
+	c := s.client
 	defs, err := c.ListEventDefinitions(r.Context())
 	if err != nil {
 		u.fail(w, r, err)
@@ -292,11 +274,7 @@ type correlatedEventData struct {
 }
 
 func (u *UI) correlatedEventPage(w http.ResponseWriter, r *http.Request, s *session) {
-	c, err := u.client(s)
-	if err != nil {
-		u.errorPage(w, r, s, err)
-		return
-	}
+	c := s.client
 	q := r.URL.Query()
 	ev, err := c.GetCorrelatedEvent(r.Context(), q.Get("def"), q.Get("key"))
 	if err != nil {
@@ -315,10 +293,7 @@ func (u *UI) correlatedDelete(w http.ResponseWriter, r *http.Request, s *session
 			Fields: map[string]string{"def": def, "key": key}, Back: correlatedURL(def, key), Confirm: "Delete"}})
 		return
 	}
-	c, err := u.client(s)
-	if err == nil {
-		err = c.DeleteCorrelatedEvent(r.Context(), def, key)
-	}
+	err := s.client.DeleteCorrelatedEvent(r.Context(), def, key)
 	if err != nil {
 		u.errorPage(w, r, s, err)
 		return

@@ -53,11 +53,7 @@ func (u *UI) instancesPage(w http.ResponseWriter, r *http.Request, s *session) {
 		u.render(w, r, http.StatusBadRequest, "instances", s, pd)
 		return
 	}
-	c, err := u.client(s)
-	if err != nil {
-		u.errorPage(w, r, s, err)
-		return
-	}
+	c := s.client
 	page, err := c.ListInstances(r.Context(), f)
 	if errors.Is(err, herald.ErrInvalidArgument) {
 		pd.Error = err.Error()
@@ -121,10 +117,7 @@ type waitInfo struct {
 }
 
 func (u *UI) loadInstance(r *http.Request, s *session) (*instanceData, error) {
-	c, err := u.client(s)
-	if err != nil {
-		return nil, err
-	}
+	c := s.client
 	id := r.PathValue("id")
 	info, err := c.Status(r.Context(), id)
 	if err != nil {
@@ -238,11 +231,8 @@ func (u *UI) instanceLive(w http.ResponseWriter, r *http.Request, s *session) {
 // instanceSend raises or enqueues an event (the path says which).
 func (u *UI) instanceSend(w http.ResponseWriter, r *http.Request, s *session) {
 	id := r.PathValue("id")
-	c, err := u.client(s)
-	if err != nil {
-		u.errorPage(w, r, s, err)
-		return
-	}
+	c := s.client
+	var err error
 	name := strings.TrimSpace(r.PostFormValue("name"))
 	raw := strings.TrimSpace(r.PostFormValue("payload"))
 	if raw == "" {
@@ -294,10 +284,7 @@ func (u *UI) instanceTerminate(w http.ResponseWriter, r *http.Request, s *sessio
 			Fields: map[string]string{"reason": reason}, Back: "/instances/" + url.PathEscape(id), Confirm: "Terminate"}})
 		return
 	}
-	c, err := u.client(s)
-	if err == nil {
-		err = c.Terminate(r.Context(), id, reason)
-	}
+	err := s.client.Terminate(r.Context(), id, reason)
 	if errors.Is(err, herald.ErrInstanceNotRunning) {
 		http.Redirect(w, r, "/instances/"+url.PathEscape(id)+"?done="+url.QueryEscape("It had ended already."), http.StatusSeeOther)
 		return

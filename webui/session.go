@@ -35,6 +35,9 @@ type session struct {
 	keyID   string
 	admin   bool
 	tenant  string // the tenant pages act on
+	// client is the tenant's client, set per request by authed (get
+	// returns each request its own copy of the session).
+	client  *herald.Client
 	csrf    string
 	created time.Time
 	expires time.Time
@@ -169,6 +172,12 @@ func (u *UI) authed(h func(http.ResponseWriter, *http.Request, *session)) http.H
 				return
 			}
 		}
+		c, err := u.rt.Client(s.tenant)
+		if err != nil {
+			u.errorPage(w, r, s, err)
+			return
+		}
+		s.client = c
 		h(w, r, s)
 	}
 }

@@ -98,11 +98,7 @@ func (f *subscriptionForm) subscription() (herald.Subscription, []string) {
 }
 
 func (u *UI) subscriptionPage(w http.ResponseWriter, r *http.Request, s *session) {
-	c, err := u.client(s)
-	if err != nil {
-		u.errorPage(w, r, s, err)
-		return
-	}
+	c := s.client
 	id := r.PathValue("id")
 	f := &subscriptionForm{ID: id, Kind: string(herald.TargetScript), Enabled: true, New: true, Kinds: targetKinds}
 	sub, err := c.Subscription(r.Context(), id)
@@ -122,11 +118,7 @@ func (u *UI) subscriptionSave(w http.ResponseWriter, r *http.Request, s *session
 	id := r.PathValue("id")
 	f := subscriptionFormOf(r, id)
 	pd := &pageData{Title: "Subscription " + id, Nav: "subscriptions", Data: f}
-	c, err := u.client(s)
-	if err != nil {
-		u.errorPage(w, r, s, err)
-		return
-	}
+	c := s.client
 	if cur, err := c.Subscription(r.Context(), id); err == nil {
 		f.Version = cur.Version
 	} else {

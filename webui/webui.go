@@ -253,8 +253,3 @@ func (u *UI) errorPage(w http.ResponseWriter, r *http.Request, s *session, err e
 		u.fail(w, r, err)
 	}
 }
-
-// client is the session's tenant's client.
-func (u *UI) client(s *session) (*herald.Client, error) {
-	return u.rt.Client(s.tenant)
-}
