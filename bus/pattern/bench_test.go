@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/heraldwf/herald/bus/pattern"
+	"github.com/heraldwf/herald/internal/busload"
 )
 
 // benchIndex builds 10,000 subscriptions of the shapes a bus sees, over
@@ -22,23 +23,7 @@ func benchIndex(b *testing.B) (*pattern.Index[int], []string) {
 	seg := func(kind string, n int) string { return fmt.Sprintf("%s%d", kind, rng.IntN(n)) }
 	var x pattern.Index[int]
 	for id := 0; x.Len() < 10_000; id++ {
-		d, e, a := seg("domain", 20), seg("entity", 25), seg("action", 8)
-		var p string
-		switch r := rng.IntN(100); {
-		case r < 70:
-			p = d + "." + e + "." + a
-		case r < 80:
-			p = d + "." + e + ".*"
-		case r < 85:
-			p = d + ".>"
-		case r < 90:
-			p = "*." + e + "." + a
-		case r < 95:
-			p = d + ".*." + a
-		default:
-			p = d + "." + e + ".>"
-		}
-		if _, err := x.Add(p, id); err != nil {
+		if _, err := x.Add(busload.Pattern(rng), id); err != nil {
 			b.Fatal(err)
 		}
 	}

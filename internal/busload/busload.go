@@ -14,14 +14,34 @@ import (
 	"github.com/heraldwf/herald/storage"
 )
 
-// Subscriptions makes n subscriptions of the shapes a tenant's bus sees, over
-// 20 domains × 25 entities × 8 actions: 70 % exact types, 10 %
+// Pattern draws one subscription pattern from rng, over 20 domains × 25
+// entities × 8 actions: 70 % exact types ("domain3.entity7.action1"), 10 %
 // "domain.entity.*", 5 % "domain.>", 5 % "*.entity.action", 5 %
-// "domain.*.action", 5 % "domain.entity.>"; a third of them carry a filter
-// (an eq, an in-list, a numeric range, or an AND with a nested OR).
+// "domain.*.action", 5 % "domain.entity.>".
+func Pattern(rng *rand.Rand) string {
+	seg := func(kind string, n int) string { return fmt.Sprintf("%s%d", kind, rng.IntN(n)) }
+	d, e, a := seg("domain", 20), seg("entity", 25), seg("action", 8)
+	switch r := rng.IntN(100); {
+	case r < 70:
+		return d + "." + e + "." + a
+	case r < 80:
+		return d + "." + e + ".*"
+	case r < 85:
+		return d + ".>"
+	case r < 90:
+		return "*." + e + "." + a
+	case r < 95:
+		return d + ".*." + a
+	default:
+		return d + "." + e + ".>"
+	}
+}
+
+// Subscriptions makes n subscriptions of the shapes a tenant's bus sees
+// (patterns from Pattern); a third of them carry a filter (an eq, an
+// in-list, a numeric range, or an AND with a nested OR).
 func Subscriptions(n int) []*heraldtype.Subscription {
 	rng := rand.New(rand.NewPCG(4, 12))
-	seg := func(kind string, n int) string { return fmt.Sprintf("%s%d", kind, rng.IntN(n)) }
 	filters := []string{
 		`{"field":"data.role","op":"eq","value":"admin"}`,
 		`{"field":"data.plan","op":"in","value":["pro","team","enterprise"]}`,
@@ -31,23 +51,7 @@ func Subscriptions(n int) []*heraldtype.Subscription {
 	}
 	subs := make([]*heraldtype.Subscription, n)
 	for i := range subs {
-		d, e, a := seg("domain", 20), seg("entity", 25), seg("action", 8)
-		var p string
-		switch r := rng.IntN(100); {
-		case r < 70:
-			p = d + "." + e + "." + a
-		case r < 80:
-			p = d + "." + e + ".*"
-		case r < 85:
-			p = d + ".>"
-		case r < 90:
-			p = "*." + e + "." + a
-		case r < 95:
-			p = d + ".*." + a
-		default:
-			p = d + "." + e + ".>"
-		}
-		s := &heraldtype.Subscription{ID: fmt.Sprintf("sub-%05d", i), Pattern: p, Enabled: true,
+		s := &heraldtype.Subscription{ID: fmt.Sprintf("sub-%05d", i), Pattern: Pattern(rng), Enabled: true,
 			Target: heraldtype.Target{Kind: heraldtype.TargetHandler, Handler: "h"}}
 		if i%3 == 0 {
 			s.Filter = json.RawMessage(filters[rng.IntN(len(filters))])
