@@ -14,7 +14,6 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/heraldwf/herald"
 	"github.com/heraldwf/herald/examples/approval"
@@ -173,11 +172,5 @@ func (a *answer) problem(status int, code string) *wire.Problem {
 // eventually retries cond until it is true or the test's context ends.
 func (s *server) eventually(what string, cond func() bool) {
 	s.t.Helper()
-	for !cond() {
-		select {
-		case <-s.ctx.Done():
-			s.t.Fatalf("%s: not reached before the deadline", what)
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
+	apitest.Eventually(s.t, s.ctx, what, func() (bool, error) { return cond(), nil })
 }

@@ -85,16 +85,12 @@ func (s *server) client(tenant string) *herald.Client {
 	return c
 }
 
-// eventually waits for cond, failing the test after a deadline.
+// eventually waits for cond, failing the test after 30 s.
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	apitest.Eventually(t, ctx, what, func() (bool, error) { return cond(), nil })
 }
 
 // browserless is a plain HTTP client with a cookie jar, signed in.

@@ -26,17 +26,9 @@ func (s *apiServer) eventually(what string, cond func(ctx context.Context, c *he
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	deadline := time.Now().Add(time.Minute)
-	for {
-		ok, err := cond(s.t.Context(), c)
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			s.t.Fatalf("%s: not within a minute (last error: %v)", what, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	ctx, cancel := context.WithTimeout(s.t.Context(), time.Minute)
+	defer cancel()
+	apitest.Eventually(s.t, ctx, what, func() (bool, error) { return cond(s.t.Context(), c) })
 }
 
 // busDone waits until the published events ids have ended (fate done or

@@ -153,3 +153,20 @@ func (b *Buffer) String() string {
 	defer b.mu.Unlock()
 	return b.b.String()
 }
+
+// Eventually polls cond until it holds, failing t when ctx ends first;
+// what names the condition, and the failure repeats cond's last error.
+func Eventually(t testing.TB, ctx context.Context, what string, cond func() (bool, error)) {
+	t.Helper()
+	for {
+		ok, err := cond()
+		if ok {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s: not reached before the deadline (last error: %v)", what, err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
