@@ -69,7 +69,7 @@ func Load(ctx context.Context, src Source, id string) (*Instance, error) {
 	switch info.Status {
 	case herald.StatusCompleted:
 		in.Output = info.Output
-	case herald.StatusFailed, herald.StatusTerminated:
+	case herald.StatusFailed, herald.StatusTerminated, herald.StatusCanceled:
 		if err := info.Err(); err != nil {
 			in.Error = err.Error()
 		}
