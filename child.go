@@ -136,8 +136,13 @@ func (c *Client) CancelWorkflow(ctx context.Context, instanceID, reason string) 
 		return &InvalidArgumentError{Op: "CancelWorkflow", Reasons: []string{
 			fmt.Sprintf("reason must be valid UTF-8 without NUL bytes, at most %d bytes", MaxKeyBytes)}}
 	}
-	_, err := c.store.InstanceCancel(ctx, &storage.InstanceCancelParams{Tenant: c.tenant, ID: instanceID,
-		Reason: reason, Now: c.cfg.Clock.Now()})
+	// A second request is a no-op: a call whose connection was lost is
+	// retried like a read.
+	now := c.cfg.Clock.Now()
+	_, err := idempotent(ctx, func() (bool, error) {
+		return c.store.InstanceCancel(ctx, &storage.InstanceCancelParams{Tenant: c.tenant, ID: instanceID,
+			Reason: reason, Now: now})
+	})
 	if err != nil {
 		return fmt.Errorf("cancel %s: %w", instanceID, err)
 	}
