@@ -789,7 +789,10 @@ type TurnStore interface {
 	// history, deletes the old executions' timers and activity results and
 	// the instance's correlation markers, deletes their unleased activity
 	// tasks and marks leased ones cancel_requested, and adds a kick
-	// message. Finally the lease is cleared.
+	// message. Finally the lease is cleared. StartChildren are created (or
+	// the parent told their id is taken) and CancelChildren asked to
+	// cancel in the same transaction, and a commit that ends the instance
+	// with Family set applies the family rules (see ChildStart).
 	//
 	// It returns the EventDropped breadcrumbs of the instance_terminal
 	// drops, so the caller can log and count them.
