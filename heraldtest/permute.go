@@ -78,6 +78,10 @@ type Spec struct {
 	// workflow that never ends (a timer loop) fails instead of running
 	// forever.
 	MaxChoices int
+	// NoPrune explores every ordering, without merging those that reach
+	// a state already explored: slower, for when a deduplication is in
+	// doubt.
+	NoPrune bool
 	// Ordering, if set, runs exactly that ordering (as a failure report
 	// prints it) instead of exploring.
 	Ordering string
@@ -126,9 +130,13 @@ func (o *Outcome) Result(out any) error {
 
 // Fate says where the labelled event stands, as text: "delivered (wait
 // #2 of execution 1)", "dropped: withdrawn_wait", "buffered", "pending",
-// "refused: …", "put" (a correlated event), or "unknown label".
+// "refused (the instance had ended)", "put" (a correlated event), or
+// "unknown label".
 func (o *Outcome) Fate(label string) string {
 	if err, ok := o.Refused[label]; ok {
+		if errors.Is(err, herald.ErrInstanceNotRunning) {
+			return "refused (the instance had ended)"
+		}
 		return "refused: " + err.Error()
 	}
 	if rec := o.Fates[label]; rec != nil {
@@ -344,7 +352,7 @@ func (p *permuter) explore() {
 			for i := len(alts) - 1; i >= 0; i-- {
 				stack = append(stack, append(slices.Clone(at), alts[i]))
 			}
-		}, true)
+		}, !p.spec.NoPrune)
 	}
 	p.exhaustive = true
 }
