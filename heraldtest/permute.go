@@ -484,7 +484,7 @@ func stepKind(tok string) string {
 	kind, _, _ := strings.Cut(tok, "[")
 	kind, _, _ = strings.Cut(kind, " ")
 	switch kind {
-	case "start", drive.Turn, drive.Activity, drive.Bus, "idle":
+	case "start", drive.Turn, drive.Activity, drive.Bus, "route", "idle":
 		return kind
 	}
 	return ""
@@ -587,7 +587,13 @@ func (r *runState) apply(c choice) {
 		}
 	}
 	if !ran {
-		r.tokens = append(r.tokens, prefix+"idle")
+		// Routing alone (a published event no subscription took), or
+		// nothing that could run after all.
+		tok := "idle"
+		if u.Routed > 0 {
+			tok = "route"
+		}
+		r.tokens = append(r.tokens, prefix+tok)
 		return
 	}
 	tok := prefix + u.Kind
