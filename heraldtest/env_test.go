@@ -3,6 +3,7 @@ package heraldtest_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -111,6 +112,9 @@ func TestEnv_MockActivityAndRetryBackoff(t *testing.T) {
 	if calls.Count() != 3 || string(calls.Inputs()[2]) != `"desk"` {
 		t.Fatalf("calls %d %s", calls.Count(), calls.Inputs())
 	}
+	if u := env.Units(); !slices.Contains(u, "activity notify#2 a-1") || !slices.Contains(u, "activity notify#3 a-1") {
+		t.Fatalf("units %q", u)
+	}
 	h := env.History("a-1")
 	if n := len(h); n < 4 || h[3].Kind != history.EventSubscribed {
 		t.Fatalf("history %v", heraldtest.Shape(h))
@@ -156,5 +160,32 @@ func TestEnv_CorrelatedTTL(t *testing.T) {
 	env.Advance(time.Hour + time.Second)
 	if _, err := env.Client().GetCorrelatedEvent(env.Context(), "payment", "order-1"); !errors.Is(err, herald.ErrNotFound) {
 		t.Fatalf("get after the TTL: %v, want not found", err)
+	}
+}
+
+func TestEnv_TenantAndStart(t *testing.T) {
+	start := time.Date(2031, 6, 1, 12, 0, 0, 0, time.UTC)
+	env := newEnv(t, registerApproval, heraldtest.WithTenant("acme"), heraldtest.WithStart(start))
+	if env.Tenant() != "acme" || !env.Now().Equal(start) || !env.Clock().Now().Equal(start) {
+		t.Fatalf("tenant %q, now %v", env.Tenant(), env.Now())
+	}
+	env.Start("approval", "a-1", approvalIn{Item: "desk", Deadline: time.Hour})
+	// The instance is the tenant's: another tenant's client does not see it.
+	other, err := env.Runtime().Client(herald.DefaultTenant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.Status(env.Context(), "a-1"); !errors.Is(err, herald.ErrNotFound) {
+		t.Fatalf("the default tenant sees acme's instance: %v", err)
+	}
+	if n := env.Settle(); n != 0 {
+		t.Fatalf("Settle ran %d units on a settled Env", n)
+	}
+	if moved := env.AdvanceUntilIdle(2 * time.Hour); moved != time.Hour {
+		t.Fatalf("AdvanceUntilIdle moved %v, want the 1h deadline", moved)
+	}
+	env.RequireResult(t, "a-1", "expired")
+	if h := env.History("a-1"); !h[0].Time.Equal(start) {
+		t.Fatalf("history starts at %v, want %v", h[0].Time, start)
 	}
 }

@@ -176,6 +176,19 @@ func TestPermute_OrderingMustMatch(t *testing.T) {
 	if !strings.Contains(ft.msg, `"nope", which is no label`) {
 		t.Fatalf("fatal %q", ft.msg)
 	}
+	// An ordering the workflow no longer follows says where it diverged.
+	spec.Ordering = "start · activity remind#1"
+	ft = &fatalT{T: t}
+	runFatal(ft, func() { heraldtest.Permute(ft, spec) })
+	if !strings.Contains(ft.msg, `diverged at choice 2: the ordering says "activity remind#1", the workflow ran "turn[wait answer, timer 1h0m0s]"`) {
+		t.Fatalf("fatal %q", ft.msg)
+	}
+	spec.Ordering = "start · bogus"
+	ft = &fatalT{T: t}
+	runFatal(ft, func() { heraldtest.Permute(ft, spec) })
+	if !strings.Contains(ft.msg, `choice 2 "bogus" is neither`) {
+		t.Fatalf("fatal %q", ft.msg)
+	}
 }
 
 // fatalT records a Fatalf and ends the goroutine, as testing.T does.
