@@ -54,9 +54,10 @@
 // The orderings are explored depth first. A run that reaches a state
 // already explored — the same history (times as offsets from the run's
 // start), the same fates of the delivered events, the same events still to
-// deliver, the same attempts run and the same clock offset — with no fewer
-// choices is cut short there: its continuations are the ones already
-// explored (Spec.NoPrune turns this off). The exploration stops at
+// deliver, the same attempts run, the same choices since the instance's
+// last turn (the order its inbox filled in) and the same clock offset —
+// with no fewer choices is cut short there: its continuations are the ones
+// already explored (Spec.NoPrune turns this off). The exploration stops at
 // Spec.Budget orderings (default 2,000); past it, Spec.Samples orderings
 // more are drawn at random with Spec.Seed, and the log says the
 // exploration was not exhaustive. A failure is reported once, as the

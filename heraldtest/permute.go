@@ -506,6 +506,14 @@ type runState struct {
 	units     []string // units run: kind, name, attempt (what history does not show)
 	tokens    []string // the timeline
 	histLen   int
+	// segment is the choices since the instance's last turn: the order in
+	// which its inbox filled (deliveries, activity results, bus
+	// deliveries), which its next turn sees and history does not show yet.
+	segment []string
+	// others: a turn of another instance ran (a bus target started one);
+	// its state is not fingerprinted, so the run is never merged.
+	others     bool
+	lastTurnOf string // the instance of the turn the last step ran
 }
 
 func (p *permuter) newRun() *runState {
@@ -563,6 +571,15 @@ func (r *runState) canStep() bool {
 func (r *runState) apply(c choice) {
 	t := r.p.t
 	t.Helper()
+	defer func() {
+		tok := r.tokens[len(r.tokens)-1]
+		if stepKind(tok) == drive.Turn && r.lastTurnOf == r.p.id {
+			r.segment = nil
+			return
+		}
+		r.segment = append(r.segment, tok)
+	}()
+	r.lastTurnOf = ""
 	if c != stepChoice {
 		r.deliver(int(c))
 		return
@@ -606,6 +623,10 @@ func (r *runState) apply(c choice) {
 		r.units = append(r.units, fmt.Sprintf("b %s %s %d", u.Name, u.EventID, u.Attempt))
 	}
 	if u.Kind == drive.Turn {
+		r.lastTurnOf = u.Instance
+		if u.Instance != r.p.id {
+			r.others = true
+		}
 		if d := r.newHistory(); d != "" {
 			tok += "[" + d + "]"
 		}
@@ -737,11 +758,14 @@ func eventText(ev history.Event) string {
 }
 
 // fingerprint identifies the state of the run: what can make its future
-// differ. The history without ids of time (times as offsets from the
-// run's start), every delivered event's fate, the order of the events
-// delivered but not yet seen by the instance, the events not delivered
-// yet, the attempts run (which history does not record), the clock's
-// offset. Two points with one fingerprint have the same futures.
+// differ. The history (times as offsets from the run's start) and status,
+// every delivered event's fate in delivery order (which also says which
+// are still to deliver), the attempts run (which history does not
+// record), the choices since the instance's last turn (the order its
+// inbox filled in), the clock's offset. Two points with one fingerprint
+// have the same futures. A run in which another instance took a turn
+// (started by a bus target) is fingerprinted by its whole timeline: it is
+// never merged with another.
 func (r *runState) fingerprint() string {
 	h := sha256.New()
 	w := func(v any) {
@@ -793,6 +817,10 @@ func (r *runState) fingerprint() string {
 	units := slices.Clone(r.units)
 	sort.Strings(units)
 	w(units)
+	w(r.segment)
+	if r.others {
+		w(r.tokens)
+	}
 	return hex.EncodeToString(h.Sum(nil))
 }
 
