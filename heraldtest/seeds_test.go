@@ -3,6 +3,7 @@ package heraldtest_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sort"
 	"strings"
@@ -295,4 +296,64 @@ func TestPermute_PruningKeepsEveryOutcome(t *testing.T) {
 		}
 	}
 	t.Logf("%d orderings without deduplication, %d with; %d distinct outcomes", rf.Orderings, rp.Orderings, len(full))
+}
+
+// An activity's result and an event that reach the inbox before the same
+// turn race: the one that arrived first wins the Select. Orderings that
+// differ only in that order must not be merged.
+func TestPermute_PruningKeepsInboxOrder(t *testing.T) {
+	register := func(rt *herald.Runtime) {
+		herald.RegisterWorkflow(rt, "race", func(ctx *herald.Context, _ struct{}) (int, error) {
+			return ctx.Select(ctx.CallActivity("work", nil), ctx.WaitEvent("X")), nil
+		})
+		herald.RegisterActivity(rt, "work", func(context.Context, any) (bool, error) { return true, nil })
+	}
+	outcomes := func(noPrune bool) map[string]bool {
+		got := map[string]bool{}
+		heraldtest.Permute(t, heraldtest.Spec{Register: register, Workflow: "race", NoPrune: noPrune,
+			Events:  []heraldtest.Event{{Label: "x", Lane: heraldtest.Positional, Name: "X"}},
+			Options: []heraldtest.Option{heraldtest.WithBackendFromEnv()},
+			Check: func(t testing.TB, o *heraldtest.Outcome) {
+				got[string(o.Output)+" x "+o.Fate("x")+historyKey(o.History)] = true
+			}})
+		return got
+	}
+	pruned, full := outcomes(false), outcomes(true)
+	// Activity result first: it wins and x, in the same turn, is dropped as
+	// the instance ends. x first: the wait wins.
+	const (
+		activityFirst = "0 x dropped: instance_terminal; ExecutionStarted, ActivityScheduled work, EventSubscribed X, ActivityCompleted work, EventSubscribedCancelled X, ExecutionCompleted, EventDropped X x"
+		eventFirst    = "1 x delivered (wait #1 of execution 1); ExecutionStarted, ActivityScheduled work, EventSubscribed X, EventRaised X x→3, ActivityCancelRequested work, ExecutionCompleted"
+	)
+	if len(pruned) != len(full) || !pruned[activityFirst] || !pruned[eventFirst] {
+		t.Fatalf("pruned %v\nfull %v", pruned, full)
+	}
+	for o := range full {
+		if !pruned[o] {
+			t.Fatalf("the pruned exploration missed %q (full: %v)", o, full)
+		}
+	}
+	t.Logf("outcomes: %v", full)
+}
+
+// historyKey is a history without times: kinds, names, event ids and the
+// waits they reached.
+func historyKey(evs []history.Event) string {
+	parts := make([]string, len(evs))
+	for i, ev := range evs {
+		parts[i] = string(ev.Kind)
+		if ev.Kind != history.ExecutionStarted && ev.Name != "" {
+			parts[i] += " " + ev.Name
+		}
+		if ev.EventID != "" {
+			parts[i] += " " + ev.EventID
+		}
+		if ev.Kind == history.EventRaised && ev.TaskSeq > 0 {
+			parts[i] += fmt.Sprintf("→%d", ev.TaskSeq)
+		}
+		if ev.AtStart {
+			parts[i] += " (at start)"
+		}
+	}
+	return "; " + strings.Join(parts, ", ")
 }
