@@ -80,7 +80,8 @@ func TestExpenseInEveryOrder(t *testing.T) {
 func TestFraudScript(t *testing.T) {
 	env := heraldtest.New(t, nil)
 	env.PutScript("fraud", `if (ctx.event.data.amount > 5000) throw new Error("needs a human"); return {ok: true};`)
-	env.Subscribe(herald.Subscription{ID: "fraud", Pattern: "order.*", Enabled: true, MaxRetries: intp(1),
+	retries := 1
+	env.Subscribe(herald.Subscription{ID: "fraud", Pattern: "order.*", Enabled: true, MaxRetries: &retries,
 		Target: herald.Target{Kind: herald.TargetScript, Script: "fraud"}})
 
 	env.Publish("order.paid", map[string]int{"amount": 9000}, herald.WithEventID("pay-1")) // the script ran
