@@ -75,3 +75,13 @@ func (r *Runtime) failSend(ctx context.Context, t *storage.Turn, cause error) {
 			LockToken: t.LockToken, RetryAt: r.cfg.Clock.Now().Add(r.cfg.PollInterval)})
 	}
 }
+
+// reportSends reports the events a committed turn sent as accepted
+// (Observer.EventAccepted), as a client's sends are.
+func (r *Runtime) reportSends(tenant string, sends []storage.TurnSend) {
+	for i := range sends {
+		s := &sends[i]
+		r.obs.EventAccepted(EventReport{Tenant: tenant, InstanceID: s.InstanceID, EventID: s.EventID,
+			Lane: string(s.Lane), Name: s.Name})
+	}
+}

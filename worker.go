@@ -391,6 +391,7 @@ func (r *Runtime) runTurn(ctx context.Context, t *storage.Turn) {
 	for _, p := range out.Publish {
 		r.obs.BusPublished(BusPublishReport{Tenant: tenant, EventID: p.ID, Type: p.Type})
 	}
+	r.reportSends(tenant, out.Sends)
 	reportDrops(r.logger, r.obs, tenant, t.Instance.ID, out.Drops)
 	reportContinuedDrops(r.logger, r.obs, tenant, t.Instance.ID, out.ContinuedDrops)
 	reportDrops(r.logger, r.obs, tenant, t.Instance.ID, storeDrops)
