@@ -35,7 +35,8 @@ const DefaultVersion = 0
 // payload that cannot be encoded, is over Config.MaxPayloadBytes or nests
 // deeper than Config.MaxPayloadDepth. StartIfAbsent does not apply. A
 // payload that the event's definition refuses (its schema, its own size
-// cap) is found when the turn commits: the instance then fails, with a
+// cap) or that is over the tenant's MaxPayloadBytes override is found when
+// the turn commits: the instance then fails, with a
 // *WorkflowError of kind "send" (FailureSend), and nothing of that turn is
 // written; so does an event id that was first used for another target.
 func (c *Context) RaiseEvent(instanceID, name string, payload any, opts ...RaiseOption) (string, error) {
