@@ -321,7 +321,7 @@ func (r *Runtime) runTurn(ctx context.Context, t *storage.Turn) {
 	// The work the turn sends on carries its span: activity tasks (and
 	// so their results), published events (and so their bus attempts).
 	tp := ""
-	if len(out.Activities) > 0 || len(out.Publish) > 0 {
+	if len(out.Activities) > 0 || len(out.Publish) > 0 || len(out.Sends) > 0 {
 		tp = traceParent(span)
 	}
 	for i := range out.Activities {
@@ -333,6 +333,18 @@ func (r *Runtime) runTurn(ctx context.Context, t *storage.Turn) {
 		out.Publish[i].TraceParent = tp
 	}
 	returnedTraces(t.Messages, out.ReturnedCorrelated)
+	if refused, err := r.prepareSends(ctx, tenant, out.Sends, tp); refused != nil || err != nil {
+		if refused != nil {
+			rep.Outcome, rep.Err = TurnCommitFailed, refused
+			r.failSend(ctx, t, refused)
+			return
+		}
+		rep.Outcome, rep.Err = TurnCommitFailed, err
+		r.logger.Error("herald: commit turn", "instance", t.Instance.ID, "err", err)
+		_ = r.store.TurnAbandon(ctx, &storage.TurnAbandonParams{Tenant: tenant, InstanceID: t.Instance.ID,
+			LockToken: t.LockToken, RetryAt: r.cfg.Clock.Now().Add(r.cfg.PollInterval)})
+		return
+	}
 	waits := r.correlatedWaits(ctx, tenant, t.Instance.ID, out.CorrelatedWaits)
 	storeDrops, err := r.store.TurnCommit(ctx, &storage.TurnCommitParams{
 		Tenant:           tenant,
@@ -356,12 +368,17 @@ func (r *Runtime) runTurn(ctx context.Context, t *storage.Turn) {
 		CancelCorrelatedWaits: out.CancelCorrelatedWaits,
 		ReturnedCorrelated:    out.ReturnedCorrelated,
 		Publish:               out.Publish,
+		Sends:                 out.Sends,
 	})
 	if err != nil {
 		rep.Outcome, rep.Err = TurnCommitFailed, err
 		if errors.Is(err, heraldtype.ErrLeaseLost) {
 			rep.Outcome = TurnLeaseLost
 			r.logger.Info("herald: turn discarded, lease lost", "instance", t.Instance.ID)
+			return
+		}
+		if len(out.Sends) > 0 && errors.Is(err, heraldtype.ErrEventIDConflict) {
+			r.failSend(ctx, t, err)
 			return
 		}
 		r.logger.Error("herald: commit turn", "instance", t.Instance.ID, "err", err)
@@ -374,6 +391,7 @@ func (r *Runtime) runTurn(ctx context.Context, t *storage.Turn) {
 	for _, p := range out.Publish {
 		r.obs.BusPublished(BusPublishReport{Tenant: tenant, EventID: p.ID, Type: p.Type})
 	}
+	r.reportSends(tenant, out.Sends)
 	reportDrops(r.logger, r.obs, tenant, t.Instance.ID, out.Drops)
 	reportContinuedDrops(r.logger, r.obs, tenant, t.Instance.ID, out.ContinuedDrops)
 	reportDrops(r.logger, r.obs, tenant, t.Instance.ID, storeDrops)

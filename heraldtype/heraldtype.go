@@ -110,6 +110,10 @@ const (
 	// FailureReplay: the engine refused the instance's history (or failed
 	// on it).
 	FailureReplay = "replay"
+	// FailureSend: an event the workflow sent (ctx.RaiseEvent, ctx.Enqueue)
+	// was refused when its turn committed: its definition refused the
+	// payload, or its event id was first used for another target.
+	FailureSend = "send"
 )
 
 // Failure is an error recorded in history or on an instance. Kind lets
@@ -273,7 +277,10 @@ type EventRecord struct {
 	// Key is the correlation key of a correlated-lane event: with Name (the
 	// event definition) it links the event back to the correlated event
 	// that produced it. Empty on the other lanes.
-	Key        string    `json:"key,omitempty"`
+	Key string `json:"key,omitempty"`
+	// Sender is the instance that sent the event from its workflow
+	// (ctx.RaiseEvent, ctx.Enqueue); empty for an event sent by a client.
+	Sender     string    `json:"sender,omitempty"`
 	ReceivedAt time.Time `json:"received_at"`
 	UpdatedAt  time.Time `json:"updated_at"`
 	// Bus is the published event, with its routes and executions, of a

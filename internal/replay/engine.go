@@ -26,6 +26,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"runtime/debug"
 	"slices"
 	"time"
@@ -118,6 +119,9 @@ type Output struct {
 	// Publish are the events the turn published to the bus (ctx.Publish):
 	// the store commits them with the turn.
 	Publish []storage.BusPublishEvent
+	// Sends are the events the turn sent to instances (ctx.RaiseEvent,
+	// ctx.Enqueue; send.go): the store commits them with the turn.
+	Sends []storage.TurnSend
 }
 
 // CorrelatedWait is a wait on (event definition, key).
@@ -232,6 +236,8 @@ type State struct {
 	bursts      map[string]burst // open bursts of limit drops, by lane and name
 	futures     map[int]*Future
 	uuids       int
+	versions    map[string]int // ctx.Version's answers, by change id (version.go)
+	random      *rand.Rand     // ctx.Random's source (version.go)
 
 	// coroutine
 	resume   chan bool // true: abort
@@ -294,6 +300,7 @@ func Run(in *Input) (*Output, error) {
 		receives:    map[string]int{},
 		bursts:      map[string]burst{},
 		futures:     map[int]*Future{},
+		versions:    map[string]int{},
 		resume:      make(chan bool),
 		yield:       make(chan struct{}),
 	}
@@ -367,6 +374,11 @@ func (s *State) run() {
 	// Phase 1: replay stored inputs.
 	for s.cursor < len(s.hist) {
 		ev := s.hist[s.cursor]
+		if ev.Kind == history.VersionMarker {
+			// A marker of a change the code no longer asks about.
+			s.cursor++
+			continue
+		}
 		if ev.Kind.IsDecision() {
 			s.fatal = s.nondeterminism(ev, "nothing (the workflow is waiting or has returned)")
 			return
@@ -718,6 +730,7 @@ func (s *State) decide(ev history.Event) (int, bool) {
 	if s.aborting {
 		panic(abort{})
 	}
+	s.skipMarkers(ev)
 	if s.cursor < len(s.hist) {
 		h := s.hist[s.cursor]
 		if !sameDecision(h, ev) {
@@ -739,7 +752,7 @@ func (s *State) decide(ev history.Event) (int, bool) {
 
 func sameDecision(h, ev history.Event) bool {
 	return h.Kind == ev.Kind && h.Name == ev.Name && h.TaskSeq == ev.TaskSeq &&
-		h.Lane == ev.Lane && h.NoWait == ev.NoWait && h.Key == ev.Key &&
+		h.Lane == ev.Lane && h.NoWait == ev.NoWait && h.Key == ev.Key && h.Target == ev.Target &&
 		(h.Kind != history.EventSubscribedCancelled || // a give-back and its outcome
 			h.EventID == ev.EventID && h.WaitNumber == ev.WaitNumber && h.Reason == ev.Reason)
 }
@@ -751,6 +764,9 @@ func describe(ev history.Event) string {
 	}
 	if ev.Key != "" {
 		s += fmt.Sprintf(" key %q", ev.Key)
+	}
+	if ev.Target != "" {
+		s += fmt.Sprintf(" to %q", ev.Target)
 	}
 	if ev.NoWait {
 		s += " (no wait)"
