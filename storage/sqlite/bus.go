@@ -468,6 +468,16 @@ const busDueSQL = `SELECT id, status FROM (
 			WHERE tenant = ?1 AND status = 'running' AND lease_until < ?2 ORDER BY fq, due_at, id LIMIT ?3)
 	) ORDER BY fq, due_at, id LIMIT ?3`
 
+// busLeaseSQL leases the executions whose ids are the JSON array ?4, with
+// lock token ?1 || id, until ?2, at ?3.
+const busLeaseSQL = `UPDATE bus_routes SET status = 'running', lock_token = ?1 || id, lease_until = ?2,
+	attempts = attempts + 1, updated_at = ?3 WHERE id IN (SELECT value FROM json_each(?4))
+	RETURNING ` + execCols + `, event_seq, lock_token`
+
+// busClaimEventsSQL reads tenant ?2's events whose seqs are the JSON array ?1.
+const busClaimEventsSQL = `SELECT ` + busEventCols + ` FROM bus_events
+	WHERE seq IN (SELECT value FROM json_each(?1)) AND tenant = ?2`
+
 // BusClaim: see storage.BusStore. The due executions come from three
 // partial indexes (queued in fair-queueing order, retrying by due time,
 // running by lease end), merged in fair-queueing order; the claim is
@@ -512,21 +522,68 @@ func (s *Store) BusClaim(ctx context.Context, p *storage.BusClaimParams) ([]*sto
 			}
 			dues = append(dues, d)
 		}
-		for _, d := range dues {
-			token := newToken()
-			var seq int64
-			x, err := scanExec(w.queryRow(`UPDATE bus_routes SET status = 'running', lock_token = ?, lease_until = ?,
-				attempts = attempts + 1, updated_at = ? WHERE id = ? RETURNING `+execCols+`, event_seq`,
-				token, until, nowN, d.id), &seq)
+		if len(dues) == 0 {
+			return nil
+		}
+		// One UPDATE leases them all and one SELECT reads their events
+		// (the id lists passed as JSON arrays, so that each statement is
+		// prepared once). Each lock token is the batch's random prefix and
+		// the execution's id: unique per execution and claim.
+		ids := make([]int64, len(dues))
+		order := make(map[int64]int, len(dues))
+		for i, d := range dues {
+			ids[i], order[d.id] = d.id, i
+		}
+		idList, _ := json.Marshal(ids)
+		rows, err = w.query(busLeaseSQL, newToken()+".", until, nowN, string(idList))
+		if err != nil {
+			return fmt.Errorf("lease executions: %w", err)
+		}
+		claimed = make([]*storage.BusClaimed, len(dues))
+		seqs := make([]int64, 0, len(dues))
+		bySeq := make(map[int64][]int, len(dues))
+		for rows.Next() {
+			var (
+				seq   int64
+				token string
+			)
+			x, err := scanExec(rows, &seq, &token)
 			if err != nil {
-				return fmt.Errorf("lease execution %d: %w", d.id, err)
+				return fmt.Errorf("lease executions: %w", err)
 			}
-			ev, err := scanBusEvent(w.queryRow(`SELECT `+busEventCols+` FROM bus_events WHERE seq = ? AND tenant = ?`, seq, p.Tenant))
+			i, ok := order[x.ID]
+			if !ok || claimed[i] != nil {
+				return fmt.Errorf("lease executions: unexpected execution %d", x.ID)
+			}
+			claimed[i] = &storage.BusClaimed{Execution: *x, LockToken: token,
+				TakenOver: dues[i].status == string(heraldtype.ExecRunning)}
+			if bySeq[seq] == nil {
+				seqs = append(seqs, seq)
+			}
+			bySeq[seq] = append(bySeq[seq], i)
+		}
+		for i, c := range claimed {
+			if c == nil {
+				return fmt.Errorf("lease execution %d: %w", dues[i].id, sql.ErrNoRows)
+			}
+		}
+		seqList, _ := json.Marshal(seqs)
+		rows, err = w.query(busClaimEventsSQL, string(seqList), p.Tenant)
+		if err != nil {
+			return fmt.Errorf("read the events of the executions: %w", err)
+		}
+		for rows.Next() {
+			ev, err := scanBusEvent(rows)
 			if err != nil {
-				return fmt.Errorf("read the event of execution %d: %w", d.id, err)
+				return fmt.Errorf("read the events of the executions: %w", err)
 			}
-			claimed = append(claimed, &storage.BusClaimed{Execution: *x, Event: *ev, LockToken: token,
-				TakenOver: d.status == string(heraldtype.ExecRunning)})
+			for _, i := range bySeq[ev.Seq] {
+				claimed[i].Event = *ev
+			}
+			delete(bySeq, ev.Seq)
+		}
+		for _, is := range bySeq {
+			return fmt.Errorf("read the event of execution %d: %w", dues[is[0]].id, sql.ErrNoRows)
 		}
 		return nil
 	})
@@ -998,6 +1055,9 @@ func (s *Store) BusScriptPut(ctx context.Context, p *storage.BusScriptPutParams)
 			p.Tenant, p.ID, versionAfter, p.Source, now); err != nil {
 			return fmt.Errorf("store version %d: %w", versionAfter, err)
 		}
+		if err := bumpGeneration(w, p.Tenant); err != nil { // the runtimes' script caches check it
+			return err
+		}
 		got = &heraldtype.Script{ID: p.ID, Version: versionAfter, Source: p.Source,
 			CreatedAt: backend.FromNanos(created), UpdatedAt: backend.FromNanos(now)}
 		return nil
@@ -1097,8 +1157,10 @@ func (s *Store) BusScriptDelete(ctx context.Context, p *storage.BusScriptGetPara
 		} else if n == 0 {
 			return heraldtype.ErrNotFound
 		}
-		_, err = w.exec(`DELETE FROM bus_scripts WHERE tenant = ? AND id = ?`, p.Tenant, p.ID)
-		return err
+		if _, err = w.exec(`DELETE FROM bus_scripts WHERE tenant = ? AND id = ?`, p.Tenant, p.ID); err != nil {
+			return err
+		}
+		return bumpGeneration(w, p.Tenant) // the runtimes' script caches check it
 	})
 	if err != nil {
 		return fmt.Errorf("sqlite: delete script %q: %w", p.ID, err)
