@@ -474,9 +474,11 @@ const busLeaseSQL = `UPDATE bus_routes SET status = 'running', lock_token = ?1 |
 	attempts = attempts + 1, updated_at = ?3 WHERE id IN (SELECT value FROM json_each(?4))
 	RETURNING ` + execCols + `, event_seq, lock_token`
 
-// busClaimEventsSQL reads tenant ?2's events whose seqs are the JSON array ?1.
+// busClaimEventsSQL reads tenant ?2's events whose seqs are the JSON array
+// ?1, by primary key (the unary + keeps the planner off the tenant's index,
+// which it would otherwise scan: it cannot size the JSON list).
 const busClaimEventsSQL = `SELECT ` + busEventCols + ` FROM bus_events
-	WHERE seq IN (SELECT value FROM json_each(?1)) AND tenant = ?2`
+	WHERE seq IN (SELECT value FROM json_each(?1)) AND +tenant = ?2`
 
 // BusClaim: see storage.BusStore. The due executions come from three
 // partial indexes (queued in fair-queueing order, retrying by due time,
