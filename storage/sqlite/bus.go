@@ -679,23 +679,34 @@ func (s *Store) BusFinish(ctx context.Context, p *storage.BusFinishParams) ([]er
 }
 
 // finishOne ends one attempt; ok is false, with nothing written, if r's
-// token does not own its execution.
+// token does not own its execution. The common outcomes fence with the
+// statement that writes: a success is one UPDATE … RETURNING and the
+// attempt's INSERT; a dead letter one INSERT … SELECT (from the execution,
+// fenced, and its event), the execution's UPDATE and the attempt's INSERT.
 func finishOne(w *wtx, fq *fairQueue, tenant string, r *storage.BusResult, a finishArgs, now int64) (ok bool, err error) {
+	if r.LockToken == "" {
+		return false, nil // no claim's token: it owns nothing
+	}
+	switch r.Outcome {
+	case storage.BusSucceeded:
+		return finishSucceeded(w, tenant, r, a, now)
+	case storage.BusDeadLetter:
+		return finishDeadLetter(w, tenant, r, a, now)
+	}
 	var (
 		status, eventID, sub string
 		token                sql.NullString
-		seq                  int64
 		attempts             int
 	)
-	err = w.queryRow(`SELECT status, lock_token, event_seq, event_id, subscription, attempts FROM bus_routes
-		WHERE id = ? AND tenant = ?`, r.Execution, tenant).Scan(&status, &token, &seq, &eventID, &sub, &attempts)
+	err = w.queryRow(`SELECT status, lock_token, event_id, subscription, attempts FROM bus_routes
+		WHERE id = ? AND tenant = ?`, r.Execution, tenant).Scan(&status, &token, &eventID, &sub, &attempts)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}
 	if err != nil {
 		return false, fmt.Errorf("load execution: %w", err)
 	}
-	if status != string(heraldtype.ExecRunning) || !token.Valid || r.LockToken == "" || token.String != r.LockToken {
+	if status != string(heraldtype.ExecRunning) || !token.Valid || token.String != r.LockToken {
 		return false, nil
 	}
 	if r.Outcome == storage.BusReleased {
@@ -715,55 +726,83 @@ func finishOne(w *wtx, fq *fairQueue, tenant string, r *storage.BusResult, a fin
 		}
 		return true, nil
 	}
+	// BusRetry.
+	if err := insertAttempt(w, tenant, r, a, eventID, sub); err != nil {
+		return false, err
+	}
+	n, err := fq.next(sub)
+	if err != nil {
+		return false, err
+	}
+	due := backend.Nanos(r.RetryAt)
+	if due == 0 {
+		due = now
+	}
+	if _, err := w.exec(`UPDATE bus_routes SET status = 'retrying', due_at = ?, fq = ?, last_error = ?, lock_token = NULL,
+		lease_until = 0, updated_at = ? WHERE id = ?`, due, n, r.Attempt.Error, now, r.Execution); err != nil {
+		return false, fmt.Errorf("update execution: %w", err)
+	}
+	return true, nil
+}
+
+// finishSucceeded ends a succeeded attempt: the fenced UPDATE, then the
+// attempt's record.
+func finishSucceeded(w *wtx, tenant string, r *storage.BusResult, a finishArgs, now int64) (bool, error) {
+	var eventID, sub string
+	err := w.queryRow(`UPDATE bus_routes SET status = 'succeeded', result = ?, lock_token = NULL, lease_until = 0,
+		updated_at = ? WHERE id = ? AND tenant = ? AND status = 'running' AND lock_token = ?
+		RETURNING event_id, subscription`, backend.RawArg(r.Attempt.Result), now, r.Execution, tenant, r.LockToken).
+		Scan(&eventID, &sub)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("update execution: %w", err)
+	}
+	return true, insertAttempt(w, tenant, r, a, eventID, sub)
+}
+
+// finishDeadLetter ends an attempt with a dead letter: the letter is
+// inserted from the execution (fenced by its token) and its event, then
+// the execution moves to dead_lettered and the attempt is recorded.
+func finishDeadLetter(w *wtx, tenant string, r *storage.BusResult, a finishArgs, now int64) (bool, error) {
+	var (
+		id           int64
+		eventID, sub string
+	)
+	dl := r.DeadLetter
+	err := w.queryRow(`INSERT INTO bus_dead_letters (tenant, execution, event_id, subscription, target, event_type,
+		event_data, error_kind, error, stack, attempts, failed_at, created_at)
+		SELECT x.tenant, x.id, x.event_id, x.subscription, ?, e.type, e.data, ?, ?, ?, x.attempts, ?, ?
+		FROM bus_routes x JOIN bus_events e ON e.seq = x.event_seq
+		WHERE x.id = ? AND x.tenant = ? AND x.status = 'running' AND x.lock_token = ?
+		RETURNING id, event_id, subscription`,
+		a.target, string(dl.ErrorKind), dl.Error, dl.Stack, backend.Nanos(dl.FailedAt), now,
+		r.Execution, tenant, r.LockToken).Scan(&id, &eventID, &sub)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("store dead letter: %w", err)
+	}
+	if _, err := w.exec(`UPDATE bus_routes SET status = 'dead_lettered', dead_letter = ?, last_error = ?, lock_token = NULL,
+		lease_until = 0, updated_at = ? WHERE id = ?`, id, r.Attempt.Error, now, r.Execution); err != nil {
+		return false, fmt.Errorf("update execution: %w", err)
+	}
+	return true, insertAttempt(w, tenant, r, a, eventID, sub)
+}
+
+// insertAttempt records r's attempt of the execution of event eventID for
+// subscription sub.
+func insertAttempt(w *wtx, tenant string, r *storage.BusResult, a finishArgs, eventID, sub string) error {
 	at := &r.Attempt
 	if _, err := w.exec(`INSERT INTO bus_attempts (tenant, execution, event_id, subscription, number, succeeded, started_at,
 		duration, result, error_kind, error, stack, logs) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		tenant, r.Execution, eventID, sub, at.Number, at.Succeeded, backend.Nanos(at.StartedAt), int64(at.Duration),
 		backend.RawArg(at.Result), string(at.ErrorKind), at.Error, at.Stack, a.logs); err != nil {
-		return false, fmt.Errorf("store attempt: %w", err)
+		return fmt.Errorf("store attempt: %w", err)
 	}
-	switch r.Outcome {
-	case storage.BusSucceeded:
-		_, err = w.exec(`UPDATE bus_routes SET status = 'succeeded', result = ?, lock_token = NULL, lease_until = 0, updated_at = ?
-			WHERE id = ?`, backend.RawArg(at.Result), now, r.Execution)
-	case storage.BusRetry:
-		var n int64
-		if n, err = fq.next(sub); err != nil {
-			return false, err
-		}
-		due := backend.Nanos(r.RetryAt)
-		if due == 0 {
-			due = now
-		}
-		_, err = w.exec(`UPDATE bus_routes SET status = 'retrying', due_at = ?, fq = ?, last_error = ?, lock_token = NULL,
-			lease_until = 0, updated_at = ? WHERE id = ?`, due, n, at.Error, now, r.Execution)
-	case storage.BusDeadLetter:
-		var (
-			typ  string
-			data []byte
-		)
-		if err := w.queryRow(`SELECT type, data FROM bus_events WHERE seq = ?`, seq).Scan(&typ, &data); err != nil {
-			return false, fmt.Errorf("read the event: %w", err)
-		}
-		dl := r.DeadLetter
-		res, err := w.exec(`INSERT INTO bus_dead_letters (tenant, execution, event_id, subscription, target, event_type,
-			event_data, error_kind, error, stack, attempts, failed_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			tenant, r.Execution, eventID, sub, a.target, typ, string(data), string(dl.ErrorKind), dl.Error, dl.Stack,
-			attempts, backend.Nanos(dl.FailedAt), now)
-		if err != nil {
-			return false, fmt.Errorf("store dead letter: %w", err)
-		}
-		id, err := res.LastInsertId()
-		if err != nil {
-			return false, fmt.Errorf("store dead letter: %w", err)
-		}
-		_, err = w.exec(`UPDATE bus_routes SET status = 'dead_lettered', dead_letter = ?, last_error = ?, lock_token = NULL,
-			lease_until = 0, updated_at = ? WHERE id = ?`, id, at.Error, now, r.Execution)
-	}
-	if err != nil {
-		return false, fmt.Errorf("update execution: %w", err)
-	}
-	return true, nil
+	return nil
 }
 
 // BusHeartbeat: see storage.BusStore.
