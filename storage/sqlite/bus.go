@@ -867,8 +867,11 @@ func scanSub(sc scanner) (*heraldtype.Subscription, error) {
 	return &sub, nil
 }
 
-// bumpGeneration changes the tenant's subscription generation.
+// bumpGeneration changes the tenant's subscription generation. It counts
+// as a definition write (wtx.defs), so that BusSubscriptionGeneration
+// waits for the fsync of such transactions only.
 func bumpGeneration(w *wtx, tenant string) error {
+	w.defs = true
 	if _, err := w.exec(`INSERT INTO bus_tenants (tenant, sub_generation) VALUES (?, 1)
 		ON CONFLICT (tenant) DO UPDATE SET sub_generation = sub_generation + 1`, tenant); err != nil {
 		return fmt.Errorf("change the subscription generation: %w", err)
@@ -1035,8 +1038,11 @@ func (s *Store) BusSubscriptionDelete(ctx context.Context, p *storage.BusSubscri
 }
 
 // BusSubscriptionGeneration: see storage.BusStore.
+// It waits only for the transactions that changed a generation (as event
+// definition reads do), not for the fsync of everything in flight: the
+// runtime reads it before every claim and every routing batch.
 func (s *Store) BusSubscriptionGeneration(ctx context.Context, p *storage.BusTenantParams) (_ int64, err error) {
-	defer s.afterRead(ctx, &err)
+	defer s.afterDefinitionRead(ctx, &err)
 	if p == nil {
 		return 0, fmt.Errorf("sqlite: subscription generation: %w", errNilParams)
 	}
