@@ -138,3 +138,39 @@ func TestBus_HandlerRunsWhileScriptChildrenBusy(t *testing.T) {
 		}
 	}
 }
+
+// TestBus_ScriptSlotFreedAfterFailure: one script process, two workers.
+// Scripts that time out give their child's slot back: the executions
+// after them, queued for the same child, all run. (A child killed at its
+// memory cap and replaced: TestBusSandbox_HugeString and
+// TestBusSandbox_UnboundedArray, whose later attacks run in the same
+// runtime.)
+func TestBus_ScriptSlotFreedAfterFailure(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &herald.Config{Bus: herald.BusConfig{Workers: 2, ScriptProcesses: 1}}, nil)
+	b.script("spin", "for (;;) {}")
+	b.script("ok", `return ctx.event.id;`)
+	b.subscribe(herald.Subscription{ID: "spin", Pattern: "spin", MaxRetries: intp(0), Timeout: herald.Duration(300 * time.Millisecond),
+		Target: herald.Target{Kind: herald.TargetScript, Script: "spin"}})
+	b.subscribe(herald.Subscription{ID: "ok", Pattern: "ok", MaxRetries: intp(0),
+		Target: herald.Target{Kind: herald.TargetScript, Script: "ok"}})
+	for _, id := range []string{"spin-1", "spin-2"} {
+		b.publish("spin", nil, id)
+	}
+	for i := range 4 {
+		b.publish("ok", nil, fmt.Sprint("ok-", i))
+	}
+	for _, id := range []string{"spin-1", "spin-2"} {
+		x := b.waitExecution(id, "spin", "ended", func(x *herald.Execution) bool { return x.Status.Terminal() })
+		if as := b.attempts(id); x.Status != herald.ExecDeadLettered || len(as) != 1 || as[0].ErrorKind != herald.ErrorTimeout {
+			t.Fatalf("%s: %s, attempts %+v, want dead-lettered after a timeout", id, x.Status, as)
+		}
+	}
+	for i := range 4 {
+		id := fmt.Sprint("ok-", i)
+		x := b.waitExecution(id, "ok", "ended", func(x *herald.Execution) bool { return x.Status.Terminal() })
+		if x.Status != herald.ExecSucceeded || string(x.Result) != `"`+id+`"` {
+			t.Fatalf("%s: %s, result %s, want succeeded", id, x.Status, x.Result)
+		}
+	}
+}
