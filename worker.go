@@ -165,9 +165,20 @@ func (s *readySet) remove(t string) {
 // when it routed a full batch of events).
 func claimLoop[T any](ctx context.Context, r *Runtime, what string, kinds storage.WorkKind, workers int,
 	claim func(ctx context.Context, tenant string, max int) ([]T, bool, error), run func(ctx context.Context, item T)) {
+	claimLoopBatched(ctx, r, what, kinds, workers, 1, claim, run)
+}
+
+// claimLoopBatched is claimLoop that claims only once at least minBatch
+// of its slots are free (1 ≤ minBatch ≤ workers): a loop whose slots are
+// mostly taken by queued work claims in batches of minBatch or more
+// instead of one claim per slot freed.
+func claimLoopBatched[T any](ctx context.Context, r *Runtime, what string, kinds storage.WorkKind, workers, minBatch int,
+	claim func(ctx context.Context, tenant string, max int) ([]T, bool, error), run func(ctx context.Context, item T)) {
 	w, done := r.newWaiter(kinds)
 	defer done()
+	minBatch = min(max(minBatch, 1), workers)
 	slots := make(chan struct{}, workers)
+	freed := make(chan struct{}, 1) // a slot was given back
 	var inflight sync.WaitGroup
 	defer inflight.Wait()
 	ready := &readySet{in: map[string]bool{}}
@@ -176,10 +187,9 @@ func claimLoop[T any](ctx context.Context, r *Runtime, what string, kinds storag
 	rotate := 0
 	for ctx.Err() == nil {
 		free := cap(slots) - len(slots)
-		if free == 0 {
-			select { // wait for a slot
-			case slots <- struct{}{}:
-				<-slots
+		if free < minBatch {
+			select { // wait for a slot to be given back (at least one is taken)
+			case <-freed:
 			case <-ctx.Done():
 				return
 			}
@@ -250,7 +260,14 @@ func claimLoop[T any](ctx context.Context, r *Runtime, what string, kinds storag
 				slots <- struct{}{}
 				inflight.Add(1)
 				go func() {
-					defer func() { <-slots; inflight.Done() }()
+					defer func() {
+						<-slots
+						select {
+						case freed <- struct{}{}:
+						default:
+						}
+						inflight.Done()
+					}()
 					run(context.WithoutCancel(ctx), item)
 				}()
 			}
