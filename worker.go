@@ -165,9 +165,20 @@ func (s *readySet) remove(t string) {
 // when it routed a full batch of events).
 func claimLoop[T any](ctx context.Context, r *Runtime, what string, kinds storage.WorkKind, workers int,
 	claim func(ctx context.Context, tenant string, max int) ([]T, bool, error), run func(ctx context.Context, item T)) {
+	claimLoopBatched(ctx, r, what, kinds, workers, 1, claim, run)
+}
+
+// claimLoopBatched is claimLoop that claims only once at least minBatch
+// of its slots are free (1 ≤ minBatch ≤ workers): a loop whose slots are
+// mostly taken by queued work claims in batches of minBatch or more
+// instead of one claim per slot freed.
+func claimLoopBatched[T any](ctx context.Context, r *Runtime, what string, kinds storage.WorkKind, workers, minBatch int,
+	claim func(ctx context.Context, tenant string, max int) ([]T, bool, error), run func(ctx context.Context, item T)) {
 	w, done := r.newWaiter(kinds)
 	defer done()
+	minBatch = min(max(minBatch, 1), workers)
 	slots := make(chan struct{}, workers)
+	freed := make(chan struct{}, 1) // a slot was given back
 	var inflight sync.WaitGroup
 	defer inflight.Wait()
 	ready := &readySet{in: map[string]bool{}}
@@ -176,10 +187,9 @@ func claimLoop[T any](ctx context.Context, r *Runtime, what string, kinds storag
 	rotate := 0
 	for ctx.Err() == nil {
 		free := cap(slots) - len(slots)
-		if free == 0 {
-			select { // wait for a slot
-			case slots <- struct{}{}:
-				<-slots
+		if free < minBatch {
+			select { // wait for a slot to be given back (at least one is taken)
+			case <-freed:
 			case <-ctx.Done():
 				return
 			}
@@ -250,7 +260,14 @@ func claimLoop[T any](ctx context.Context, r *Runtime, what string, kinds storag
 				slots <- struct{}{}
 				inflight.Add(1)
 				go func() {
-					defer func() { <-slots; inflight.Done() }()
+					defer func() {
+						<-slots
+						select {
+						case freed <- struct{}{}:
+						default:
+						}
+						inflight.Done()
+					}()
 					run(context.WithoutCancel(ctx), item)
 				}()
 			}
@@ -325,7 +342,7 @@ func (r *Runtime) runTurn(ctx context.Context, t *storage.Turn) {
 	// The work the turn sends on carries its span: activity tasks (and
 	// so their results), published events (and so their bus attempts).
 	tp := ""
-	if len(out.Activities) > 0 || len(out.Publish) > 0 {
+	if len(out.Activities) > 0 || len(out.Publish) > 0 || len(out.Sends) > 0 {
 		tp = traceParent(span)
 	}
 	for i := range out.Activities {
@@ -337,6 +354,18 @@ func (r *Runtime) runTurn(ctx context.Context, t *storage.Turn) {
 		out.Publish[i].TraceParent = tp
 	}
 	returnedTraces(t.Messages, out.ReturnedCorrelated)
+	if refused, err := r.prepareSends(ctx, tenant, out.Sends, tp); refused != nil || err != nil {
+		if refused != nil {
+			rep.Outcome, rep.Err = TurnCommitFailed, refused
+			r.failSend(ctx, t, refused)
+			return
+		}
+		rep.Outcome, rep.Err = TurnCommitFailed, err
+		r.logger.Error("herald: commit turn", "instance", t.Instance.ID, "err", err)
+		_ = r.store.TurnAbandon(ctx, &storage.TurnAbandonParams{Tenant: tenant, InstanceID: t.Instance.ID,
+			LockToken: t.LockToken, RetryAt: r.cfg.Clock.Now().Add(r.cfg.PollInterval)})
+		return
+	}
 	waits := r.correlatedWaits(ctx, tenant, t.Instance.ID, out.CorrelatedWaits)
 	commit := &storage.TurnCommitParams{
 		Tenant:           tenant,
@@ -360,6 +389,7 @@ func (r *Runtime) runTurn(ctx context.Context, t *storage.Turn) {
 		CancelCorrelatedWaits: out.CancelCorrelatedWaits,
 		ReturnedCorrelated:    out.ReturnedCorrelated,
 		Publish:               out.Publish,
+		Sends:                 out.Sends,
 	}
 	childCommit(commit, t, out)
 	storeDrops, err := r.store.TurnCommit(ctx, commit)
@@ -368,6 +398,10 @@ func (r *Runtime) runTurn(ctx context.Context, t *storage.Turn) {
 		if errors.Is(err, heraldtype.ErrLeaseLost) {
 			rep.Outcome = TurnLeaseLost
 			r.logger.Info("herald: turn discarded, lease lost", "instance", t.Instance.ID)
+			return
+		}
+		if len(out.Sends) > 0 && errors.Is(err, heraldtype.ErrEventIDConflict) {
+			r.failSend(ctx, t, err)
 			return
 		}
 		r.logger.Error("herald: commit turn", "instance", t.Instance.ID, "err", err)
@@ -380,6 +414,7 @@ func (r *Runtime) runTurn(ctx context.Context, t *storage.Turn) {
 	for _, p := range out.Publish {
 		r.obs.BusPublished(BusPublishReport{Tenant: tenant, EventID: p.ID, Type: p.Type})
 	}
+	r.reportSends(tenant, out.Sends)
 	reportDrops(r.logger, r.obs, tenant, t.Instance.ID, out.Drops)
 	reportContinuedDrops(r.logger, r.obs, tenant, t.Instance.ID, out.ContinuedDrops)
 	reportDrops(r.logger, r.obs, tenant, t.Instance.ID, storeDrops)

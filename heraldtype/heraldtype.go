@@ -119,6 +119,10 @@ const (
 	// FailureChildIDExists: a child workflow's instance id was taken by an
 	// instance that existed already (ChildWorkflowError).
 	FailureChildIDExists = "child_id_exists"
+	// FailureSend: an event the workflow sent (ctx.RaiseEvent, ctx.Enqueue)
+	// was refused when its turn committed: its definition refused the
+	// payload, or its event id was first used for another target.
+	FailureSend = "send"
 )
 
 // Failure is an error recorded in history or on an instance. Kind lets
@@ -331,7 +335,10 @@ type EventRecord struct {
 	// Key is the correlation key of a correlated-lane event: with Name (the
 	// event definition) it links the event back to the correlated event
 	// that produced it. Empty on the other lanes.
-	Key        string    `json:"key,omitempty"`
+	Key string `json:"key,omitempty"`
+	// Sender is the instance that sent the event from its workflow
+	// (ctx.RaiseEvent, ctx.Enqueue); empty for an event sent by a client.
+	Sender     string    `json:"sender,omitempty"`
 	ReceivedAt time.Time `json:"received_at"`
 	UpdatedAt  time.Time `json:"updated_at"`
 	// Bus is the published event, with its routes and executions, of a

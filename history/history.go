@@ -67,6 +67,17 @@ const (
 	// requested; Failure (kind canceled) the reason, Result what it
 	// returned, if anything.
 	ExecutionCanceled Kind = "ExecutionCanceled"
+	// EventSent: the workflow sent an event to another instance of its
+	// tenant (ctx.RaiseEvent, ctx.Enqueue): Target is the receiver, Lane,
+	// Name, EventID and Payload the event. Stored with the turn that made it
+	// (outbox); the receiver's inbox message is written in the same commit.
+	EventSent Kind = "EventSent"
+	// VersionMarker: ctx.Version recorded the version (Result, a JSON
+	// integer) of the change Name (docs/engine.md#versioning).
+	VersionMarker Kind = "VersionMarker"
+	// SideEffectRecorded: ctx.SideEffect's value (Result, JSON), recorded
+	// once and read back on replay.
+	SideEffectRecorded Kind = "SideEffect"
 )
 
 // IsDecision reports whether events of kind k are produced by workflow code.
@@ -74,7 +85,7 @@ func (k Kind) IsDecision() bool {
 	switch k {
 	case ActivityScheduled, ActivityCancelRequested, TimerCreated, TimerCancelled,
 		EventSubscribed, EventSubscribedCancelled, ExecutionCompleted, ExecutionFailed,
-		ExecutionContinuedAsNew, EventPublished,
+		ExecutionContinuedAsNew, EventPublished, EventSent, VersionMarker, SideEffectRecorded,
 		ChildWorkflowScheduled, ChildWorkflowCancelRequested, ExecutionCanceled:
 		return true
 	}
@@ -140,6 +151,8 @@ type Event struct {
 	Payload json.RawMessage `json:"payload,omitempty"`
 	// Key is the correlation key of a correlated-lane wait or event.
 	Key string `json:"key,omitempty"`
+	// Target is the receiving instance of an EventSent.
+	Target string `json:"target,omitempty"`
 	// OriginExecution is the execution the event first reached; it is kept
 	// when the event is carried across continue-as-new.
 	OriginExecution int `json:"origin_execution,omitempty"`

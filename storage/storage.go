@@ -372,6 +372,9 @@ type TurnCommitParams struct {
 	// the definition's TTL) unless one is stored. A fan-out event is left
 	// alone: it is still stored, and a later wait receives it again.
 	ReturnedCorrelated []ReturnedCorrelated
+	// Sends are events the turn sends to instances of its tenant
+	// (ctx.RaiseEvent, ctx.Enqueue: TurnSend).
+	Sends []TurnSend
 
 	// StartChildren are child workflows the turn starts (ChildStart).
 	StartChildren []ChildStart

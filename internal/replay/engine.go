@@ -26,6 +26,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"runtime/debug"
 	"slices"
 	"time"
@@ -123,6 +124,9 @@ type Output struct {
 	// cancel (child.go).
 	StartChildren  []storage.ChildStart
 	CancelChildren []string
+	// Sends are the events the turn sent to instances (ctx.RaiseEvent,
+	// ctx.Enqueue; send.go): the store commits them with the turn.
+	Sends []storage.TurnSend
 }
 
 // CorrelatedWait is a wait on (event definition, key).
@@ -239,6 +243,8 @@ type State struct {
 	bursts      map[string]burst // open bursts of limit drops, by lane and name
 	futures     map[int]*Future
 	uuids       int
+	versions    map[string]int // ctx.Version's answers, by change id (version.go)
+	random      *rand.Rand     // ctx.Random's source (version.go)
 
 	// coroutine
 	resume   chan bool // true: abort
@@ -303,6 +309,7 @@ func Run(in *Input) (*Output, error) {
 		receives:    map[string]int{},
 		bursts:      map[string]burst{},
 		futures:     map[int]*Future{},
+		versions:    map[string]int{},
 		resume:      make(chan bool),
 		yield:       make(chan struct{}),
 	}
@@ -376,6 +383,11 @@ func (s *State) run() {
 	// Phase 1: replay stored inputs.
 	for s.cursor < len(s.hist) {
 		ev := s.hist[s.cursor]
+		if ev.Kind == history.VersionMarker {
+			// A marker of a change the code no longer asks about.
+			s.cursor++
+			continue
+		}
 		if ev.Kind.IsDecision() {
 			s.fatal = s.nondeterminism(ev, "nothing (the workflow is waiting or has returned)")
 			return
@@ -735,6 +747,7 @@ func (s *State) decide(ev history.Event) (int, bool) {
 	if s.aborting {
 		panic(abort{})
 	}
+	s.skipMarkers(ev)
 	if s.cursor < len(s.hist) {
 		h := s.hist[s.cursor]
 		if !sameDecision(h, ev) {
@@ -756,7 +769,7 @@ func (s *State) decide(ev history.Event) (int, bool) {
 
 func sameDecision(h, ev history.Event) bool {
 	return h.Kind == ev.Kind && h.Name == ev.Name && h.TaskSeq == ev.TaskSeq &&
-		h.Lane == ev.Lane && h.NoWait == ev.NoWait && h.Key == ev.Key && h.ChildID == ev.ChildID &&
+		h.Lane == ev.Lane && h.NoWait == ev.NoWait && h.Key == ev.Key && h.Target == ev.Target && h.ChildID == ev.ChildID &&
 		(h.Kind != history.EventSubscribedCancelled || // a give-back and its outcome
 			h.EventID == ev.EventID && h.WaitNumber == ev.WaitNumber && h.Reason == ev.Reason)
 }
@@ -771,6 +784,9 @@ func describe(ev history.Event) string {
 	}
 	if ev.ChildID != "" {
 		s += fmt.Sprintf(" child %q", ev.ChildID)
+	}
+	if ev.Target != "" {
+		s += fmt.Sprintf(" to %q", ev.Target)
 	}
 	if ev.NoWait {
 		s += " (no wait)"

@@ -172,6 +172,10 @@ func describe(ev history.Event, execution int) string {
 		parts = append(parts, fmt.Sprintf("(of #%d)", ev.TaskSeq))
 	case history.EventPublished:
 		parts = append(parts, fmt.Sprintf("%s %s data=%s", ev.Name, ev.EventID, ev.Payload))
+	case history.EventSent:
+		parts = append(parts, fmt.Sprintf("%s %q to %s %s payload=%s", ev.Lane, ev.Name, ev.Target, ev.EventID, ev.Payload))
+	case history.VersionMarker, history.SideEffectRecorded:
+		parts = append(parts, fmt.Sprintf("%s → %s", ev.Name, ev.Result))
 	case history.EventSubscribed:
 		s := fmt.Sprintf("wait for %q", ev.Name)
 		switch {

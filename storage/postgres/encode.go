@@ -132,7 +132,7 @@ const lowerReadySQL = `UPDATE instances SET ready_at = LEAST(COALESCE(ready_at, 
 
 // ---- events ----
 
-const eventCols = `tenant, event_id, instance_id, lane, name, fate, reason, execution, origin_execution, wait_number, key, received_at, updated_at`
+const eventCols = `tenant, event_id, instance_id, lane, name, fate, reason, execution, origin_execution, wait_number, key, received_at, updated_at, sender`
 
 func scanEvent(row pgx.Row) (*heraldtype.EventRecord, error) {
 	var r backend.EventRow

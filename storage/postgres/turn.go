@@ -362,6 +362,9 @@ func (s *Store) TurnCommit(ctx context.Context, p *storage.TurnCommitParams) ([]
 	if err := checkTurnPublish(p); err != nil {
 		return nil, fmt.Errorf("postgres: commit turn of %q: %w", p.InstanceID, err)
 	}
+	if err := backend.ValidateSends(p.Sends); err != nil {
+		return nil, fmt.Errorf("postgres: commit turn of %q: %w", p.InstanceID, err)
+	}
 	c := &commitCall{ctx: ctx, p: p, status: status, now: backend.NowOr(p.Now), seen: s.claims.take(p.LockToken)}
 	if c.batchable() && !s.closed.Load() {
 		if err := s.commits.do(ctx, c); err != nil {
@@ -389,6 +392,9 @@ func (s *Store) TurnCommit(ctx context.Context, p *storage.TurnCommitParams) ([]
 	}
 	if len(p.Publish) > 0 {
 		kinds |= storage.WorkBus
+	}
+	if len(p.Sends) > 0 {
+		kinds |= storage.WorkTurns
 	}
 	if len(p.StartChildren) > 0 || len(p.CancelChildren) > 0 || (p.Family && c.status.Terminal()) {
 		kinds |= storage.WorkTurns // children started, or messages for a parent or children
@@ -553,6 +559,8 @@ func commitErr(err error) error {
 			return fmt.Errorf("%s: %w", pe.Message, heraldtype.ErrLeaseLost)
 		case pe.Code == codeWrongExecution:
 			return errors.New(pe.Message)
+		case pe.Code == codeSendConflict:
+			return fmt.Errorf("%s: %w", pe.Message, heraldtype.ErrEventIDConflict)
 		case pe.ConstraintName == "activities_pkey":
 			return fmt.Errorf("an activity seq is already scheduled: %w", err)
 		}
@@ -592,6 +600,7 @@ func (s *Store) queueCommit(b *batch, p *storage.TurnCommitParams, status herald
 	}
 	s.queueCorrelatedLocks(b, tenant, waits, gone, p.ReturnedCorrelated)
 	s.queueChildLocks(b, tenant, p.StartChildren)
+	s.queueSendLocks(b, tenant, id, p.Sends)
 	b.exec("", `SELECT herald_fence($1, $2, $3, $4)`, tenant, id, p.LockToken, execution)
 	if err := queueStartChildren(b, tenant, id, execution, p.StartChildren, now); err != nil {
 		return nil, err
@@ -666,6 +675,7 @@ func (s *Store) queueCommit(b *batch, p *storage.TurnCommitParams, status herald
 			tenant, id, execution, p.CancelActivities, nowN)
 	}
 	b.queuePublish(tenant, p.Publish, nowN)
+	s.queueSends(b, tenant, id, p.Sends, nowN)
 	if len(p.Fates) > 0 {
 		// The last update of an event id wins, as if applied in order. One
 		// statement per event: a primary-key lookup whatever the plan (a

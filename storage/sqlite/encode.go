@@ -346,7 +346,7 @@ func lowerReady(w *wtx, tenant, id string, visibleAt int64) error {
 
 // ---- events ----
 
-const eventCols = `tenant, event_id, instance_id, lane, name, fate, reason, execution, origin_execution, wait_number, key, received_at, updated_at`
+const eventCols = `tenant, event_id, instance_id, lane, name, fate, reason, execution, origin_execution, wait_number, key, received_at, updated_at, sender`
 
 func scanEvent(sc scanner) (*heraldtype.EventRecord, error) {
 	var r backend.EventRow

@@ -100,6 +100,7 @@ func run(t *testing.T, newStore func(t *testing.T) storage.Store, only func(name
 		{"TraceParent", testTraceParent},
 		{"CorrelatedTraceParent", testCorrelatedTraceParent},
 		{"BusTraceParent", testBusTraceParent},
+		{"TurnSends", testTurnSends},
 	}
 	tests = append(tests, busTests...)
 	tests = append(tests, keyTests...)
