@@ -301,6 +301,10 @@ func (r *Runtime) runTurn(ctx context.Context, t *storage.Turn) {
 		r.obs.TurnFinished(rep)
 		endOutcomeSpan(span, rep.Outcome, rep.Err)
 	}()
+	if t.Err == nil && r.terminateRequested(ctx, t) {
+		rep.Outcome = TurnCommitted // its parent ended: no code runs
+		return
+	}
 	wf := r.workflow(t.Instance.Workflow)
 	if wf == nil {
 		// Another runtime sharing the store may know this workflow: release
@@ -363,7 +367,7 @@ func (r *Runtime) runTurn(ctx context.Context, t *storage.Turn) {
 		return
 	}
 	waits := r.correlatedWaits(ctx, tenant, t.Instance.ID, out.CorrelatedWaits)
-	storeDrops, err := r.store.TurnCommit(ctx, &storage.TurnCommitParams{
+	commit := &storage.TurnCommitParams{
 		Tenant:           tenant,
 		InstanceID:       t.Instance.ID,
 		LockToken:        t.LockToken,
@@ -386,7 +390,9 @@ func (r *Runtime) runTurn(ctx context.Context, t *storage.Turn) {
 		ReturnedCorrelated:    out.ReturnedCorrelated,
 		Publish:               out.Publish,
 		Sends:                 out.Sends,
-	})
+	}
+	childCommit(commit, t, out)
+	storeDrops, err := r.store.TurnCommit(ctx, commit)
 	if err != nil {
 		rep.Outcome, rep.Err = TurnCommitFailed, err
 		if errors.Is(err, heraldtype.ErrLeaseLost) {

@@ -119,6 +119,11 @@ type Output struct {
 	// Publish are the events the turn published to the bus (ctx.Publish):
 	// the store commits them with the turn.
 	Publish []storage.BusPublishEvent
+	// StartChildren are the child workflows the turn started
+	// (ctx.CallWorkflow); CancelChildren the ids of children it asked to
+	// cancel (child.go).
+	StartChildren  []storage.ChildStart
+	CancelChildren []string
 	// Sends are the events the turn sent to instances (ctx.RaiseEvent,
 	// ctx.Enqueue; send.go): the store commits them with the turn.
 	Sends []storage.TurnSend
@@ -152,6 +157,8 @@ type Future struct {
 	inner    *Future
 	got      *Buffered
 	observed bool
+
+	child string // a child workflow's instance id (child.go)
 }
 
 // Ready reports whether the future has resolved.
@@ -248,6 +255,8 @@ type State struct {
 	finished bool // the workflow returned (completed, failed, continued)
 	can      *ContinueAsNewError
 	fatal    *NondeterminismError
+
+	cancel cancelState // cancel.go
 }
 
 // InstanceID returns the instance being run.
@@ -456,6 +465,10 @@ func (s *State) applyStored(ev history.Event) {
 		}
 	case history.ExecutionTerminated:
 		s.finished = true
+	case history.ChildWorkflowCompleted, history.ChildWorkflowFailed:
+		s.applyStoredChild(ev)
+	case history.ExecutionCancelRequested:
+		s.cancelRequested(ev)
 	}
 }
 
@@ -507,6 +520,10 @@ func (s *State) applyNew(m storage.Message) {
 		s.resolveTask(f, ev)
 	case storage.MsgEvent:
 		s.arrive(m, false)
+	case storage.MsgChildCompleted, storage.MsgChildFailed:
+		s.applyNewChild(m)
+	case storage.MsgCancel:
+		s.applyNewCancel(m)
 	}
 }
 
@@ -752,7 +769,7 @@ func (s *State) decide(ev history.Event) (int, bool) {
 
 func sameDecision(h, ev history.Event) bool {
 	return h.Kind == ev.Kind && h.Name == ev.Name && h.TaskSeq == ev.TaskSeq &&
-		h.Lane == ev.Lane && h.NoWait == ev.NoWait && h.Key == ev.Key && h.Target == ev.Target &&
+		h.Lane == ev.Lane && h.NoWait == ev.NoWait && h.Key == ev.Key && h.Target == ev.Target && h.ChildID == ev.ChildID &&
 		(h.Kind != history.EventSubscribedCancelled || // a give-back and its outcome
 			h.EventID == ev.EventID && h.WaitNumber == ev.WaitNumber && h.Reason == ev.Reason)
 }
@@ -764,6 +781,9 @@ func describe(ev history.Event) string {
 	}
 	if ev.Key != "" {
 		s += fmt.Sprintf(" key %q", ev.Key)
+	}
+	if ev.ChildID != "" {
+		s += fmt.Sprintf(" child %q", ev.ChildID)
 	}
 	if ev.Target != "" {
 		s += fmt.Sprintf(" to %q", ev.Target)
@@ -896,6 +916,7 @@ func (s *State) call() (res json.RawMessage, err error, stopped bool) {
 func (s *State) complete(res json.RawMessage, err error) {
 	var can *ContinueAsNewError
 	switch {
+	case s.completeCanceled(res, err):
 	case errors.As(err, &can):
 		s.decide(history.Event{Kind: history.ExecutionContinuedAsNew, Input: can.Input})
 		s.can = can
@@ -940,6 +961,7 @@ func (s *State) continueAsNew() {
 	now := s.now
 	start := []history.Event{{Seq: 1, Time: now, Kind: history.ExecutionStarted, Workflow: s.workflow,
 		Input: s.can.Input, Execution: next}}
+	start = s.carryCancel(start, now)
 	// Rule 5 limits carried positional events by age only. Queue messages
 	// are carried up to the queue limit, oldest first; a message a receive
 	// gave back does not count (it may have taken the lane over the limit).

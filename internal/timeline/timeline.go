@@ -69,7 +69,7 @@ func Load(ctx context.Context, src Source, id string) (*Instance, error) {
 	switch info.Status {
 	case herald.StatusCompleted:
 		in.Output = info.Output
-	case herald.StatusFailed, herald.StatusTerminated:
+	case herald.StatusFailed, herald.StatusTerminated, herald.StatusCanceled:
 		if err := info.Err(); err != nil {
 			in.Error = err.Error()
 		}
@@ -242,6 +242,21 @@ func describe(ev history.Event, execution int) string {
 	case history.ExecutionFailed, history.ExecutionTerminated:
 		if ev.Failure != nil {
 			parts = append(parts, ev.Failure.Message)
+		}
+	case history.ChildWorkflowScheduled:
+		parts = append(parts, fmt.Sprintf("%s child=%s input=%s", ev.Name, ev.ChildID, ev.Input))
+	case history.ChildWorkflowCompleted:
+		parts = append(parts, fmt.Sprintf("%s %s (of #%d) → %s", ev.Name, ev.ChildID, ev.TaskSeq, ev.Result))
+	case history.ChildWorkflowFailed:
+		parts = append(parts, fmt.Sprintf("%s %s (of #%d) ✗ %s", ev.Name, ev.ChildID, ev.TaskSeq, ev.Failure.Error()))
+	case history.ChildWorkflowCancelRequested:
+		parts = append(parts, fmt.Sprintf("%s %s (of #%d)", ev.Name, ev.ChildID, ev.TaskSeq))
+	case history.ExecutionCancelRequested, history.ExecutionCanceled:
+		if ev.Failure != nil {
+			parts = append(parts, fmt.Sprintf("reason=%q", ev.Failure.Message))
+		}
+		if ev.Result != nil {
+			parts = append(parts, "result="+string(ev.Result))
 		}
 	}
 	return strings.Join(parts, " ")

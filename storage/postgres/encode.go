@@ -34,7 +34,7 @@ func failureArg(f *history.Failure) (any, error) {
 
 // ---- instances ----
 
-const instanceCols = `tenant, id, workflow, status, execution, input, output, failure, created_at, updated_at, blocked, lock_token, lease_until`
+const instanceCols = `tenant, id, workflow, status, execution, input, output, failure, created_at, updated_at, blocked, parent_id, has_children, lock_token, lease_until`
 
 // instanceRow is an instance with its lease.
 type instanceRow struct {

@@ -51,7 +51,7 @@ const claimTurnsSQL = `WITH ready AS MATERIALIZED (
 SELECT c.*, s.ids FROM claimed c
 CROSS JOIN (SELECT set_config('herald.claimed', (SELECT array_agg(id)::text FROM claimed), true) AS ids) s`
 
-const instanceColsI = `i.tenant, i.id, i.workflow, i.status, i.execution, i.input, i.output, i.failure, i.created_at, i.updated_at, i.blocked, i.lock_token, i.lease_until`
+const instanceColsI = `i.tenant, i.id, i.workflow, i.status, i.execution, i.input, i.output, i.failure, i.created_at, i.updated_at, i.blocked, i.parent_id, i.has_children, i.lock_token, i.lease_until`
 
 // claimedIDs is the SQL of the ids the claim statement before it in the
 // same transaction claimed (none if it claimed none: the setting is then
@@ -396,6 +396,9 @@ func (s *Store) TurnCommit(ctx context.Context, p *storage.TurnCommitParams) ([]
 	if len(p.Sends) > 0 {
 		kinds |= storage.WorkTurns
 	}
+	if len(p.StartChildren) > 0 || len(p.CancelChildren) > 0 || (p.Family && c.status.Terminal()) {
+		kinds |= storage.WorkTurns // children started, or messages for a parent or children
+	}
 	if kinds != 0 {
 		s.signal(p.Tenant, kinds)
 	}
@@ -596,8 +599,13 @@ func (s *Store) queueCommit(b *batch, p *storage.TurnCommitParams, status herald
 		return res, nil
 	}
 	s.queueCorrelatedLocks(b, tenant, waits, gone, p.ReturnedCorrelated)
+	s.queueChildLocks(b, tenant, p.StartChildren)
 	s.queueSendLocks(b, tenant, id, p.Sends)
 	b.exec("", `SELECT herald_fence($1, $2, $3, $4)`, tenant, id, p.LockToken, execution)
+	if err := queueStartChildren(b, tenant, id, execution, p.StartChildren, now); err != nil {
+		return nil, err
+	}
+	queueCancelChildren(b, tenant, id, p.CancelChildren, nowN)
 
 	if len(p.NewEvents) > 0 {
 		if err := b.queueHistory("append history", tenant, id, execution, p.NewEvents); err != nil {
@@ -782,6 +790,11 @@ func (s *Store) queueCommit(b *batch, p *storage.TurnCommitParams, status herald
 		WHERE tenant = $1 AND id = $2
 		RETURNING ready_at`,
 		tenant, id, string(status), backend.RawArg(p.Output), failure, nowN, next, p.ContinueAsNew != nil, input)
+	if status.Terminal() && p.Family {
+		if err := queueFamilyEnd(b, tenant, id, status, p.Output, p.Failure, now); err != nil {
+			return nil, err
+		}
+	}
 
 	return res, nil
 }

@@ -140,7 +140,7 @@ type instanceRow struct {
 	leaseUntil int64
 }
 
-const instanceCols = `tenant, id, workflow, status, execution, input, output, failure, created_at, updated_at, blocked, lock_token, lease_until`
+const instanceCols = `tenant, id, workflow, status, execution, input, output, failure, created_at, updated_at, blocked, parent_id, has_children, lock_token, lease_until`
 
 type scanner interface{ Scan(dest ...any) error }
 

@@ -64,7 +64,7 @@ type InstanceRow struct {
 // Dest returns the scan destinations of the row's columns.
 func (r *InstanceRow) Dest() []any {
 	return []any{&r.inst.Tenant, &r.inst.ID, &r.inst.Workflow, &r.status, &r.inst.Execution,
-		&r.input, &r.output, &r.failure, &r.createdAt, &r.updatedAt, &r.inst.Blocked}
+		&r.input, &r.output, &r.failure, &r.createdAt, &r.updatedAt, &r.inst.Blocked, &r.inst.ParentID, &r.inst.HasChildren}
 }
 
 // Instance decodes the scanned row.
