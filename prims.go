@@ -58,24 +58,37 @@ func (c *Context) send(lane history.Lane, instanceID, name string, payload any, 
 	var reasons []string
 	reasons = textReasons(reasons, "instance id", instanceID, MaxIDBytes)
 	reasons = textReasons(reasons, "event name", name, MaxNameBytes)
+	raw, err := c.outbound(name, "payload", "a send from a workflow", payload, &o, reasons)
+	if err != nil {
+		return "", err
+	}
+	return c.s.Send(lane, instanceID, name, o.eventID, raw), nil
+}
+
+// outbound finishes the checks of an event a workflow sends out
+// (ctx.Publish, ctx.RaiseEvent, ctx.Enqueue) after its own reasons: the
+// event id, StartIfAbsent (which does not apply to op), and the encoding
+// and caps of v (called what in the reasons). It returns v encoded, or an
+// *EventInvalidError listing every reason.
+func (c *Context) outbound(name, what, op string, v any, o *raiseOptions, reasons []string) (json.RawMessage, error) {
 	if o.eventID != "" {
 		reasons = textReasons(reasons, "event id", o.eventID, MaxIDBytes)
 	}
 	if o.start {
-		reasons = append(reasons, "StartIfAbsent does not apply to a send from a workflow")
+		reasons = append(reasons, "StartIfAbsent does not apply to "+op)
 	}
-	raw, reasons := encodeJSON(reasons, "payload", payload, c.rt.cfg.MaxPayloadDepth)
+	raw, reasons := encodeJSON(reasons, what, v, c.rt.cfg.MaxPayloadDepth)
 	kind := EventMalformed
 	if len(raw) > c.rt.cfg.MaxPayloadBytes {
 		if len(reasons) == 0 {
 			kind = EventTooLarge
 		}
-		reasons = append(reasons, fmt.Sprintf("payload is %d bytes, over the %d-byte cap", len(raw), c.rt.cfg.MaxPayloadBytes))
+		reasons = append(reasons, fmt.Sprintf("%s is %d bytes, over the %d-byte cap", what, len(raw), c.rt.cfg.MaxPayloadBytes))
 	}
 	if len(reasons) > 0 {
-		return "", &EventInvalidError{Name: name, Kind: kind, Reasons: reasons}
+		return nil, &EventInvalidError{Name: name, Kind: kind, Reasons: reasons}
 	}
-	return c.s.Send(lane, instanceID, name, o.eventID, raw), nil
+	return raw, nil
 }
 
 // Version says which version of the code to run for the change changeID,
