@@ -2,11 +2,9 @@ package herald
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 
-	"github.com/heraldwf/herald/heraldtype"
 	"github.com/heraldwf/herald/internal/replay"
 	"github.com/heraldwf/herald/storage"
 )
@@ -162,17 +160,7 @@ func (r *Runtime) terminateRequested(ctx context.Context, t *storage.Turn) bool 
 	if len(reasons) == 0 {
 		return false
 	}
-	dropped, err := r.store.InstanceTerminate(ctx, &storage.InstanceTerminateParams{Tenant: t.Instance.Tenant,
-		ID: t.Instance.ID, Reason: strings.Join(reasons, "; "), Now: r.cfg.Clock.Now()})
-	switch {
-	case err == nil:
-		reportDrops(r.logger, r.obs, t.Instance.Tenant, t.Instance.ID, dropped)
-	case errors.Is(err, heraldtype.ErrInstanceNotRunning):
-	default:
-		r.logger.Error("herald: terminate child", "instance", t.Instance.ID, "err", err)
-		_ = r.store.TurnAbandon(ctx, &storage.TurnAbandonParams{Tenant: t.Instance.Tenant, InstanceID: t.Instance.ID,
-			LockToken: t.LockToken, RetryAt: r.cfg.Clock.Now().Add(r.cfg.PollInterval)})
-	}
+	r.endFromTurn(ctx, t, "terminate child", strings.Join(reasons, "; "), nil)
 	return true
 }
 

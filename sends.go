@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/heraldwf/herald/heraldtype"
 	"github.com/heraldwf/herald/history"
@@ -57,22 +56,10 @@ func (r *Runtime) prepareSends(ctx context.Context, tenant string, sends []stora
 // events dropped (instance_terminal) as for any end. Nothing of the turn
 // is written.
 func (r *Runtime) failSend(ctx context.Context, t *storage.Turn, cause error) {
-	msg := strings.ToValidUTF8(cause.Error(), "�")
-	if len(msg) > 4096 {
-		msg = strings.ToValidUTF8(msg[:4096], "") + "…"
-	}
-	dropped, err := r.store.InstanceTerminate(ctx, &storage.InstanceTerminateParams{Tenant: t.Instance.Tenant,
-		ID: t.Instance.ID, Now: r.cfg.Clock.Now(), Failure: &history.Failure{Kind: FailureSend, Message: msg}})
-	switch {
-	case err == nil:
+	msg := failureText(cause)
+	if r.endFromTurn(ctx, t, "record instance failure", "", &history.Failure{Kind: FailureSend, Message: msg}) {
 		r.logger.Error("herald: instance failed: an event it sent was refused", "instance", t.Instance.ID,
 			"workflow", t.Instance.Workflow, "err", msg)
-		reportDrops(r.logger, r.obs, t.Instance.Tenant, t.Instance.ID, dropped)
-	case errors.Is(err, heraldtype.ErrInstanceNotRunning):
-	default:
-		r.logger.Error("herald: record instance failure", "instance", t.Instance.ID, "err", err)
-		_ = r.store.TurnAbandon(ctx, &storage.TurnAbandonParams{Tenant: t.Instance.Tenant, InstanceID: t.Instance.ID,
-			LockToken: t.LockToken, RetryAt: r.cfg.Clock.Now().Add(r.cfg.PollInterval)})
 	}
 }
 

@@ -498,31 +498,47 @@ func runReplay(in *replay.Input) (out *replay.Output, err error) {
 // (Observer.InstanceUnreplayable); its pending and buffered events are dropped
 // (instance_terminal) as for any end.
 func (r *Runtime) failUnreplayable(ctx context.Context, t *storage.Turn, kind string, cause error) {
-	msg := cause.Error()
-	if len(msg) > 4096 {
-		msg = msg[:4096] + "…"
-	}
-	// The cut may split a rune, and a decoder's message may quote bad bytes:
-	// the failure is stored as text.
-	msg = strings.ToValidUTF8(msg, "�")
-	dropped, err := r.store.InstanceTerminate(ctx, &storage.InstanceTerminateParams{Tenant: t.Instance.Tenant,
-		ID: t.Instance.ID, Now: r.cfg.Clock.Now(), Failure: &history.Failure{Kind: kind, Message: msg}})
-	switch {
-	case err == nil:
+	msg := failureText(cause)
+	if r.endFromTurn(ctx, t, "record instance failure", "", &history.Failure{Kind: kind, Message: msg}) {
 		// Logged and reported once: only the call that ended the instance.
 		r.obs.InstanceUnreplayable(UnreplayableReport{Tenant: t.Instance.Tenant, InstanceID: t.Instance.ID,
 			Workflow: t.Instance.Workflow, Kind: kind, Message: msg})
 		r.logger.Error("herald: instance failed: it cannot be replayed", "instance", t.Instance.ID,
 			"workflow", t.Instance.Workflow, "kind", kind, "err", msg)
+	}
+}
+
+// failureText is cause as a stored failure message: at most 4,096 bytes
+// and valid UTF-8 (a cut may split a rune, and a decoder's message may
+// quote bad bytes).
+func failureText(cause error) string {
+	msg := strings.ToValidUTF8(cause.Error(), "�")
+	if len(msg) > 4096 {
+		msg = strings.ToValidUTF8(msg[:4096], "") + "…"
+	}
+	return msg
+}
+
+// endFromTurn ends the claimed turn's instance with InstanceTerminate
+// (reason, or failure) instead of committing the turn: its pending and
+// buffered events are dropped (instance_terminal) and reported. It reports
+// whether this call ended the instance (false: it had ended already, or
+// the store could not take the end now — then it is logged as what and
+// the turn is released for a later claim rather than spun on).
+func (r *Runtime) endFromTurn(ctx context.Context, t *storage.Turn, what, reason string, failure *history.Failure) bool {
+	dropped, err := r.store.InstanceTerminate(ctx, &storage.InstanceTerminateParams{Tenant: t.Instance.Tenant,
+		ID: t.Instance.ID, Reason: reason, Failure: failure, Now: r.cfg.Clock.Now()})
+	switch {
+	case err == nil:
 		reportDrops(r.logger, r.obs, t.Instance.Tenant, t.Instance.ID, dropped)
+		return true
 	case errors.Is(err, heraldtype.ErrInstanceNotRunning):
 	default:
-		// The store could not take the failure now: leave the instance for
-		// a later claim rather than spinning on it.
-		r.logger.Error("herald: record instance failure", "instance", t.Instance.ID, "err", err)
+		r.logger.Error("herald: "+what, "instance", t.Instance.ID, "err", err)
 		_ = r.store.TurnAbandon(ctx, &storage.TurnAbandonParams{Tenant: t.Instance.Tenant, InstanceID: t.Instance.ID,
 			LockToken: t.LockToken, RetryAt: r.cfg.Clock.Now().Add(r.cfg.PollInterval)})
 	}
+	return false
 }
 
 // correlatedWaits turns the engine's correlated waits into the store's,
