@@ -38,6 +38,8 @@ type stampStore struct {
 	// onBusFinish, when set, is told how long each BusFinish call took
 	// (the transaction that records attempts and writes dead letters).
 	onBusFinish func(p *storage.BusFinishParams, took time.Duration)
+	// stages stamps the isolated scenario's round trips (stages.go).
+	stages *stageRecorder
 }
 
 func (s *stampStore) BusFinish(ctx context.Context, p *storage.BusFinishParams) ([]error, error) {
@@ -50,9 +52,12 @@ func (s *stampStore) BusFinish(ctx context.Context, p *storage.BusFinishParams) 
 }
 
 func (s *stampStore) TurnCommit(ctx context.Context, p *storage.TurnCommitParams) ([]history.Event, error) {
+	start := time.Now()
 	drops, err := s.Store.TurnCommit(ctx, p)
 	if err == nil {
-		s.onCommit(p.InstanceID, p.Status, time.Now())
+		end := time.Now()
+		s.stages.note(p.InstanceID, func(st *stageStamps) { st.commitStart, st.commitEnd = start, end })
+		s.onCommit(p.InstanceID, p.Status, end)
 	}
 	return drops, err
 }
@@ -69,6 +74,7 @@ type heraldSystem struct {
 	parked           atomic.Int64
 	commits          atomic.Int64 // every turn commit, for the replay scenario
 	onTurn           atomic.Pointer[func(id string, at time.Time)]
+	stages           *stageRecorder
 }
 
 // heraldOptions are the knobs every Herald run shares.
@@ -88,7 +94,7 @@ type heraldOptions struct {
 const waitWorkflow = "bench.wait"
 
 func openHerald(ctx context.Context, backend string, o heraldOptions) (*heraldSystem, error) {
-	h := &heraldSystem{resumed: make(chan Stamp, 1<<16)}
+	h := &heraldSystem{resumed: make(chan Stamp, 1<<16), stages: &stageRecorder{}}
 	switch backend {
 	case backendSQLiteFull, backendSQLiteNormal:
 		mode, dur := sqlite.SynchronousFull, "fsync per commit (WAL, synchronous=FULL)"
@@ -137,7 +143,7 @@ func openHerald(ctx context.Context, backend string, o heraldOptions) (*heraldSy
 	default:
 		return nil, fmt.Errorf("unknown backend %q (want %s, %s or %s)", backend, backendSQLiteFull, backendSQLiteNormal, backendPostgres)
 	}
-	wrapped := &stampStore{Store: h.store, onCommit: h.committed, onBusFinish: o.onBusFinish}
+	wrapped := &stampStore{Store: h.store, onCommit: h.committed, onBusFinish: o.onBusFinish, stages: h.stages}
 	rt, err := herald.NewRuntime(wrapped, &herald.Config{
 		TurnWorkers: o.turnWorkers,
 		Bus:         o.bus,

@@ -82,7 +82,7 @@ func runSystem(ctx context.Context, s System, o *options, n, samples int, sweep 
 		add(r)
 	}
 	if has("isolated") && ctx.Err() == nil {
-		add(isolated(ctx, t, LanePositional, samples))
+		add(isolated(ctx, t, LanePositional, samples)...)
 	}
 	if has("queue") && ctx.Err() == nil {
 		if supports(s, LaneQueue) {

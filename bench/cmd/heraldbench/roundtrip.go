@@ -104,32 +104,53 @@ func roundTripAs(ctx context.Context, t *target, lane Lane, n, clients int, pref
 // isolated sends to one parked instance at a time and waits for it to
 // resume before the next: the latency of one round trip with nothing else
 // going on.
-func isolated(ctx context.Context, t *target, lane Lane, samples int) Result {
+//
+// On Herald it also returns one row per stage of the round trip (stages.go).
+func isolated(ctx context.Context, t *target, lane Lane, samples int) []Result {
 	ctx, cancel := context.WithTimeout(ctx, scenarioTimeout)
 	defer cancel()
 	r := Result{Scenario: "isolated latency (" + string(lane) + ")", System: t.Name(), Durability: t.Durability(), N: samples}
 	list := ids("iso-"+string(lane), samples)
 	if _, err := park(ctx, t, lane, list, nil); err != nil {
 		r.Error = err.Error()
-		return r
+		return []Result{r}
+	}
+	rec := stagesOf(t.System)
+	if rec != nil {
+		rec.start()
+		defer rec.stop()
 	}
 	lat := make(dist, 0, samples)
+	var stages [][]time.Duration
 	for _, id := range list {
 		start := time.Now()
 		if err := t.Send(ctx, lane, id); err != nil {
 			r.Error = "send: " + err.Error()
-			return r
+			return []Result{r}
 		}
 		at, err := t.book.wait(ctx, id)
 		if err != nil {
 			r.Error = err.Error()
-			return r
+			return []Result{r}
 		}
 		lat = append(lat, at.Sub(start))
+		if rec != nil {
+			if st, ok := rec.take(id); ok {
+				if d, ok := st.durations(start); ok {
+					stages = append(stages, d)
+				}
+			}
+		}
 	}
 	lat.fill(&r)
 	r.Note = "one send at a time, send → resumed commit"
-	return r
+	if rec == nil {
+		return []Result{r}
+	}
+	if len(stages) < len(list) {
+		r.Note += fmt.Sprintf("; %d of %d round trips split into stages", len(stages), len(list))
+	}
+	return append([]Result{r}, stageResults(r, stages)...)
 }
 
 // underLoad sends at a fixed rate (open loop: each send starts at its

@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/heraldwf/herald/storage"
+)
+
+// The isolated scenario's stage breakdown (Herald only): where one round
+// trip's time goes, from the stamps the benchmark's store wrapper takes
+// around the store calls of the round trip's instance.
+//
+//	client      Send called → the store's EventRaise begins (validation, the definition lookup)
+//	raise       the EventRaise call (the event durable: fsync / WAL flush)
+//	wake-up     EventRaise returned → the TurnClaim call that took the instance begins (notify, loop wake-up)
+//	claim       that TurnClaim call (the lease, the inbox and the history read)
+//	replay      TurnClaim returned → TurnCommit begins (replay, the turn's decisions)
+//	commit      the TurnCommit call (durable: fsync / WAL flush); the round trip ends when it returns
+//
+// The stages follow each other in that order for a round trip on an idle
+// engine, so they add up to its latency (minus the Send call's return,
+// which overlaps the claim).
+
+// stageNames are the stages in order.
+var stageNames = []string{"client", "raise", "wake-up", "claim", "replay", "commit"}
+
+// stageStamps are the moments of one round trip, on the wall clock.
+type stageStamps struct {
+	raiseStart, raiseEnd, claimStart, claimEnd, commitStart, commitEnd time.Time
+}
+
+// stageRecorder collects stamps per instance while on (off under load:
+// the map and its lock would be noise there).
+type stageRecorder struct {
+	on atomic.Bool
+	mu sync.Mutex
+	m  map[string]*stageStamps
+}
+
+func (r *stageRecorder) start() {
+	r.mu.Lock()
+	r.m = map[string]*stageStamps{}
+	r.mu.Unlock()
+	r.on.Store(true)
+}
+
+func (r *stageRecorder) stop() { r.on.Store(false) }
+
+// note records what set does to the instance's stamps, if on.
+func (r *stageRecorder) note(id string, set func(s *stageStamps)) {
+	if r == nil || !r.on.Load() {
+		return
+	}
+	r.mu.Lock()
+	s := r.m[id]
+	if s == nil {
+		s = &stageStamps{}
+		r.m[id] = s
+	}
+	set(s)
+	r.mu.Unlock()
+}
+
+// take returns (and forgets) the instance's stamps.
+func (r *stageRecorder) take(id string) (stageStamps, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s, ok := r.m[id]
+	delete(r.m, id)
+	if !ok {
+		return stageStamps{}, false
+	}
+	return *s, true
+}
+
+// durations splits one round trip that began (Send called) at sent into
+// its stages; ok is false when a stamp is missing or out of order.
+func (s stageStamps) durations(sent time.Time) ([]time.Duration, bool) {
+	at := []time.Time{sent, s.raiseStart, s.raiseEnd, s.claimStart, s.claimEnd, s.commitStart, s.commitEnd}
+	out := make([]time.Duration, len(at)-1)
+	for i := range out {
+		if at[i].IsZero() || at[i+1].IsZero() || at[i+1].Before(at[i]) {
+			return nil, false
+		}
+		out[i] = at[i+1].Sub(at[i])
+	}
+	return out, true
+}
+
+// EventRaise, TurnClaim and TurnCommit of the benchmark's store wrapper
+// stamp the stages.
+
+func (s *stampStore) EventRaise(ctx context.Context, p *storage.EventRaiseParams) (*storage.EventRaiseResult, error) {
+	start := time.Now()
+	res, err := s.Store.EventRaise(ctx, p)
+	if err == nil {
+		end := time.Now()
+		s.stages.note(p.InstanceID, func(st *stageStamps) { st.raiseStart, st.raiseEnd = start, end })
+	}
+	return res, err
+}
+
+func (s *stampStore) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*storage.Turn, error) {
+	start := time.Now()
+	turns, err := s.Store.TurnClaim(ctx, p)
+	if err == nil && s.stages != nil && s.stages.on.Load() {
+		end := time.Now()
+		for _, t := range turns {
+			s.stages.note(t.Instance.ID, func(st *stageStamps) { st.claimStart, st.claimEnd = start, end })
+		}
+	}
+	return turns, err
+}
+
+// stagesOf returns the system's stage recorder, if it has one (Herald).
+func stagesOf(s System) *stageRecorder {
+	if h, ok := s.(*heraldSystem); ok {
+		return h.stages
+	}
+	return nil
+}
+
+// stageResults turns the stage durations of the isolated round trips into
+// one row per stage.
+func stageResults(base Result, per [][]time.Duration) []Result {
+	out := make([]Result, len(stageNames))
+	for i, name := range stageNames {
+		d := make(dist, 0, len(per))
+		for _, p := range per {
+			d = append(d, p[i])
+		}
+		r := Result{Scenario: base.Scenario + " · " + name, System: base.System, Durability: base.Durability, N: len(d),
+			Note: "stage " + name + " of the round trips above (see bench/README.md: stages)"}
+		d.fill(&r)
+		out[i] = r
+	}
+	return out
+}
