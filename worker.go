@@ -356,6 +356,7 @@ func (r *Runtime) runTurn(ctx context.Context, t *storage.Turn) {
 		CancelCorrelatedWaits: out.CancelCorrelatedWaits,
 		ReturnedCorrelated:    out.ReturnedCorrelated,
 		Publish:               out.Publish,
+		Attributes:            out.Attributes,
 	})
 	if err != nil {
 		rep.Outcome, rep.Err = TurnCommitFailed, err

@@ -219,6 +219,10 @@ type InstanceInfo struct {
 	// e.g. "no runtime has workflow X registered" (or activity X); "" when
 	// nothing is known to hold it up.
 	Blocked string `json:"blocked,omitempty"`
+	// Attributes are the searchable attributes the workflow set
+	// (ctx.SetAttributes): strings, int64s, bools and time.Times; nil for
+	// none.
+	Attributes map[string]any `json:"attributes,omitempty"`
 }
 
 // Err returns the instance's failure as a typed error (a

@@ -45,6 +45,12 @@ const (
 	// (ctx.Publish): Name is its type, EventID its id, Payload its data.
 	// It is stored with the turn that made it (outbox).
 	EventPublished Kind = "EventPublished"
+	// AttributesUpserted: the workflow set or removed attributes of its
+	// instance (ctx.SetAttributes): Payload is the list of upserts
+	// (storage.Attribute; a removal has type ""). At the start of an
+	// execution (AtStart) it is the instance's attributes carried across
+	// continue-as-new, not a decision of the new execution's code.
+	AttributesUpserted Kind = "AttributesUpserted"
 )
 
 // IsDecision reports whether events of kind k are produced by workflow code.
@@ -52,7 +58,7 @@ func (k Kind) IsDecision() bool {
 	switch k {
 	case ActivityScheduled, ActivityCancelRequested, TimerCreated, TimerCancelled,
 		EventSubscribed, EventSubscribedCancelled, ExecutionCompleted, ExecutionFailed,
-		ExecutionContinuedAsNew, EventPublished:
+		ExecutionContinuedAsNew, EventPublished, AttributesUpserted:
 		return true
 	}
 	return false

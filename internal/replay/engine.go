@@ -77,6 +77,10 @@ type Input struct {
 	// Now is the turn's time: new history events are stamped with it.
 	Now    time.Time
 	Limits Limits
+	// Query, when set, makes the run a read-only query (query.go): after
+	// the replay the query is answered from the workflow's state; the
+	// output is for the caller to discard.
+	Query *Query
 }
 
 // Output is one turn's outcome.
@@ -118,6 +122,9 @@ type Output struct {
 	// Publish are the events the turn published to the bus (ctx.Publish):
 	// the store commits them with the turn.
 	Publish []storage.BusPublishEvent
+	// Attributes are the attribute upserts this turn decided
+	// (attributes.go), in order: the store applies them to the instance.
+	Attributes []storage.Attribute
 }
 
 // CorrelatedWait is a wait on (event definition, key).
@@ -242,6 +249,10 @@ type State struct {
 	finished bool // the workflow returned (completed, failed, continued)
 	can      *ContinueAsNewError
 	fatal    *NondeterminismError
+
+	queries  map[string]QueryHandler      // query.go
+	querying bool                         // a query handler runs
+	attrs    map[string]storage.Attribute // attributes.go: the instance's, as replayed
 }
 
 // InstanceID returns the instance being run.
@@ -306,6 +317,9 @@ func Run(in *Input) (*Output, error) {
 
 	if err := s.protect(s.run); err != nil {
 		return s.failed(err), nil
+	}
+	if in.Query != nil {
+		s.answer(in.Query)
 	}
 	return s.out, nil
 }
@@ -444,6 +458,8 @@ func (s *State) applyStored(ev history.Event) {
 		}
 	case history.ExecutionTerminated:
 		s.finished = true
+	case history.AttributesUpserted:
+		s.applyAttributes(ev) // carried at the start of the execution
 	}
 }
 
@@ -715,6 +731,9 @@ func (s *State) record(ev history.Event) history.Event {
 // events, the decision must equal the next one recorded; otherwise it is new
 // and appended. It returns the decision's seq and whether it is new.
 func (s *State) decide(ev history.Event) (int, bool) {
+	if s.querying {
+		panic(queryMisuse)
+	}
 	if s.aborting {
 		panic(abort{})
 	}
@@ -818,6 +837,9 @@ func (s *State) stop() {
 // block parks the code until cond holds.
 func (s *State) block(cond func() bool) {
 	for !cond() {
+		if s.querying {
+			panic(queryMisuse)
+		}
 		if s.aborting {
 			panic(abort{})
 		}
@@ -924,6 +946,7 @@ func (s *State) continueAsNew() {
 	now := s.now
 	start := []history.Event{{Seq: 1, Time: now, Kind: history.ExecutionStarted, Workflow: s.workflow,
 		Input: s.can.Input, Execution: next}}
+	start = s.carryAttributes(start, now)
 	// Rule 5 limits carried positional events by age only. Queue messages
 	// are carried up to the queue limit, oldest first; a message a receive
 	// gave back does not count (it may have taken the lane over the limit).

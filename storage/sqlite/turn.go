@@ -230,6 +230,9 @@ func (s *Store) TurnCommit(ctx context.Context, p *storage.TurnCommitParams) ([]
 	if err := checkTurnPublish(p.Publish); err != nil {
 		return nil, fmt.Errorf("sqlite: commit turn of %q: %w", p.InstanceID, err)
 	}
+	if err := backend.ValidateAttributes(p.Attributes, true); err != nil {
+		return nil, fmt.Errorf("sqlite: commit turn of %q: %w", p.InstanceID, err)
+	}
 	now := backend.NowOr(p.Now)
 	docs, err := encodeTurn(p)
 	if err != nil {
@@ -296,6 +299,9 @@ func commitTurn(w *wtx, p *storage.TurnCommitParams, docs *turnDocs, status hera
 		return err
 	}
 	if err := publishTurn(w, tenant, p.Publish, nowN); err != nil {
+		return err
+	}
+	if err := applyAttributes(w, tenant, id, p.Attributes); err != nil {
 		return err
 	}
 	// Deleted first even when the turn ends the instance: the hand-on
