@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -43,6 +44,12 @@ func registerCounter(rt *herald.Runtime) {
 		if err := ctx.SetQueryHandler("unencodable", func(json.RawMessage) (any, error) { return make(chan int), nil }); err != nil {
 			return 0, err
 		}
+		for _, bad := range []string{"", "a\x00b", strings.Repeat("q", herald.MaxNameBytes+1)} {
+			if err := ctx.SetQueryHandler(bad, func(json.RawMessage) (any, error) { return nil, nil }); !errors.Is(err, herald.ErrInvalidArgument) {
+				return 0, fmt.Errorf("SetQueryHandler(%.20q): %v, want ErrInvalidArgument", bad, err)
+			}
+		}
+		ctx.Logger().Info("counter running") // logged once per turn that runs it new, never by a query
 		for {
 			var n int
 			if err := ctx.Dequeue("inc").Get(&n); err != nil {
@@ -125,6 +132,11 @@ func TestQuery_RunningAndCompleted(t *testing.T) {
 	b.enqueue("c1", "inc", -1, "")
 	if r := resultOf[int](b, "c1"); r != 20 {
 		t.Fatalf("result %d", r)
+	}
+	// A query replays silently: the workflow's log line is the first
+	// turn's only.
+	if n := b.logs.count("counter running"); n != 1 {
+		t.Fatalf("%d log lines of the workflow, want 1", n)
 	}
 	before = historyBytes(b, "c1")
 	if err := b.client.Query(b.ctx, "c1", "count", nil, &got); err != nil || got != 20 {
@@ -342,4 +354,48 @@ func TestQuery_ConcurrentWithTurns(t *testing.T) {
 		t.Fatalf("%d inc events in history, want %d", k, n)
 	}
 	b.replayAll("c1")
+}
+
+// count returns how many records have message msg.
+func (l *logRecorder) count(msg string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, r := range l.records {
+		if r.Message == msg {
+			n++
+		}
+	}
+	return n
+}
+
+// An instance whose first turn has not run (no runtime is started) answers
+// from its code run up to its first wait, and nothing is written or
+// logged.
+func TestQuery_Pending(t *testing.T) {
+	t.Parallel()
+	st := testStore(t)
+	logs := &logRecorder{}
+	rt, err := herald.NewRuntime(st, &herald.Config{ClientConfig: herald.ClientConfig{Logger: slog.New(logs)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	registerCounter(rt)
+	c, err := rt.Client(herald.DefaultTenant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := on(t, c)
+	b.start("counter", "p1", 42)
+	before := historyBytes(b, "p1")
+	var got int
+	if err := c.Query(b.ctx, "p1", "count", nil, &got); err != nil || got != 42 {
+		t.Fatalf("count of a pending instance: %d, %v", got, err)
+	}
+	if after := historyBytes(b, "p1"); string(after) != string(before) || b.status("p1").Status != herald.StatusPending {
+		t.Fatalf("a query of a pending instance wrote something: %s → %s", before, after)
+	}
+	if n := logs.count("counter running"); n != 0 {
+		t.Fatalf("a query logged %d lines of the workflow", n)
+	}
 }

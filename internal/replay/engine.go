@@ -268,8 +268,10 @@ func (s *State) WorkflowName() string { return s.workflow }
 // processed.
 func (s *State) Now() time.Time { return s.now }
 
-// IsReplaying reports whether the code is re-running over stored history.
-func (s *State) IsReplaying() bool { return s.replaying }
+// IsReplaying reports whether the code is re-running over stored history;
+// always while it runs to answer a query (Input.Query), so that it logs
+// nothing.
+func (s *State) IsReplaying() bool { return s.replaying || s.in.Query != nil }
 
 var uuidNamespace = uuid.MustParse("5b0a3c9e-8f6d-4b1e-9a57-0c4f2d7e6a11")
 
