@@ -29,26 +29,56 @@ func (b *batch) queueAttributes(tenant, id string, ups []storage.Attribute) {
 			tenant, id, removed)
 	}
 	if len(set) > 0 {
-		b.exec("set attribute rows", `INSERT INTO instance_attributes (tenant, instance_id, key, type, value)
-			SELECT $1, $2, t.key, t.type, t.value FROM unnest($3::text[], $4::text[], $5::text[]) AS t(key, type, value)
+		b.exec("set attribute rows", `INSERT INTO instance_attributes (tenant, instance_id, key, type, value, created_at)
+			SELECT $1, $2, t.key, t.type, t.value, (SELECT created_at FROM instances WHERE tenant = $1 AND id = $2)
+			FROM unnest($3::text[], $4::text[], $5::text[]) AS t(key, type, value)
 			ON CONFLICT (tenant, instance_id, key) DO UPDATE SET type = excluded.type, value = excluded.value`,
 			tenant, id, setKeys, types, values)
 	}
 }
 
-// attributeWhere is InstanceList's attribute filter: one indexed probe of
-// instance_attributes per attribute (arg adds an argument, returns its
-// placeholder).
-func attributeWhere(where []string, arg func(any) string, tenant string, as []storage.Attribute) []string {
-	if len(as) == 0 {
-		return where
+// attributeQuery is InstanceList's query when it filters on attributes:
+// the page's instances are found by walking the first attribute's matches
+// in instance_attributes_match backward in list order (created_at, id
+// COLLATE "C") from the cursor, each checked against the other attributes
+// (a primary key probe each) and the instance's other filters, so a page
+// costs what it skips, never the tenant's size; then their rows are read.
+// arg adds an argument and returns its placeholder.
+func attributeQuery(p *storage.InstanceListParams, arg func(any) string, createdAt int64, afterID string, paged bool, limit int) string {
+	first := p.Attributes[0]
+	t := arg(p.Tenant)
+	where := []string{"a0.tenant = " + t, "a0.key = " + arg(first.Key), "a0.value = " + arg(first.Value), "a0.type = " + arg(string(first.Type))}
+	for _, a := range p.Attributes[1:] {
+		// One row of the match index, named by all its columns, in a
+		// scalar subquery (EXISTS would be flattened into a semi-join
+		// that walks the key's matches): an index-only probe per row
+		// whichever index a generic plan picks.
+		where = append(where, strings.Join([]string{`(SELECT true FROM instance_attributes an
+			WHERE an.tenant = a0.tenant AND an.key = `, arg(a.Key), ` AND an.value = `, arg(a.Value),
+			` AND an.type = `, arg(string(a.Type)), ` AND an.created_at = a0.created_at
+			AND an.instance_id COLLATE "C" = a0.instance_id COLLATE "C")`}, ""))
 	}
-	t := arg(tenant)
-	for _, a := range as {
-		where = append(where, strings.Join([]string{`id IN (SELECT instance_id FROM instance_attributes WHERE tenant = `, t,
-			` AND key = `, arg(a.Key), ` AND value = `, arg(a.Value), ` AND type = `, arg(string(a.Type)), `)`}, ""))
+	if p.Workflow != "" {
+		where = append(where, "i.workflow = "+arg(p.Workflow))
 	}
-	return where
+	if p.Status != "" {
+		where = append(where, "i.status = "+arg(string(p.Status)))
+	}
+	if !p.CreatedAfter.IsZero() {
+		where = append(where, "a0.created_at >= "+arg(p.CreatedAfter.UnixNano()))
+	}
+	if !p.CreatedBefore.IsZero() {
+		where = append(where, "a0.created_at < "+arg(p.CreatedBefore.UnixNano()))
+	}
+	if paged {
+		where = append(where, `(a0.created_at, a0.instance_id COLLATE "C") < (`+arg(createdAt)+`, `+arg(afterID)+`)`)
+	}
+	return `SELECT ` + shownCols + ` FROM instances WHERE tenant = ` + t + ` AND id IN (
+			SELECT a0.instance_id FROM instance_attributes a0
+			JOIN instances i ON i.tenant = a0.tenant AND i.id = a0.instance_id
+			WHERE ` + strings.Join(where, " AND ") + `
+			ORDER BY a0.created_at DESC, a0.instance_id COLLATE "C" DESC LIMIT ` + arg(limit+1) + `)
+		ORDER BY created_at DESC, id COLLATE "C" DESC`
 }
 
 // shownCols are the columns InstanceGet and InstanceList read: then

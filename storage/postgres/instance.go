@@ -152,13 +152,16 @@ func (s *Store) InstanceList(ctx context.Context, p *storage.InstanceListParams)
 	if err := backend.ValidateAttributes(p.Attributes, false); err != nil {
 		return nil, "", fmt.Errorf("postgres: list instances: %w", err)
 	}
-	where = attributeWhere(where, arg, p.Tenant, p.Attributes)
 	if paged {
 		where = append(where, `(created_at, id COLLATE "C") < (`+arg(createdAt)+`, `+arg(afterID)+`)`)
 	}
 	limit := backend.ListLimit(p.Limit)
 	q := `SELECT ` + shownCols + ` FROM instances WHERE ` + strings.Join(where, " AND ") +
 		` ORDER BY created_at DESC, id COLLATE "C" DESC LIMIT ` + arg(limit+1)
+	if len(p.Attributes) > 0 {
+		args = args[:0]
+		q = attributeQuery(p, arg, createdAt, afterID, paged, limit)
+	}
 	var out []*storage.Instance
 	err = s.do(ctx, func(ctx context.Context) error {
 		out = nil

@@ -140,16 +140,19 @@ func (s *Store) InstanceList(ctx context.Context, p *storage.InstanceListParams)
 	if err := backend.ValidateAttributes(p.Attributes, false); err != nil {
 		return nil, "", fmt.Errorf("sqlite: list instances: %w", err)
 	}
-	where, args = attributeWhere(where, args, p.Tenant, p.Attributes)
 	if paged {
 		where = append(where, "(created_at, id) < (?, ?)")
 		args = append(args, createdAt, afterID)
 	}
 	limit := backend.ListLimit(p.Limit)
 	args = append(args, limit+1)
-	rows, err := s.reader(nil).QueryContext(ctx, `SELECT `+shownCols+` FROM instances
-		WHERE `+strings.Join(where, " AND ")+`
-		ORDER BY created_at DESC, id DESC LIMIT ?`, args...)
+	q := `SELECT ` + shownCols + ` FROM instances
+		WHERE ` + strings.Join(where, " AND ") + `
+		ORDER BY created_at DESC, id DESC LIMIT ?`
+	if len(p.Attributes) > 0 {
+		q, args = attributeQuery(p, createdAt, afterID, paged, limit)
+	}
+	rows, err := s.reader(nil).QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, "", fmt.Errorf("sqlite: list instances: %w", s.readErr(err))
 	}

@@ -12,6 +12,9 @@ CREATE TABLE instance_attributes (
     key         text NOT NULL,
     type        text NOT NULL,
     value       text NOT NULL,
+    created_at  bigint NOT NULL, -- the instance's, for listing in its order
     PRIMARY KEY (tenant, instance_id, key)
 );
-CREATE INDEX instance_attributes_match ON instance_attributes (tenant, key, value, type, instance_id);
+-- A filter walks the first key's matches backward in the instances' list
+-- order (created_at, id COLLATE "C"), from the page's cursor.
+CREATE INDEX instance_attributes_match ON instance_attributes (tenant, key, value, type, created_at, instance_id COLLATE "C");

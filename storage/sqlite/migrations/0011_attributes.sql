@@ -11,6 +11,9 @@ CREATE TABLE instance_attributes (
     key         TEXT NOT NULL,
     type        TEXT NOT NULL,
     value       TEXT NOT NULL,
+    created_at  INTEGER NOT NULL, -- the instance's, for listing in its order
     PRIMARY KEY (tenant, instance_id, key)
 ) WITHOUT ROWID;
-CREATE INDEX instance_attributes_match ON instance_attributes (tenant, key, value, type, instance_id);
+-- A filter walks the first key's matches backward in the instances' list
+-- order (created_at, id), from the page's cursor.
+CREATE INDEX instance_attributes_match ON instance_attributes (tenant, key, value, type, created_at, instance_id);
