@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/heraldwf/herald"
 )
@@ -93,5 +94,83 @@ func TestBus_FairAcrossSubscriptions(t *testing.T) {
 	order := o.ran()
 	if i := slices.Index(order, "quiet"); i < 0 || i > 3 {
 		t.Fatalf("subscription y's single execution ran as number %d behind x's burst: %v", i, order[:min(len(order), 10)])
+	}
+}
+
+// busySpin is how long the spinning script of
+// TestBus_HandlerRunsWhileScriptChildrenBusy keeps the only script child
+// busy (its timeout).
+const busySpin = 5 * time.Second
+
+// TestBus_HandlerRunsWhileScriptChildrenBusy: two workers, one script
+// process. Two executions of a script that spins until its timeout are
+// claimed ahead of a Go handler's: the first takes the only child, the
+// second stays queued (it needs a child, and none is free), so the other
+// worker runs the handler's execution, which succeeds while the script is
+// still running — not after it, as when each worker took a script
+// execution and waited for the child.
+func TestBus_HandlerRunsWhileScriptChildrenBusy(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &herald.Config{Bus: herald.BusConfig{Workers: 2, ScriptProcesses: 1}}, func(rt *herald.Runtime) {
+		herald.RegisterBusHandler(rt, "h", func(context.Context, herald.BusEvent) (any, error) { return "ran", nil })
+	})
+	b.script("spin", "for (;;) {}")
+	b.subscribe(herald.Subscription{ID: "spin", Pattern: "spin", MaxRetries: intp(0), Timeout: herald.Duration(busySpin),
+		Target: herald.Target{Kind: herald.TargetScript, Script: "spin"}})
+	b.handlerSub("h", "quick", "h", intp(0))
+	b.publish("spin", nil, "spin-1")
+	b.publish("spin", nil, "spin-2")
+	b.waitExecution("spin-1", "spin", "claimed", statusIs(herald.ExecRunning))
+	b.waitExecution("spin-2", "spin", "claimed", statusIs(herald.ExecRunning))
+	began := time.Now()
+	b.publish("quick", nil, "quick")
+	x := b.waitExecution("quick", "h", "succeeded", func(x *herald.Execution) bool { return x.Status.Terminal() })
+	took := time.Since(began)
+	if x.Status != herald.ExecSucceeded || string(x.Result) != `"ran"` {
+		t.Fatalf("the handler's execution: %s, result %s, want succeeded with \"ran\"", x.Status, x.Result)
+	}
+	// Neither script attempt has ended: the handler ran while the child
+	// was busy with the first.
+	for _, id := range []string{"spin-1", "spin-2"} {
+		if as := b.attempts(id); len(as) != 0 {
+			t.Fatalf("%s has %d attempt records when the handler's execution succeeded (after %v), want none: "+
+				"the handler waited for the script", id, len(as), took)
+		}
+	}
+}
+
+// TestBus_ScriptSlotFreedAfterFailure: one script process, two workers.
+// Scripts that time out give their child's slot back: the executions
+// after them, queued for the same child, all run. (A child killed at its
+// memory cap and replaced: TestBusSandbox_HugeString and
+// TestBusSandbox_UnboundedArray, whose later attacks run in the same
+// runtime.)
+func TestBus_ScriptSlotFreedAfterFailure(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &herald.Config{Bus: herald.BusConfig{Workers: 2, ScriptProcesses: 1}}, nil)
+	b.script("spin", "for (;;) {}")
+	b.script("ok", `return ctx.event.id;`)
+	b.subscribe(herald.Subscription{ID: "spin", Pattern: "spin", MaxRetries: intp(0), Timeout: herald.Duration(300 * time.Millisecond),
+		Target: herald.Target{Kind: herald.TargetScript, Script: "spin"}})
+	b.subscribe(herald.Subscription{ID: "ok", Pattern: "ok", MaxRetries: intp(0),
+		Target: herald.Target{Kind: herald.TargetScript, Script: "ok"}})
+	for _, id := range []string{"spin-1", "spin-2"} {
+		b.publish("spin", nil, id)
+	}
+	for i := range 4 {
+		b.publish("ok", nil, fmt.Sprint("ok-", i))
+	}
+	for _, id := range []string{"spin-1", "spin-2"} {
+		x := b.waitExecution(id, "spin", "ended", func(x *herald.Execution) bool { return x.Status.Terminal() })
+		if as := b.attempts(id); x.Status != herald.ExecDeadLettered || len(as) != 1 || as[0].ErrorKind != herald.ErrorTimeout {
+			t.Fatalf("%s: %s, attempts %+v, want dead-lettered after a timeout", id, x.Status, as)
+		}
+	}
+	for i := range 4 {
+		id := fmt.Sprint("ok-", i)
+		x := b.waitExecution(id, "ok", "ended", func(x *herald.Execution) bool { return x.Status.Terminal() })
+		if x.Status != herald.ExecSucceeded || string(x.Result) != `"`+id+`"` {
+			t.Fatalf("%s: %s, result %s, want succeeded", id, x.Status, x.Result)
+		}
 	}
 }

@@ -289,3 +289,36 @@ func TestBus_FailedScriptKeepsItsLogs(t *testing.T) {
 		t.Fatalf("attempt: %+v", as)
 	}
 }
+
+// TestBus_ScriptVersionPerClaim: the runtime keeps a script's latest
+// version cached, checked against the subscription generation every claim
+// reads; a new version put, or the script deleted, through the store is
+// what the next attempt runs (or fails on), with no cache left stale.
+func TestBus_ScriptVersionPerClaim(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil, nil)
+	b.script("s", `return "v1";`)
+	b.subscribe(herald.Subscription{ID: "s", Pattern: "job", MaxRetries: intp(0), Target: herald.Target{Kind: herald.TargetScript, Script: "s"}})
+	run := func(id string) *herald.Execution {
+		t.Helper()
+		b.publish("job", nil, id)
+		return b.waitExecution(id, "s", "ended", func(x *herald.Execution) bool { return x.Status.Terminal() })
+	}
+	for _, id := range []string{"a1", "a2"} { // the second from the cache
+		if x := run(id); x.Status != herald.ExecSucceeded || string(x.Result) != `"v1"` {
+			t.Fatalf("%s: %s, result %s, want succeeded with \"v1\"", id, x.Status, x.Result)
+		}
+	}
+	b.script("s", `return "v2";`)
+	if x := run("b"); x.Status != herald.ExecSucceeded || string(x.Result) != `"v2"` {
+		t.Fatalf("after version 2 was put: %s, result %s, want succeeded with \"v2\"", x.Status, x.Result)
+	}
+	if err := b.client.DeleteScript(b.ctx, "s"); err != nil {
+		t.Fatal(err)
+	}
+	x := run("c")
+	as := b.attempts("c")
+	if x.Status != herald.ExecDeadLettered || len(as) != 1 || !strings.Contains(as[0].Error, "deleted") {
+		t.Fatalf("after the script was deleted: %s, attempts %+v, want dead-lettered: the script was deleted", x.Status, as)
+	}
+}

@@ -13,14 +13,29 @@ import (
 // for the whole burst. Each queue is FIFO. Its size is bounded by the
 // claim loop, which claims only what Bus.Workers + Bus.QueueSize slots
 // have room for.
+//
+// Script executions are handed out only as fast as script child processes
+// free up: at most scriptSlots (Bus.ScriptProcesses) of them are taken at
+// once, each until its script has run (busItem.freeSlot). While every
+// slot is taken, workers pass over the queues whose next execution is a
+// script and take Go-handler, workflow and lane executions; a queue passed
+// over keeps its place at the front, so it is the first served when a
+// slot frees. A worker therefore never holds a script execution while it
+// waits for a child: the wait is spent here, queued, and an attempt's
+// duration is the script's run.
 type busQueue struct {
-	mu      sync.Mutex
-	tenants []*busTenantQ // ring of tenants with queued jobs
+	mu sync.Mutex
+	// tenants with queued jobs, in the order they are served: the first
+	// one with a job that may run gives it and moves to the back.
+	tenants []*busTenantQ
 	byName  map[string]*busTenantQ
-	pos     int
-	n       int
-	idle    int           // workers waiting in pop
-	wake    chan struct{} // buffered(1): a job was pushed
+	n       int // queued jobs
+	scriptN int // queued script jobs
+	// scriptSlots is how many script jobs may be out of the queue at
+	// once (0: no limit); scriptBusy how many are.
+	scriptSlots, scriptBusy int
+	idle                    int           // workers waiting in pop
+	wake                    chan struct{} // buffered(1): a job may be taken
 	// report receives the depth after every change, under mu, so that
 	// reports arrive in the order of the changes (a gauge set from racing
 	// goroutines could otherwise end on a stale value).
@@ -29,9 +44,8 @@ type busQueue struct {
 
 type busTenantQ struct {
 	name  string
-	subs  []*busSubQ // ring of subscriptions with queued jobs
+	subs  []*busSubQ // subscriptions with queued jobs, in serving order as tenants
 	bySub map[string]*busSubQ
-	pos   int
 }
 
 type busSubQ struct {
@@ -41,16 +55,35 @@ type busSubQ struct {
 
 // busJob is a claimed execution on its way through the queue.
 type busJob struct {
-	it   *busItem
-	done chan struct{} // closed when a worker has finished with it
+	it     *busItem
+	script bool          // its target is a script: it needs a script slot
+	done   chan struct{} // closed when a worker has finished with it
 }
 
-func newBusQueue(report func(depth int)) *busQueue {
-	return &busQueue{byName: map[string]*busTenantQ{}, wake: make(chan struct{}, 1), report: report}
+// newBusQueue returns a queue that lets at most scriptSlots script jobs
+// out at once (0: no limit).
+func newBusQueue(scriptSlots int, report func(depth int)) *busQueue {
+	return &busQueue{byName: map[string]*busTenantQ{}, wake: make(chan struct{}, 1), scriptSlots: scriptSlots,
+		report: report}
+}
+
+// runnableLocked is the number of queued jobs a worker could take now.
+func (q *busQueue) runnableLocked() int {
+	if q.scriptSlots <= 0 {
+		return q.n
+	}
+	return q.n - q.scriptN + min(q.scriptN, max(q.scriptSlots-q.scriptBusy, 0))
 }
 
 // depthLocked is the number of queued jobs no idle worker is about to take.
-func (q *busQueue) depthLocked() int { return max(q.n-q.idle, 0) }
+func (q *busQueue) depthLocked() int { return q.n - min(q.idle, q.runnableLocked()) }
+
+func (q *busQueue) signal() {
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
 
 // push queues a job.
 func (q *busQueue) push(j *busJob) {
@@ -70,33 +103,29 @@ func (q *busQueue) push(j *busJob) {
 	}
 	sq.jobs = append(sq.jobs, j)
 	q.n++
+	if j.script {
+		q.scriptN++
+	}
 	q.report(q.depthLocked())
 	q.mu.Unlock()
-	select {
-	case q.wake <- struct{}{}:
-	default:
-	}
+	q.signal()
 }
 
-// pop takes the next job, fairly, waiting for one until ctx ends (then it
-// returns nil).
+// pop takes the next job, fairly, waiting for one that may run until ctx
+// ends (then it returns nil). A script job holds a script slot until its
+// item's freeSlot is called.
 func (q *busQueue) pop(ctx context.Context) *busJob {
 	for {
 		if ctx.Err() != nil {
 			return nil // stopping: start nothing more
 		}
 		q.mu.Lock()
-		if q.n > 0 {
-			j := q.take()
-			more := q.n > 0
+		if j := q.take(); j != nil {
+			more := q.runnableLocked() > 0
 			q.report(q.depthLocked())
 			q.mu.Unlock()
 			if more {
-				// Pass the wake-up on: another worker may take the next.
-				select {
-				case q.wake <- struct{}{}:
-				default:
-				}
+				q.signal() // pass the wake-up on: another worker may take the next
 			}
 			return j
 		}
@@ -112,29 +141,52 @@ func (q *busQueue) pop(ctx context.Context) *busJob {
 	}
 }
 
-// take removes the next job in round-robin order. q.mu is held; q.n > 0.
+// take removes the next job that may run, in round-robin order, or
+// returns nil. q.mu is held.
 func (q *busQueue) take() *busJob {
-	q.pos %= len(q.tenants)
-	tq := q.tenants[q.pos]
-	tq.pos %= len(tq.subs)
-	sq := tq.subs[tq.pos]
-	j := sq.jobs[0]
-	sq.jobs[0] = nil
-	sq.jobs = sq.jobs[1:]
-	q.n--
-	if len(sq.jobs) == 0 {
-		delete(tq.bySub, sq.name)
-		tq.subs = append(tq.subs[:tq.pos], tq.subs[tq.pos+1:]...) // the next one moves into tq.pos
-	} else {
-		tq.pos++
+	full := q.scriptSlots > 0 && q.scriptBusy >= q.scriptSlots
+	for ti, tq := range q.tenants {
+		for si, sq := range tq.subs {
+			j := sq.jobs[0]
+			if j.script && full {
+				continue // keeps its place: first served when a slot frees
+			}
+			sq.jobs[0] = nil
+			sq.jobs = sq.jobs[1:]
+			q.n--
+			if j.script {
+				q.scriptN--
+				q.scriptBusy++
+				j.it.slotFree = q.freeScriptSlot
+			}
+			tq.subs = append(tq.subs[:si], tq.subs[si+1:]...)
+			if len(sq.jobs) > 0 {
+				tq.subs = append(tq.subs, sq) // to the back of its tenant's order
+			} else {
+				delete(tq.bySub, sq.name)
+			}
+			q.tenants = append(q.tenants[:ti], q.tenants[ti+1:]...)
+			if len(tq.subs) > 0 {
+				q.tenants = append(q.tenants, tq) // to the back
+			} else {
+				delete(q.byName, tq.name)
+			}
+			return j
+		}
 	}
-	if len(tq.subs) == 0 {
-		delete(q.byName, tq.name)
-		q.tenants = append(q.tenants[:q.pos], q.tenants[q.pos+1:]...)
-	} else {
-		q.pos++
+	return nil
+}
+
+// freeScriptSlot gives back the slot of a script job taken by pop.
+func (q *busQueue) freeScriptSlot() {
+	q.mu.Lock()
+	q.scriptBusy--
+	waiting := q.scriptN > 0
+	q.report(q.depthLocked())
+	q.mu.Unlock()
+	if waiting {
+		q.signal()
 	}
-	return j
 }
 
 // remove takes j out of the queue if no worker has taken it yet, and
@@ -156,21 +208,18 @@ func (q *busQueue) remove(j *busJob) bool {
 		}
 		sq.jobs = append(sq.jobs[:i], sq.jobs[i+1:]...)
 		q.n--
+		if j.script {
+			q.scriptN--
+		}
 		q.report(q.depthLocked())
 		if len(sq.jobs) == 0 {
 			k := indexOf(tq.subs, sq)
 			delete(tq.bySub, sq.name)
 			tq.subs = append(tq.subs[:k], tq.subs[k+1:]...)
-			if k < tq.pos {
-				tq.pos--
-			}
 			if len(tq.subs) == 0 {
 				k := indexOf(q.tenants, tq)
 				delete(q.byName, tq.name)
 				q.tenants = append(q.tenants[:k], q.tenants[k+1:]...)
-				if k < q.pos {
-					q.pos--
-				}
 			}
 		}
 		return true

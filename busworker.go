@@ -77,6 +77,18 @@ type busState struct {
 
 	compiledMu sync.Mutex
 	compiled   map[scriptKey]*jstarget.Script
+	// latest is each script's latest version as read at a subscription
+	// generation (which PutScript and DeleteScript change): an attempt
+	// claimed at generation g uses an entry read at g or later without
+	// reading the store.
+	latest map[scriptHead]latestScript
+}
+
+type scriptHead struct{ tenant, id string }
+
+type latestScript struct {
+	gen    int64
+	script *jstarget.Script
 }
 
 type scriptKey struct {
@@ -88,7 +100,23 @@ type scriptKey struct {
 type busItem struct {
 	tenant  string
 	claimed time.Time // engine clock
+	// gen is the tenant's subscription generation read just before the
+	// claim (0: not known).
+	gen int64
 	*storage.BusClaimed
+	// slotFree gives back the dispatch queue's script slot this item
+	// holds (nil: none); see freeSlot.
+	slotFree func()
+}
+
+// freeSlot gives back the item's script slot, if it holds one: once its
+// script has run (the child is free again), or when its attempt ends
+// without running it. Only the goroutine running the attempt calls it.
+func (it *busItem) freeSlot() {
+	if f := it.slotFree; f != nil {
+		it.slotFree = nil
+		f()
+	}
 }
 
 // busRouteBatch is how many events one BusRoute call routes.
@@ -122,7 +150,7 @@ func (r *Runtime) busLoop(ctx context.Context) {
 	defer wg.Wait()
 	// Bus.Workers workers take claimed executions from the fair queue and
 	// hand the ends of their attempts to the finisher.
-	q := newBusQueue(func(depth int) {
+	q := newBusQueue(r.cfg.Bus.ScriptProcesses, func(depth int) {
 		r.obs.BusQueue(BusQueueReport{Depth: depth, Capacity: r.cfg.Bus.QueueSize})
 	})
 	fin := newBusFinisher(r)
@@ -138,20 +166,42 @@ func (r *Runtime) busLoop(ctx context.Context) {
 					return
 				}
 				r.attemptBus(context.WithoutCancel(ctx), fin, j.it)
+				j.it.freeSlot()
 				close(j.done)
 			}
 		}()
 	}
-	// Slots: Workers running plus QueueSize waiting for a worker.
-	claimLoop(ctx, r, ClaimBus, storage.WorkBus, r.cfg.Bus.Workers+r.cfg.Bus.QueueSize,
+	// Slots: Workers running plus QueueSize waiting for a worker. A claim
+	// waits until busClaimBatch of them are free: while the queue holds
+	// work (a backlog behind slow targets, such as scripts waiting for a
+	// child), the loop claims in batches rather than once per attempt
+	// ended, which is most of the claims' cost on the store's writer.
+	claimLoopBatched(ctx, r, ClaimBus, storage.WorkBus, r.cfg.Bus.Workers+r.cfg.Bus.QueueSize, r.busClaimBatch(),
 		func(cctx context.Context, tenant string, max int) ([]*busItem, bool, error) {
 			return r.claimBus(cctx, tenant, max)
 		},
 		func(_ context.Context, it *busItem) { r.runBus(ctx, q, it) })
 }
 
+// busClaimBatch is the fewest free slots the bus's claim loop claims for:
+// Bus.Workers, but at most half the dispatch queue, so that holding a
+// claim back never leaves a worker without work while the store has some
+// (the slots still taken then hold at least half a queue of executions
+// waiting). A claim of an idle bus is not held back: all its slots are
+// free.
+func (r *Runtime) busClaimBatch() int {
+	return max(1, min(r.cfg.Bus.Workers, r.cfg.Bus.QueueSize/2))
+}
+
 // claimBus claims up to max of the tenant's due executions.
 func (r *Runtime) claimBus(ctx context.Context, tenant string, max int) ([]*busItem, bool, error) {
+	// The router (subscriptions) and the generation the script cache is
+	// checked against are brought up to date first: an attempt sees every
+	// subscription and script put before its claim.
+	rt, err := r.router(ctx, tenant)
+	if err != nil {
+		return nil, false, err
+	}
 	claimed, err := r.store.BusClaim(ctx, &storage.BusClaimParams{Tenant: tenant, Max: max,
 		Now: r.cfg.Clock.Now(), Lease: r.cfg.Bus.Lease})
 	if err != nil {
@@ -160,7 +210,7 @@ func (r *Runtime) claimBus(ctx context.Context, tenant string, max int) ([]*busI
 	now := r.cfg.Clock.Now()
 	items := make([]*busItem, len(claimed))
 	for i, c := range claimed {
-		items[i] = &busItem{tenant: tenant, claimed: now, BusClaimed: c}
+		items[i] = &busItem{tenant: tenant, claimed: now, gen: rt.Generation, BusClaimed: c}
 	}
 	return items, len(items) >= max, nil
 }
@@ -225,7 +275,7 @@ func (r *Runtime) routeBus(ctx context.Context, tenant string) (int, bool, error
 // runtime is stopping, an execution no worker has taken is released,
 // untouched, for the next start or another node.
 func (r *Runtime) runBus(loop context.Context, q *busQueue, it *busItem) {
-	j := &busJob{it: it, done: make(chan struct{})}
+	j := &busJob{it: it, script: r.isScriptTarget(it), done: make(chan struct{})}
 	q.push(j)
 	select {
 	case <-j.done:
@@ -236,6 +286,21 @@ func (r *Runtime) runBus(loop context.Context, q *busQueue, it *busItem) {
 		}
 		<-j.done // a worker has it
 	}
+}
+
+// isScriptTarget reports whether the execution's subscription, as the
+// tenant's router knows it, has a script target, so that the dispatch
+// queue hands it out only when a script child is free. (A subscription
+// changed to a script target after the router was built runs its script
+// without a slot: it may wait for a child inside the runner, as every
+// script did before the queue knew of children.)
+func (r *Runtime) isScriptTarget(it *busItem) bool {
+	if v, ok := r.bus.routers.Load(it.tenant); ok {
+		if s := v.(*bus.Router).Subscription(it.Execution.Subscription); s != nil {
+			return s.Target.Kind == heraldtype.TargetScript
+		}
+	}
+	return false
 }
 
 func (r *Runtime) releaseBus(ctx context.Context, it *busItem) {
@@ -595,17 +660,10 @@ func derivedID(sub, eventID string) string {
 	return "bus:" + hex.EncodeToString(h[:])
 }
 
-// runScript runs the subscription's script (its latest version) in the
-// sandbox.
+// runScript runs the subscription's script (its latest version when the
+// attempt was claimed) in the sandbox.
 func (r *Runtime) runScript(ctx context.Context, it *busItem, id string, env BusEvent, timeout time.Duration) (json.RawMessage, []string, *targetFailure) {
-	s, err := r.store.BusScriptGet(ctx, &storage.BusScriptGetParams{Tenant: it.tenant, ID: id})
-	switch {
-	case errors.Is(err, heraldtype.ErrNotFound):
-		return nil, nil, fail(heraldtype.ErrorPermission, "script %q was deleted", id)
-	case err != nil:
-		return nil, nil, fail(heraldtype.ErrorRuntime, "read script %q: %v", id, err)
-	}
-	compiled, tf := r.compiledScript(it.tenant, s)
+	compiled, tf := r.latestScript(ctx, it, id)
 	if tf != nil {
 		return nil, nil, tf
 	}
@@ -615,6 +673,7 @@ func (r *Runtime) runScript(ctx context.Context, it *busItem, id string, env Bus
 	}
 	res, err := runner.Run(ctx, compiled, jstarget.Input{TenantID: it.tenant, Timeout: timeout,
 		Event: jstarget.Event{ID: env.ID, Type: env.Type, Data: env.Data, Timestamp: env.Timestamp}})
+	it.freeSlot() // the child is back in the runner's pool (or replaced, if it was killed)
 	if err != nil {
 		var je *jstarget.Error
 		if !errors.As(err, &je) {
@@ -634,6 +693,44 @@ func (r *Runtime) runScript(ctx context.Context, it *busItem, id string, env Bus
 		return nil, je.Logs, &targetFailure{kind: kind, msg: je.Message, stack: je.Stack}
 	}
 	return res.Value, res.Logs, nil
+}
+
+// latestScript returns script id's latest version, compiled, as of the
+// attempt's claim: from the cache when it was read at the generation the
+// claim saw or later (PutScript and DeleteScript change the generation),
+// else from the store.
+func (r *Runtime) latestScript(ctx context.Context, it *busItem, id string) (*jstarget.Script, *targetFailure) {
+	k := scriptHead{tenant: it.tenant, id: id}
+	if it.gen > 0 {
+		r.bus.compiledMu.Lock()
+		e, ok := r.bus.latest[k]
+		r.bus.compiledMu.Unlock()
+		if ok && e.gen >= it.gen {
+			return e.script, nil
+		}
+	}
+	s, err := r.store.BusScriptGet(ctx, &storage.BusScriptGetParams{Tenant: it.tenant, ID: id})
+	switch {
+	case errors.Is(err, heraldtype.ErrNotFound):
+		return nil, fail(heraldtype.ErrorPermission, "script %q was deleted", id)
+	case err != nil:
+		return nil, fail(heraldtype.ErrorRuntime, "read script %q: %v", id, err)
+	}
+	compiled, tf := r.compiledScript(it.tenant, s)
+	if tf != nil || it.gen <= 0 {
+		return compiled, tf
+	}
+	// Read after the generation it.gen was read, so at least as new as
+	// it.gen's latest version.
+	r.bus.compiledMu.Lock()
+	if e, ok := r.bus.latest[k]; !ok || e.gen < it.gen {
+		if r.bus.latest == nil || len(r.bus.latest) >= maxCompiledScripts {
+			r.bus.latest = map[scriptHead]latestScript{}
+		}
+		r.bus.latest[k] = latestScript{gen: it.gen, script: compiled}
+	}
+	r.bus.compiledMu.Unlock()
+	return compiled, nil
 }
 
 // maxCompiledScripts bounds the compiled-script cache.

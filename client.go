@@ -55,7 +55,7 @@ func NewClient(store storage.Store, tenant string, cfg *ClientConfig) (*Client, 
 func infoOf(in *storage.Instance) *InstanceInfo {
 	return &InstanceInfo{ID: in.ID, Workflow: in.Workflow, Status: in.Status, Execution: in.Execution,
 		Input: in.Input, Output: in.Output, Failure: in.Failure, CreatedAt: in.CreatedAt, UpdatedAt: in.UpdatedAt,
-		Blocked: in.Blocked, Attributes: attributeMap(in.Attributes)}
+		Blocked: in.Blocked, ParentID: in.ParentID, Attributes: attributeMap(in.Attributes)}
 }
 
 // StartWorkflow starts an instance of the named workflow with input (encoded

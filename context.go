@@ -118,22 +118,9 @@ func (c *Context) Publish(eventType string, data any, opts ...RaiseOption) (stri
 	if err := pattern.ValidateEventType(eventType); err != nil {
 		reasons = append(reasons, "event type: "+err.Error())
 	}
-	if o.eventID != "" {
-		reasons = textReasons(reasons, "event id", o.eventID, MaxIDBytes)
-	}
-	if o.start {
-		reasons = append(reasons, "StartIfAbsent does not apply to Publish")
-	}
-	raw, reasons := encodeJSON(reasons, "data", data, c.rt.cfg.MaxPayloadDepth)
-	kind := EventMalformed
-	if len(raw) > c.rt.cfg.MaxPayloadBytes {
-		if len(reasons) == 0 {
-			kind = EventTooLarge
-		}
-		reasons = append(reasons, fmt.Sprintf("data is %d bytes, over the %d-byte cap", len(raw), c.rt.cfg.MaxPayloadBytes))
-	}
-	if len(reasons) > 0 {
-		return "", &EventInvalidError{Name: eventType, Kind: kind, Reasons: reasons}
+	raw, err := c.outbound(eventType, "data", "Publish", data, &o, reasons)
+	if err != nil {
+		return "", err
 	}
 	return c.s.Publish(eventType, o.eventID, raw), nil
 }

@@ -57,7 +57,7 @@ func (c *Client) ListInstances(ctx context.Context, f InstanceFilter) (*Instance
 		reasons = textReasons(reasons, "workflow name", f.Workflow, MaxNameBytes)
 	}
 	switch f.Status {
-	case "", StatusPending, StatusRunning, StatusCompleted, StatusFailed, StatusTerminated:
+	case "", StatusPending, StatusRunning, StatusCompleted, StatusFailed, StatusTerminated, StatusCanceled:
 	default:
 		reasons = append(reasons, fmt.Sprintf("status %.64q is not an instance status", f.Status))
 	}

@@ -41,6 +41,14 @@ type (
 	// ("application", "activity", "panic", "terminated", "corrupt",
 	// "replay") and message.
 	WorkflowError = heraldtype.WorkflowError
+	// ChildWorkflowError: a child workflow did not complete (failed,
+	// terminated, canceled, or its id was taken); errors.As-able from the
+	// child's Future.Get, and Unwrap gives the child's own error.
+	ChildWorkflowError = heraldtype.ChildWorkflowError
+	// CanceledError: the instance ended canceled (InstanceInfo.Err,
+	// Result), or ctx.Err inside a workflow asked to cancel. It matches
+	// ErrCanceled.
+	CanceledError = heraldtype.CanceledError
 )
 
 // Instance statuses.
@@ -50,6 +58,9 @@ const (
 	StatusCompleted  = heraldtype.StatusCompleted
 	StatusFailed     = heraldtype.StatusFailed
 	StatusTerminated = heraldtype.StatusTerminated
+	// StatusCanceled: the workflow returned after CancelWorkflow (or its
+	// parent's close policy) asked it to stop.
+	StatusCanceled = heraldtype.StatusCanceled
 )
 
 // Buffer policies of an event definition.

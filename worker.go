@@ -165,9 +165,20 @@ func (s *readySet) remove(t string) {
 // when it routed a full batch of events).
 func claimLoop[T any](ctx context.Context, r *Runtime, what string, kinds storage.WorkKind, workers int,
 	claim func(ctx context.Context, tenant string, max int) ([]T, bool, error), run func(ctx context.Context, item T)) {
+	claimLoopBatched(ctx, r, what, kinds, workers, 1, claim, run)
+}
+
+// claimLoopBatched is claimLoop that claims only once at least minBatch
+// of its slots are free (1 ≤ minBatch ≤ workers): a loop whose slots are
+// mostly taken by queued work claims in batches of minBatch or more
+// instead of one claim per slot freed.
+func claimLoopBatched[T any](ctx context.Context, r *Runtime, what string, kinds storage.WorkKind, workers, minBatch int,
+	claim func(ctx context.Context, tenant string, max int) ([]T, bool, error), run func(ctx context.Context, item T)) {
 	w, done := r.newWaiter(kinds)
 	defer done()
+	minBatch = min(max(minBatch, 1), workers)
 	slots := make(chan struct{}, workers)
+	freed := make(chan struct{}, 1) // a slot was given back
 	var inflight sync.WaitGroup
 	defer inflight.Wait()
 	ready := &readySet{in: map[string]bool{}}
@@ -176,10 +187,9 @@ func claimLoop[T any](ctx context.Context, r *Runtime, what string, kinds storag
 	rotate := 0
 	for ctx.Err() == nil {
 		free := cap(slots) - len(slots)
-		if free == 0 {
-			select { // wait for a slot
-			case slots <- struct{}{}:
-				<-slots
+		if free < minBatch {
+			select { // wait for a slot to be given back (at least one is taken)
+			case <-freed:
 			case <-ctx.Done():
 				return
 			}
@@ -250,7 +260,14 @@ func claimLoop[T any](ctx context.Context, r *Runtime, what string, kinds storag
 				slots <- struct{}{}
 				inflight.Add(1)
 				go func() {
-					defer func() { <-slots; inflight.Done() }()
+					defer func() {
+						<-slots
+						select {
+						case freed <- struct{}{}:
+						default:
+						}
+						inflight.Done()
+					}()
 					run(context.WithoutCancel(ctx), item)
 				}()
 			}
@@ -284,6 +301,10 @@ func (r *Runtime) runTurn(ctx context.Context, t *storage.Turn) {
 		r.obs.TurnFinished(rep)
 		endOutcomeSpan(span, rep.Outcome, rep.Err)
 	}()
+	if t.Err == nil && r.terminateRequested(ctx, t) {
+		rep.Outcome = TurnCommitted // its parent ended: no code runs
+		return
+	}
 	wf := r.workflow(t.Instance.Workflow)
 	if wf == nil {
 		// Another runtime sharing the store may know this workflow: release
@@ -321,7 +342,7 @@ func (r *Runtime) runTurn(ctx context.Context, t *storage.Turn) {
 	// The work the turn sends on carries its span: activity tasks (and
 	// so their results), published events (and so their bus attempts).
 	tp := ""
-	if len(out.Activities) > 0 || len(out.Publish) > 0 {
+	if len(out.Activities) > 0 || len(out.Publish) > 0 || len(out.Sends) > 0 {
 		tp = traceParent(span)
 	}
 	for i := range out.Activities {
@@ -333,8 +354,20 @@ func (r *Runtime) runTurn(ctx context.Context, t *storage.Turn) {
 		out.Publish[i].TraceParent = tp
 	}
 	returnedTraces(t.Messages, out.ReturnedCorrelated)
+	if refused, err := r.prepareSends(ctx, tenant, out.Sends, tp); refused != nil || err != nil {
+		if refused != nil {
+			rep.Outcome, rep.Err = TurnCommitFailed, refused
+			r.failSend(ctx, t, refused)
+			return
+		}
+		rep.Outcome, rep.Err = TurnCommitFailed, err
+		r.logger.Error("herald: commit turn", "instance", t.Instance.ID, "err", err)
+		_ = r.store.TurnAbandon(ctx, &storage.TurnAbandonParams{Tenant: tenant, InstanceID: t.Instance.ID,
+			LockToken: t.LockToken, RetryAt: r.cfg.Clock.Now().Add(r.cfg.PollInterval)})
+		return
+	}
 	waits := r.correlatedWaits(ctx, tenant, t.Instance.ID, out.CorrelatedWaits)
-	storeDrops, err := r.store.TurnCommit(ctx, &storage.TurnCommitParams{
+	commit := &storage.TurnCommitParams{
 		Tenant:           tenant,
 		InstanceID:       t.Instance.ID,
 		LockToken:        t.LockToken,
@@ -356,13 +389,20 @@ func (r *Runtime) runTurn(ctx context.Context, t *storage.Turn) {
 		CancelCorrelatedWaits: out.CancelCorrelatedWaits,
 		ReturnedCorrelated:    out.ReturnedCorrelated,
 		Publish:               out.Publish,
+		Sends:                 out.Sends,
 		Attributes:            out.Attributes,
-	})
+	}
+	childCommit(commit, t, out)
+	storeDrops, err := r.store.TurnCommit(ctx, commit)
 	if err != nil {
 		rep.Outcome, rep.Err = TurnCommitFailed, err
 		if errors.Is(err, heraldtype.ErrLeaseLost) {
 			rep.Outcome = TurnLeaseLost
 			r.logger.Info("herald: turn discarded, lease lost", "instance", t.Instance.ID)
+			return
+		}
+		if len(out.Sends) > 0 && errors.Is(err, heraldtype.ErrEventIDConflict) {
+			r.failSend(ctx, t, err)
 			return
 		}
 		r.logger.Error("herald: commit turn", "instance", t.Instance.ID, "err", err)
@@ -375,6 +415,7 @@ func (r *Runtime) runTurn(ctx context.Context, t *storage.Turn) {
 	for _, p := range out.Publish {
 		r.obs.BusPublished(BusPublishReport{Tenant: tenant, EventID: p.ID, Type: p.Type})
 	}
+	r.reportSends(tenant, out.Sends)
 	reportDrops(r.logger, r.obs, tenant, t.Instance.ID, out.Drops)
 	reportContinuedDrops(r.logger, r.obs, tenant, t.Instance.ID, out.ContinuedDrops)
 	reportDrops(r.logger, r.obs, tenant, t.Instance.ID, storeDrops)
@@ -458,31 +499,47 @@ func runReplay(in *replay.Input) (out *replay.Output, err error) {
 // (Observer.InstanceUnreplayable); its pending and buffered events are dropped
 // (instance_terminal) as for any end.
 func (r *Runtime) failUnreplayable(ctx context.Context, t *storage.Turn, kind string, cause error) {
-	msg := cause.Error()
-	if len(msg) > 4096 {
-		msg = msg[:4096] + "…"
-	}
-	// The cut may split a rune, and a decoder's message may quote bad bytes:
-	// the failure is stored as text.
-	msg = strings.ToValidUTF8(msg, "�")
-	dropped, err := r.store.InstanceTerminate(ctx, &storage.InstanceTerminateParams{Tenant: t.Instance.Tenant,
-		ID: t.Instance.ID, Now: r.cfg.Clock.Now(), Failure: &history.Failure{Kind: kind, Message: msg}})
-	switch {
-	case err == nil:
+	msg := failureText(cause)
+	if r.endFromTurn(ctx, t, "record instance failure", "", &history.Failure{Kind: kind, Message: msg}) {
 		// Logged and reported once: only the call that ended the instance.
 		r.obs.InstanceUnreplayable(UnreplayableReport{Tenant: t.Instance.Tenant, InstanceID: t.Instance.ID,
 			Workflow: t.Instance.Workflow, Kind: kind, Message: msg})
 		r.logger.Error("herald: instance failed: it cannot be replayed", "instance", t.Instance.ID,
 			"workflow", t.Instance.Workflow, "kind", kind, "err", msg)
+	}
+}
+
+// failureText is cause as a stored failure message: at most 4,096 bytes
+// and valid UTF-8 (a cut may split a rune, and a decoder's message may
+// quote bad bytes).
+func failureText(cause error) string {
+	msg := strings.ToValidUTF8(cause.Error(), "�")
+	if len(msg) > 4096 {
+		msg = strings.ToValidUTF8(msg[:4096], "") + "…"
+	}
+	return msg
+}
+
+// endFromTurn ends the claimed turn's instance with InstanceTerminate
+// (reason, or failure) instead of committing the turn: its pending and
+// buffered events are dropped (instance_terminal) and reported. It reports
+// whether this call ended the instance (false: it had ended already, or
+// the store could not take the end now — then it is logged as what and
+// the turn is released for a later claim rather than spun on).
+func (r *Runtime) endFromTurn(ctx context.Context, t *storage.Turn, what, reason string, failure *history.Failure) bool {
+	dropped, err := r.store.InstanceTerminate(ctx, &storage.InstanceTerminateParams{Tenant: t.Instance.Tenant,
+		ID: t.Instance.ID, Reason: reason, Failure: failure, Now: r.cfg.Clock.Now()})
+	switch {
+	case err == nil:
 		reportDrops(r.logger, r.obs, t.Instance.Tenant, t.Instance.ID, dropped)
+		return true
 	case errors.Is(err, heraldtype.ErrInstanceNotRunning):
 	default:
-		// The store could not take the failure now: leave the instance for
-		// a later claim rather than spinning on it.
-		r.logger.Error("herald: record instance failure", "instance", t.Instance.ID, "err", err)
+		r.logger.Error("herald: "+what, "instance", t.Instance.ID, "err", err)
 		_ = r.store.TurnAbandon(ctx, &storage.TurnAbandonParams{Tenant: t.Instance.Tenant, InstanceID: t.Instance.ID,
 			LockToken: t.LockToken, RetryAt: r.cfg.Clock.Now().Add(r.cfg.PollInterval)})
 	}
+	return false
 }
 
 // correlatedWaits turns the engine's correlated waits into the store's,

@@ -28,11 +28,14 @@ const (
 	StatusCompleted  Status = "completed"
 	StatusFailed     Status = "failed"
 	StatusTerminated Status = "terminated"
+	// StatusCanceled: the workflow returned after a cancellation request
+	// (Client.CancelWorkflow, or its parent's close policy).
+	StatusCanceled Status = "canceled"
 )
 
 // Terminal reports whether s is a final status.
 func (s Status) Terminal() bool {
-	return s == StatusCompleted || s == StatusFailed || s == StatusTerminated
+	return s == StatusCompleted || s == StatusFailed || s == StatusTerminated || s == StatusCanceled
 }
 
 // Lane names an event lane (docs/positional.md, docs/queue.md, docs/correlated.md).
@@ -110,6 +113,16 @@ const (
 	// FailureReplay: the engine refused the instance's history (or failed
 	// on it).
 	FailureReplay = "replay"
+	// FailureCanceled: the instance ended canceled; Message is the
+	// cancellation's reason.
+	FailureCanceled = "canceled"
+	// FailureChildIDExists: a child workflow's instance id was taken by an
+	// instance that existed already (ChildWorkflowError).
+	FailureChildIDExists = "child_id_exists"
+	// FailureSend: an event the workflow sent (ctx.RaiseEvent, ctx.Enqueue)
+	// was refused when its turn committed: its definition refused the
+	// payload, or its event id was first used for another target.
+	FailureSend = "send"
 )
 
 // Failure is an error recorded in history or on an instance. Kind lets
@@ -144,7 +157,51 @@ func (f *Failure) Err() error {
 			return &nd
 		}
 	}
+	if f.Kind == FailureCanceled {
+		return &CanceledError{Reason: f.Message}
+	}
 	return &WorkflowError{Kind: f.Kind, Message: f.Message}
+}
+
+// CanceledError is the error of an instance that ended canceled
+// (InstanceInfo.Err, Result), and the error a workflow's ctx.Err returns
+// once cancellation was requested. It matches ErrCanceled with errors.Is.
+type CanceledError struct {
+	Reason string `json:"reason"`
+}
+
+func (e *CanceledError) Error() string {
+	if e.Reason == "" {
+		return "herald: canceled"
+	}
+	return "herald: canceled: " + e.Reason
+}
+
+// Is makes errors.Is(err, ErrCanceled) true.
+func (e *CanceledError) Is(target error) bool { return target == ErrCanceled }
+
+// ChildWorkflowError is the error a child workflow's future returns when
+// the child did not complete: it failed, was terminated or canceled, or
+// its instance id was taken by an instance that existed already (Failure.Kind
+// FailureChildIDExists; errors.Is(err, ErrInstanceExists)). Unwrap gives the
+// child's own error (a *WorkflowError, *CanceledError,
+// *NondeterminismError).
+type ChildWorkflowError struct {
+	InstanceID string   `json:"instance_id"`
+	Workflow   string   `json:"workflow"`
+	Failure    *Failure `json:"failure,omitempty"`
+}
+
+func (e *ChildWorkflowError) Error() string {
+	return fmt.Sprintf("child workflow %s (%s) did not complete: %s", e.InstanceID, e.Workflow, e.Failure.Error())
+}
+
+// Unwrap returns the child's failure as a typed error.
+func (e *ChildWorkflowError) Unwrap() error {
+	if e.Failure != nil && e.Failure.Kind == FailureChildIDExists {
+		return ErrInstanceExists
+	}
+	return e.Failure.Err()
 }
 
 // Errors a workflow sees from futures.
@@ -152,7 +209,9 @@ var (
 	// ErrEventTimeout: a wait's timeout elapsed before an event arrived. The
 	// wait counts as withdrawn, exactly like a select loser.
 	ErrEventTimeout = errors.New("herald: timed out waiting for event")
-	// ErrCanceled: the future lost a Select and was cancelled.
+	// ErrCanceled: the future lost a Select and was cancelled; also what a
+	// *CanceledError (an instance canceled, a cancellation requested)
+	// matches.
 	ErrCanceled = errors.New("herald: canceled")
 )
 
@@ -223,6 +282,9 @@ type InstanceInfo struct {
 	// (ctx.SetAttributes): strings, int64s, bools and time.Times; nil for
 	// none.
 	Attributes map[string]any `json:"attributes,omitempty"`
+	// ParentID is the instance that started this one as a child workflow
+	// (ctx.CallWorkflow); "" for an instance started otherwise.
+	ParentID string `json:"parent_id,omitempty"`
 }
 
 // Err returns the instance's failure as a typed error (a
@@ -239,7 +301,7 @@ func (i *InstanceInfo) Result(out any) error {
 			return nil
 		}
 		return json.Unmarshal(i.Output, out)
-	case StatusFailed, StatusTerminated:
+	case StatusFailed, StatusTerminated, StatusCanceled:
 		return i.Err()
 	default:
 		return fmt.Errorf("herald: instance %s is %s", i.ID, i.Status)
@@ -277,7 +339,10 @@ type EventRecord struct {
 	// Key is the correlation key of a correlated-lane event: with Name (the
 	// event definition) it links the event back to the correlated event
 	// that produced it. Empty on the other lanes.
-	Key        string    `json:"key,omitempty"`
+	Key string `json:"key,omitempty"`
+	// Sender is the instance that sent the event from its workflow
+	// (ctx.RaiseEvent, ctx.Enqueue); empty for an event sent by a client.
+	Sender     string    `json:"sender,omitempty"`
 	ReceivedAt time.Time `json:"received_at"`
 	UpdatedAt  time.Time `json:"updated_at"`
 	// Bus is the published event, with its routes and executions, of a

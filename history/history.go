@@ -28,6 +28,17 @@ const (
 	EventRaised         Kind = "EventRaised"  // an external event materialised in history (buffered or delivered)
 	EventDropped        Kind = "EventDropped" // breadcrumb: an event (or a burst, see Event.Count) that reached the instance and was dropped, with the reason
 	ExecutionTerminated Kind = "ExecutionTerminated"
+	// ChildWorkflowCompleted, ChildWorkflowFailed: the child started by
+	// the ChildWorkflowScheduled of TaskSeq ended (ChildID, Name its
+	// workflow): Result, or Failure (failed, terminated, canceled, or its
+	// id was taken: kind child_id_exists).
+	ChildWorkflowCompleted Kind = "ChildWorkflowCompleted"
+	ChildWorkflowFailed    Kind = "ChildWorkflowFailed"
+	// ExecutionCancelRequested: cancellation was requested
+	// (Client.CancelWorkflow, a parent's close policy, a parent's Select);
+	// Failure.Message is the reason. Carried at the start of the next
+	// execution by continue-as-new.
+	ExecutionCancelRequested Kind = "ExecutionCancelRequested"
 )
 
 // Decision kinds.
@@ -51,6 +62,28 @@ const (
 	// execution (AtStart) it is the instance's attributes carried across
 	// continue-as-new, not a decision of the new execution's code.
 	AttributesUpserted Kind = "AttributesUpserted"
+	// ChildWorkflowScheduled: the workflow started a child workflow
+	// (ctx.CallWorkflow): Name its workflow, ChildID its instance id, Input
+	// its input. The child instance is created with the turn that made it.
+	ChildWorkflowScheduled Kind = "ChildWorkflowScheduled"
+	// ChildWorkflowCancelRequested: the workflow asked the child of
+	// TaskSeq (ChildID) to cancel (its future lost a Select).
+	ChildWorkflowCancelRequested Kind = "ChildWorkflowCancelRequested"
+	// ExecutionCanceled: the workflow returned after cancellation was
+	// requested; Failure (kind canceled) the reason, Result what it
+	// returned, if anything.
+	ExecutionCanceled Kind = "ExecutionCanceled"
+	// EventSent: the workflow sent an event to another instance of its
+	// tenant (ctx.RaiseEvent, ctx.Enqueue): Target is the receiver, Lane,
+	// Name, EventID and Payload the event. Stored with the turn that made it
+	// (outbox); the receiver's inbox message is written in the same commit.
+	EventSent Kind = "EventSent"
+	// VersionMarker: ctx.Version recorded the version (Result, a JSON
+	// integer) of the change Name (docs/engine.md#versioning).
+	VersionMarker Kind = "VersionMarker"
+	// SideEffectRecorded: ctx.SideEffect's value (Result, JSON), recorded
+	// once and read back on replay.
+	SideEffectRecorded Kind = "SideEffect"
 )
 
 // IsDecision reports whether events of kind k are produced by workflow code.
@@ -58,7 +91,8 @@ func (k Kind) IsDecision() bool {
 	switch k {
 	case ActivityScheduled, ActivityCancelRequested, TimerCreated, TimerCancelled,
 		EventSubscribed, EventSubscribedCancelled, ExecutionCompleted, ExecutionFailed,
-		ExecutionContinuedAsNew, EventPublished, AttributesUpserted:
+		ExecutionContinuedAsNew, EventPublished, EventSent, VersionMarker, SideEffectRecorded,
+		ChildWorkflowScheduled, ChildWorkflowCancelRequested, ExecutionCanceled, AttributesUpserted:
 		return true
 	}
 	return false
@@ -123,6 +157,8 @@ type Event struct {
 	Payload json.RawMessage `json:"payload,omitempty"`
 	// Key is the correlation key of a correlated-lane wait or event.
 	Key string `json:"key,omitempty"`
+	// Target is the receiving instance of an EventSent.
+	Target string `json:"target,omitempty"`
 	// OriginExecution is the execution the event first reached; it is kept
 	// when the event is carried across continue-as-new.
 	OriginExecution int `json:"origin_execution,omitempty"`
@@ -157,6 +193,8 @@ type Event struct {
 	Latest bool `json:"latest,omitempty"`
 	// ReceivedAt is when Herald accepted an external event.
 	ReceivedAt time.Time `json:"received_at,omitzero"`
+	// ChildID is the instance id of a child workflow (ChildWorkflow*).
+	ChildID string `json:"child_id,omitempty"`
 }
 
 // Failure is an error recorded in history or on an instance

@@ -98,6 +98,7 @@ func TestAuth_CrossTenant(t *testing.T) {
 	bodies := map[string]func(v func(string) string) any{
 		"startInstance":     func(v func(string) string) any { return wire.StartInstanceRequest{Workflow: "echo", ID: v("i1")} },
 		"terminateInstance": func(v func(string) string) any { return map[string]string{"reason": "a's doing"} },
+		"cancelInstance":    func(v func(string) string) any { return map[string]string{"reason": "a's doing"} },
 		"raiseEvent":        func(v func(string) string) any { return wire.SendEventRequest{EventID: v("e1")} },
 		"enqueueEvent":      func(v func(string) string) any { return wire.SendEventRequest{EventID: v("e2")} },
 		"putCorrelated":     func(v func(string) string) any { return wire.PutCorrelatedRequest{} },

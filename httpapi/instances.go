@@ -37,7 +37,7 @@ func (a *API) instanceRoutes() []*route {
 			access:  tenantScoped,
 			params: append([]param{
 				{name: "workflow", in: "query", doc: "only instances of this workflow"},
-				{name: "status", in: "query", doc: "pending, running, completed, failed or terminated"},
+				{name: "status", in: "query", doc: "pending, running, completed, failed, canceled or terminated"},
 				{name: "created_after", in: "query", doc: "RFC 3339 time, inclusive"},
 				{name: "created_before", in: "query", doc: "RFC 3339 time, exclusive"},
 				{name: "attr.KEY", in: "query", doc: "only instances whose searchable attribute KEY equals the value " +
@@ -70,6 +70,14 @@ func (a *API) instanceRoutes() []*route {
 			body: wire.TerminateRequest{}, resp: wire.Instance{},
 			errs:   []string{"not_found", "instance_not_running", "invalid_argument"},
 			handle: terminateInstance,
+		},
+		{
+			method: "POST", path: "/v1/instances/{id}/cancel", op: "cancelInstance", tag: "instances",
+			summary: "Ask a running instance to cancel: the workflow sees ctx.Done, may clean up, and ends canceled (a second request changes nothing)",
+			access:  tenantScoped, params: []param{idParam},
+			body: wire.CancelRequest{}, resp: wire.Instance{},
+			errs:   []string{"not_found", "instance_not_running", "invalid_argument"},
+			handle: cancelInstance,
 		},
 		{
 			method: "GET", path: "/v1/instances/{id}/events", op: "listInstanceEvents", tag: "instances",
@@ -137,6 +145,18 @@ func terminateInstance(c *call) (any, error) {
 	}
 	id := c.r.PathValue("id")
 	if err := c.client.Terminate(c.r.Context(), id, req.Reason); err != nil {
+		return nil, err
+	}
+	return c.client.Status(c.r.Context(), id)
+}
+
+func cancelInstance(c *call) (any, error) {
+	var req wire.CancelRequest
+	if err := c.bindOptional(&req); err != nil {
+		return nil, err
+	}
+	id := c.r.PathValue("id")
+	if err := c.client.CancelWorkflow(c.r.Context(), id, req.Reason); err != nil {
 		return nil, err
 	}
 	return c.client.Status(c.r.Context(), id)

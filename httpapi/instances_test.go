@@ -142,6 +142,51 @@ func TestInstances_HistoryAndTimeline(t *testing.T) {
 	}
 }
 
+// TestInstances_Cancel: a cancel request (with a reason, twice, without a
+// body); the workflow (which ignores it) then returns and the instance
+// ends canceled; an ended, unknown, other tenant's or malformed request is
+// refused and changes nothing.
+func TestInstances_Cancel(t *testing.T) {
+	s := newServer(t)
+	key := s.key("acme")
+	for _, id := range []string{"c-1", "c-2"} {
+		s.do(key, "POST", "/v1/instances", wire.StartInstanceRequest{Workflow: "echo", ID: id}).ok(201, nil)
+	}
+	s.waitStatus(key, "c-1", herald.StatusRunning)
+	s.do(key, "POST", "/v1/instances/c-1/cancel", `{"reason":"bad\u0000reason"}`).problem(400, "invalid_argument")
+	s.do(key, "POST", "/v1/instances/c-1/cancel", `{"reason":"x","force":true}`).problem(400, "bad_request")
+	s.do(s.key("other"), "POST", "/v1/instances/c-1/cancel", nil).problem(404, "not_found")
+	s.do(key, "POST", "/v1/instances/nope/cancel", nil).problem(404, "not_found")
+	s.do(key, "POST", "/v1/instances/"+strings.Repeat("x", 100<<10)+"/cancel", nil).problem(404, "not_found")
+
+	var in wire.Instance
+	s.do(key, "POST", "/v1/instances/c-1/cancel", wire.CancelRequest{Reason: "by operator"}).ok(200, &in)
+	if in.ID != "c-1" || in.Status.Terminal() {
+		t.Fatalf("after the cancel request: %+v", in)
+	}
+	s.do(key, "POST", "/v1/instances/c-1/cancel", nil).ok(200, &in) // twice: nothing changes
+	s.do(key, "POST", "/v1/instances/c-1/events/go", wire.SendEventRequest{EventID: "c-1/go"}).ok(202, nil)
+	s.waitStatus(key, "c-1", herald.StatusCanceled)
+	s.do(key, "GET", "/v1/instances/c-1", nil).ok(200, &in)
+	if in.Failure == nil || in.Failure.Kind != "canceled" || in.Failure.Message != "by operator" {
+		t.Fatalf("canceled: %+v", in)
+	}
+	s.do(key, "POST", "/v1/instances/c-1/cancel", nil).problem(409, "instance_not_running")
+	var page wire.Page[*wire.Instance]
+	s.do(key, "GET", "/v1/instances?status=canceled", nil).ok(200, &page)
+	if len(page.Items) != 1 || page.Items[0].ID != "c-1" {
+		t.Fatalf("canceled instances: %+v", page.Items)
+	}
+	// The Go client.
+	c := s.apiClient(key)
+	if got, err := c.Cancel(s.ctx, "c-2", "done"); err != nil || got.ID != "c-2" {
+		t.Fatalf("client cancel: %+v, %v", got, err)
+	}
+	if _, err := c.Cancel(s.ctx, "c-1", "again"); client.Code(err) != "instance_not_running" {
+		t.Fatalf("client cancel of an ended instance: %v", err)
+	}
+}
+
 // TestInstances_Terminate: terminate with and without a reason; the
 // instance's waiting events are dropped; an ended, unknown or malformed
 // request is refused and changes nothing.

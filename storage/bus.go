@@ -309,7 +309,9 @@ type BusStore interface {
 	// returns ErrNotFound if there is none.
 	BusSubscriptionDelete(ctx context.Context, p *BusSubscriptionGetParams) error
 	// BusSubscriptionGeneration returns a number that changes whenever a
-	// subscription of the tenant is put or deleted (0 before the first).
+	// subscription or a script of the tenant is put or deleted (0 before
+	// the first): a runtime's router and script cache are checked against
+	// it.
 	BusSubscriptionGeneration(ctx context.Context, p *BusTenantParams) (int64, error)
 
 	// BusScriptPut stores a new version of a script (1 for a new id;

@@ -50,6 +50,11 @@ type Instance struct {
 	// Attributes are the instance's searchable attributes (attributes.go),
 	// sorted by key; set by InstanceGet and InstanceList only.
 	Attributes []Attribute
+	// ParentID is the instance whose turn started this one as a child
+	// workflow (TurnCommitParams.StartChildren); "" otherwise.
+	ParentID string
+	// HasChildren: a turn of the instance started a child workflow.
+	HasChildren bool
 }
 
 // MessageKind names an inbox message.
@@ -62,6 +67,18 @@ const (
 	MsgActivityCompleted MessageKind = "activity_completed"
 	MsgActivityFailed    MessageKind = "activity_failed"
 	MsgTimerFired        MessageKind = "timer_fired"
+	// MsgChildCompleted, MsgChildFailed: a child workflow ended (see
+	// ChildStart); Execution and TaskSeq name the parent's
+	// ChildWorkflowScheduled, Name is the child's instance id, Result or
+	// Failure its outcome.
+	MsgChildCompleted MessageKind = "child_completed"
+	MsgChildFailed    MessageKind = "child_failed"
+	// MsgCancel asks the workflow to cancel (InstanceCancel); Name is the
+	// reason.
+	MsgCancel MessageKind = "cancel"
+	// MsgTerminate asks the runtime to terminate the instance (its
+	// parent ended with ParentCloseTerminate); Name is the reason.
+	MsgTerminate MessageKind = "terminate"
 )
 
 // Message is an entry of an instance's inbox: something the next turn must
@@ -371,6 +388,21 @@ type TurnCommitParams struct {
 	// the definition's TTL) unless one is stored. A fan-out event is left
 	// alone: it is still stored, and a later wait receives it again.
 	ReturnedCorrelated []ReturnedCorrelated
+	// Sends are events the turn sends to instances of its tenant
+	// (ctx.RaiseEvent, ctx.Enqueue: TurnSend).
+	Sends []TurnSend
+
+	// StartChildren are child workflows the turn starts (ChildStart).
+	StartChildren []ChildStart
+	// CancelChildren are the instance ids of children of this instance
+	// the turn asks to cancel, as InstanceCancel does (a child that has
+	// ended, or was asked already, is left alone).
+	CancelChildren []string
+	// Family says the instance may have a parent or children
+	// (Instance.ParentID, Instance.HasChildren, StartChildren): a commit
+	// that ends it must then apply the family rules (FamilyEnd). Without
+	// it a store may assume there are none.
+	Family bool
 }
 
 // ReturnedCorrelated is a correlated-lane event a turn gives back
@@ -644,6 +676,12 @@ type InstanceStore interface {
 	// breadcrumbs, so the caller can log and count the drops; or
 	// ErrNotFound, or ErrInstanceNotRunning if the instance already ended.
 	InstanceTerminate(ctx context.Context, p *InstanceTerminateParams) ([]history.Event, error)
+	// InstanceCancel asks a pending or running instance to cancel, in one
+	// transaction: unless it was asked already (then it writes nothing and
+	// reports already), it marks the instance and adds a cancel message
+	// (MsgCancel, Name p.Reason) to its inbox, visible at p.Now. It returns
+	// ErrNotFound, or ErrInstanceNotRunning if the instance has ended.
+	InstanceCancel(ctx context.Context, p *InstanceCancelParams) (already bool, err error)
 	// HistoryList returns one execution's history (Execution 0: the current
 	// one) ordered by seq: the events after p.AfterSeq, at most p.Limit (0
 	// = all), read in one snapshot. It returns ErrNotFound if the instance
@@ -770,7 +808,10 @@ type TurnStore interface {
 	// history, deletes the old executions' timers and activity results and
 	// the instance's correlation markers, deletes their unleased activity
 	// tasks and marks leased ones cancel_requested, and adds a kick
-	// message. Finally the lease is cleared.
+	// message. Finally the lease is cleared. StartChildren are created (or
+	// the parent told their id is taken) and CancelChildren asked to
+	// cancel in the same transaction, and a commit that ends the instance
+	// with Family set applies the family rules (see ChildStart).
 	//
 	// It returns the EventDropped breadcrumbs of the instance_terminal
 	// drops, so the caller can log and count them.

@@ -31,7 +31,7 @@ func (u *UI) instancesPage(w http.ResponseWriter, r *http.Request, s *session) {
 		return
 	}
 	d := &instancesData{Workflow: q.Get("workflow"), Status: q.Get("status"), After: q.Get("after"), Before: q.Get("before"),
-		Statuses: []string{"pending", "running", "completed", "failed", "terminated"}}
+		Statuses: []string{"pending", "running", "completed", "failed", "terminated", "canceled"}}
 	f := herald.InstanceFilter{Workflow: d.Workflow, Status: herald.Status(d.Status), Limit: pageSize, Cursor: q.Get("cursor")}
 	var bad []string
 	for _, tv := range []struct {

@@ -19,9 +19,9 @@ func init() { addCommand((*app).instancesCommand) }
 
 // instancesCommand is `herald instances`: workflow instances of a tenant.
 func (a *app) instancesCommand() *cobra.Command {
-	return group("instances", "start, show, list and terminate workflow instances; their history, timeline and events",
+	return group("instances", "start, show, list, cancel and terminate workflow instances; their history, timeline and events",
 		a.instancesList(), a.instancesShow(), a.instancesStart(), a.instancesHistory(), a.instancesTimeline(),
-		a.instancesEvents(), a.instancesTerminate(), a.instancesQuery())
+		a.instancesEvents(), a.instancesCancel(), a.instancesTerminate(), a.instancesQuery())
 }
 
 func (a *app) instancesList() *cobra.Command {
@@ -33,7 +33,7 @@ func (a *app) instancesList() *cobra.Command {
 	}
 	pf := addPageFlags(cmd)
 	cmd.Flags().StringVar(&f.Workflow, "workflow", "", "only instances of this workflow")
-	cmd.Flags().StringVar(&f.Status, "status", "", "only instances with this status: pending, running, completed, failed or terminated")
+	cmd.Flags().StringVar(&f.Status, "status", "", "only instances with this status: pending, running, completed, failed, canceled or terminated")
 	cmd.Flags().StringVar(&f.CreatedAfter, "created-after", "", "only instances created at or after this RFC 3339 time")
 	cmd.Flags().StringVar(&f.CreatedBefore, "created-before", "", "only instances created before this RFC 3339 time")
 	attrs := cmd.Flags().StringArray("attr", nil, `only instances whose searchable attribute KEY equals VALUE: KEY=VALUE, repeat for more keys ('"quoted"' is a string; else true/false, a decimal integer, an RFC 3339 time, or a string)`)
@@ -96,6 +96,7 @@ event sent to it. With --json, the instance's status as the API answers it
 				field{"created", in.CreatedAt},
 				field{"updated", in.UpdatedAt},
 				field{"blocked?", in.Blocked},
+				field{"parent?", in.ParentID},
 				field{"input?", in.Input},
 				field{"output?", in.Output},
 				field{"failure?", failure},
@@ -232,6 +233,27 @@ func (a *app) instancesEvents() *cobra.Command {
 		Args:  exactArgs("ID"),
 	}
 	a.eventsListFlags(cmd)
+	return cmd
+}
+
+func (a *app) instancesCancel() *cobra.Command {
+	var reason string
+	cmd := &cobra.Command{
+		Use:   "cancel ID [--reason TEXT]",
+		Short: "ask a running instance to cancel: it sees ctx.Done, may clean up, and ends canceled",
+		Args:  exactArgs("ID"),
+	}
+	cmd.Flags().StringVar(&reason, "reason", "", "why, what the workflow's ctx.Err and the instance's failure say")
+	cmd.RunE = a.withClient(func(cmd *cobra.Command, c *client.Client, args []string) error {
+		in, err := c.Cancel(cmd.Context(), args[0], reason)
+		if err != nil {
+			return err
+		}
+		return a.emit(in, func(w io.Writer) error {
+			_, err := fmt.Fprintf(w, "%s: cancellation requested (now %s)\n", in.ID, in.Status)
+			return err
+		})
+	})
 	return cmd
 }
 

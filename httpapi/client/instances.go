@@ -90,6 +90,17 @@ func (c *Client) Terminate(ctx context.Context, id, reason string) (*wire.Instan
 	return &out, nil
 }
 
+// Cancel asks a running instance to cancel (the workflow sees ctx.Done,
+// may clean up, and ends canceled; a second request changes nothing) and
+// returns its status after the request.
+func (c *Client) Cancel(ctx context.Context, id, reason string) (*wire.Instance, error) {
+	var out wire.Instance
+	if err := c.Do(ctx, "POST", "/v1/instances/"+esc(id)+"/cancel", nil, wire.CancelRequest{Reason: reason}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // EventFilter narrows Events; zero fields do not filter.
 type EventFilter struct {
 	Lane, Name, Fate string

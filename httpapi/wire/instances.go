@@ -34,6 +34,14 @@ type TerminateRequest struct {
 	Reason string `json:"reason,omitempty"`
 }
 
+// CancelRequest asks a running instance to cancel (POST
+// /v1/instances/{id}/cancel). The body may be omitted.
+type CancelRequest struct {
+	// Reason is what the workflow's ctx.Err and the canceled instance's
+	// failure say.
+	Reason string `json:"reason,omitempty"`
+}
+
 // Timeline is everything the herald CLI's timeline shows of one instance
 // (GET /v1/instances/{id}/timeline): the outcome, the history of every
 // execution, and the fate of every event sent to it. Its JSON is that of

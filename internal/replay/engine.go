@@ -26,6 +26,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"runtime/debug"
 	"slices"
 	"time"
@@ -125,6 +126,14 @@ type Output struct {
 	// Attributes are the attribute upserts this turn decided
 	// (attributes.go), in order: the store applies them to the instance.
 	Attributes []storage.Attribute
+	// StartChildren are the child workflows the turn started
+	// (ctx.CallWorkflow); CancelChildren the ids of children it asked to
+	// cancel (child.go).
+	StartChildren  []storage.ChildStart
+	CancelChildren []string
+	// Sends are the events the turn sent to instances (ctx.RaiseEvent,
+	// ctx.Enqueue; send.go): the store commits them with the turn.
+	Sends []storage.TurnSend
 }
 
 // CorrelatedWait is a wait on (event definition, key).
@@ -155,6 +164,8 @@ type Future struct {
 	inner    *Future
 	got      *Buffered
 	observed bool
+
+	child string // a child workflow's instance id (child.go)
 }
 
 // Ready reports whether the future has resolved.
@@ -239,6 +250,8 @@ type State struct {
 	bursts      map[string]burst // open bursts of limit drops, by lane and name
 	futures     map[int]*Future
 	uuids       int
+	versions    map[string]int // ctx.Version's answers, by change id (version.go)
+	random      *rand.Rand     // ctx.Random's source (version.go)
 
 	// coroutine
 	resume   chan bool // true: abort
@@ -253,6 +266,7 @@ type State struct {
 	queries  map[string]QueryHandler      // query.go
 	querying bool                         // a query handler runs
 	attrs    map[string]storage.Attribute // attributes.go: the instance's, as replayed
+	cancel   cancelState                  // cancel.go
 }
 
 // InstanceID returns the instance being run.
@@ -307,6 +321,7 @@ func Run(in *Input) (*Output, error) {
 		receives:    map[string]int{},
 		bursts:      map[string]burst{},
 		futures:     map[int]*Future{},
+		versions:    map[string]int{},
 		resume:      make(chan bool),
 		yield:       make(chan struct{}),
 	}
@@ -383,6 +398,11 @@ func (s *State) run() {
 	// Phase 1: replay stored inputs.
 	for s.cursor < len(s.hist) {
 		ev := s.hist[s.cursor]
+		if ev.Kind == history.VersionMarker {
+			// A marker of a change the code no longer asks about.
+			s.cursor++
+			continue
+		}
 		if ev.Kind.IsDecision() {
 			s.fatal = s.nondeterminism(ev, "nothing (the workflow is waiting or has returned)")
 			return
@@ -462,6 +482,10 @@ func (s *State) applyStored(ev history.Event) {
 		s.finished = true
 	case history.AttributesUpserted:
 		s.applyAttributes(ev) // carried at the start of the execution
+	case history.ChildWorkflowCompleted, history.ChildWorkflowFailed:
+		s.applyStoredChild(ev)
+	case history.ExecutionCancelRequested:
+		s.cancelRequested(ev)
 	}
 }
 
@@ -513,6 +537,10 @@ func (s *State) applyNew(m storage.Message) {
 		s.resolveTask(f, ev)
 	case storage.MsgEvent:
 		s.arrive(m, false)
+	case storage.MsgChildCompleted, storage.MsgChildFailed:
+		s.applyNewChild(m)
+	case storage.MsgCancel:
+		s.applyNewCancel(m)
 	}
 }
 
@@ -739,6 +767,7 @@ func (s *State) decide(ev history.Event) (int, bool) {
 	if s.aborting {
 		panic(abort{})
 	}
+	s.skipMarkers(ev)
 	if s.cursor < len(s.hist) {
 		h := s.hist[s.cursor]
 		if !sameDecision(h, ev) {
@@ -760,7 +789,7 @@ func (s *State) decide(ev history.Event) (int, bool) {
 
 func sameDecision(h, ev history.Event) bool {
 	return h.Kind == ev.Kind && h.Name == ev.Name && h.TaskSeq == ev.TaskSeq &&
-		h.Lane == ev.Lane && h.NoWait == ev.NoWait && h.Key == ev.Key &&
+		h.Lane == ev.Lane && h.NoWait == ev.NoWait && h.Key == ev.Key && h.Target == ev.Target && h.ChildID == ev.ChildID &&
 		(h.Kind != history.EventSubscribedCancelled || // a give-back and its outcome
 			h.EventID == ev.EventID && h.WaitNumber == ev.WaitNumber && h.Reason == ev.Reason)
 }
@@ -772,6 +801,12 @@ func describe(ev history.Event) string {
 	}
 	if ev.Key != "" {
 		s += fmt.Sprintf(" key %q", ev.Key)
+	}
+	if ev.ChildID != "" {
+		s += fmt.Sprintf(" child %q", ev.ChildID)
+	}
+	if ev.Target != "" {
+		s += fmt.Sprintf(" to %q", ev.Target)
 	}
 	if ev.NoWait {
 		s += " (no wait)"
@@ -904,6 +939,7 @@ func (s *State) call() (res json.RawMessage, err error, stopped bool) {
 func (s *State) complete(res json.RawMessage, err error) {
 	var can *ContinueAsNewError
 	switch {
+	case s.completeCanceled(res, err):
 	case errors.As(err, &can):
 		s.decide(history.Event{Kind: history.ExecutionContinuedAsNew, Input: can.Input})
 		s.can = can
@@ -948,6 +984,7 @@ func (s *State) continueAsNew() {
 	now := s.now
 	start := []history.Event{{Seq: 1, Time: now, Kind: history.ExecutionStarted, Workflow: s.workflow,
 		Input: s.can.Input, Execution: next}}
+	start = s.carryCancel(start, now)
 	start = s.carryAttributes(start, now)
 	// Rule 5 limits carried positional events by age only. Queue messages
 	// are carried up to the queue limit, oldest first; a message a receive

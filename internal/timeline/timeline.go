@@ -69,7 +69,7 @@ func Load(ctx context.Context, src Source, id string) (*Instance, error) {
 	switch info.Status {
 	case herald.StatusCompleted:
 		in.Output = info.Output
-	case herald.StatusFailed, herald.StatusTerminated:
+	case herald.StatusFailed, herald.StatusTerminated, herald.StatusCanceled:
 		if err := info.Err(); err != nil {
 			in.Error = err.Error()
 		}
@@ -174,6 +174,10 @@ func describe(ev history.Event, execution int) string {
 		parts = append(parts, fmt.Sprintf("%s %s data=%s", ev.Name, ev.EventID, ev.Payload))
 	case history.AttributesUpserted:
 		parts = append(parts, describeAttributes(ev))
+	case history.EventSent:
+		parts = append(parts, fmt.Sprintf("%s %q to %s %s payload=%s", ev.Lane, ev.Name, ev.Target, ev.EventID, ev.Payload))
+	case history.VersionMarker, history.SideEffectRecorded:
+		parts = append(parts, fmt.Sprintf("%s → %s", ev.Name, ev.Result))
 	case history.EventSubscribed:
 		s := fmt.Sprintf("wait for %q", ev.Name)
 		switch {
@@ -240,6 +244,21 @@ func describe(ev history.Event, execution int) string {
 	case history.ExecutionFailed, history.ExecutionTerminated:
 		if ev.Failure != nil {
 			parts = append(parts, ev.Failure.Message)
+		}
+	case history.ChildWorkflowScheduled:
+		parts = append(parts, fmt.Sprintf("%s child=%s input=%s", ev.Name, ev.ChildID, ev.Input))
+	case history.ChildWorkflowCompleted:
+		parts = append(parts, fmt.Sprintf("%s %s (of #%d) → %s", ev.Name, ev.ChildID, ev.TaskSeq, ev.Result))
+	case history.ChildWorkflowFailed:
+		parts = append(parts, fmt.Sprintf("%s %s (of #%d) ✗ %s", ev.Name, ev.ChildID, ev.TaskSeq, ev.Failure.Error()))
+	case history.ChildWorkflowCancelRequested:
+		parts = append(parts, fmt.Sprintf("%s %s (of #%d)", ev.Name, ev.ChildID, ev.TaskSeq))
+	case history.ExecutionCancelRequested, history.ExecutionCanceled:
+		if ev.Failure != nil {
+			parts = append(parts, fmt.Sprintf("reason=%q", ev.Failure.Message))
+		}
+		if ev.Result != nil {
+			parts = append(parts, "result="+string(ev.Result))
 		}
 	}
 	return strings.Join(parts, " ")

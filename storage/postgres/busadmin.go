@@ -334,6 +334,7 @@ func (s *Store) BusScriptPut(ctx context.Context, p *storage.BusScriptPutParams)
 				return err
 			}, scriptInsertSQL, p.Tenant, p.ID, p.Source, now)
 			b.exec("drop tombstone", scriptBuryTombstoneSQL, p.Tenant, p.ID)
+			b.exec("change the generation", scriptGenerationSQL, p.Tenant)
 			err := b.send(ctx, s.pool)
 			if c := pgConstraint(err); (c == "bus_scripts_pkey" || c == "bus_scripts_latest") && try < 10 {
 				continue
@@ -420,8 +421,17 @@ const scriptDeleteSQL = `WITH t AS (
 	RETURNING version
 ), d AS (
 	DELETE FROM bus_scripts WHERE tenant = $1 AND id = $2 AND NOT latest AND EXISTS (SELECT 1 FROM t)
+), g AS (
+	INSERT INTO bus_tenants (tenant, sub_generation) SELECT $1, 1 WHERE EXISTS (SELECT 1 FROM t)
+	ON CONFLICT (tenant) DO UPDATE SET sub_generation = bus_tenants.sub_generation + 1
 )
 SELECT version FROM t`
+
+// scriptGenerationSQL changes tenant $1's subscription generation when a
+// script is put or deleted: the runtimes' script caches are checked
+// against it (storage.BusStore.BusSubscriptionGeneration).
+const scriptGenerationSQL = `INSERT INTO bus_tenants (tenant, sub_generation) VALUES ($1, 1)
+	ON CONFLICT (tenant) DO UPDATE SET sub_generation = bus_tenants.sub_generation + 1`
 
 // BusScriptDelete: see storage.BusStore. p.Version is ignored: every
 // version goes. The id's version count is kept (a tombstone), so that the

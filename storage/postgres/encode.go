@@ -34,7 +34,7 @@ func failureArg(f *history.Failure) (any, error) {
 
 // ---- instances ----
 
-const instanceCols = `tenant, id, workflow, status, execution, input, output, failure, created_at, updated_at, blocked, lock_token, lease_until`
+const instanceCols = `tenant, id, workflow, status, execution, input, output, failure, created_at, updated_at, blocked, parent_id, has_children, lock_token, lease_until`
 
 // instanceRow is an instance with its lease.
 type instanceRow struct {
@@ -132,7 +132,7 @@ const lowerReadySQL = `UPDATE instances SET ready_at = LEAST(COALESCE(ready_at, 
 
 // ---- events ----
 
-const eventCols = `tenant, event_id, instance_id, lane, name, fate, reason, execution, origin_execution, wait_number, key, received_at, updated_at`
+const eventCols = `tenant, event_id, instance_id, lane, name, fate, reason, execution, origin_execution, wait_number, key, received_at, updated_at, sender`
 
 func scanEvent(row pgx.Row) (*heraldtype.EventRecord, error) {
 	var r backend.EventRow

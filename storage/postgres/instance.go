@@ -240,6 +240,9 @@ func (s *Store) InstanceTerminate(ctx context.Context, p *storage.InstanceTermin
 			lt.b.exec("update instance", `UPDATE instances SET status = $5, failure = $3, updated_at = $4,
 				lock_token = NULL, lease_until = 0, not_before = 0, ready_at = NULL
 				WHERE tenant = $1 AND id = $2`, p.Tenant, p.ID, f, now.UnixNano(), string(endStatus))
+			if err := queueFamilyEnd(lt.b, p.Tenant, p.ID, endStatus, nil, failure, now); err != nil {
+				return err
+			}
 			return lt.flush()
 		})
 	})

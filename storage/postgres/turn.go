@@ -51,7 +51,7 @@ const claimTurnsSQL = `WITH ready AS MATERIALIZED (
 SELECT c.*, s.ids FROM claimed c
 CROSS JOIN (SELECT set_config('herald.claimed', (SELECT array_agg(id)::text FROM claimed), true) AS ids) s`
 
-const instanceColsI = `i.tenant, i.id, i.workflow, i.status, i.execution, i.input, i.output, i.failure, i.created_at, i.updated_at, i.blocked, i.lock_token, i.lease_until`
+const instanceColsI = `i.tenant, i.id, i.workflow, i.status, i.execution, i.input, i.output, i.failure, i.created_at, i.updated_at, i.blocked, i.parent_id, i.has_children, i.lock_token, i.lease_until`
 
 // claimedIDs is the SQL of the ids the claim statement before it in the
 // same transaction claimed (none if it claimed none: the setting is then
@@ -362,6 +362,9 @@ func (s *Store) TurnCommit(ctx context.Context, p *storage.TurnCommitParams) ([]
 	if err := checkTurnPublish(p); err != nil {
 		return nil, fmt.Errorf("postgres: commit turn of %q: %w", p.InstanceID, err)
 	}
+	if err := backend.ValidateSends(p.Sends); err != nil {
+		return nil, fmt.Errorf("postgres: commit turn of %q: %w", p.InstanceID, err)
+	}
 	if err := backend.ValidateAttributes(p.Attributes, true); err != nil {
 		return nil, fmt.Errorf("postgres: commit turn of %q: %w", p.InstanceID, err)
 	}
@@ -392,6 +395,12 @@ func (s *Store) TurnCommit(ctx context.Context, p *storage.TurnCommitParams) ([]
 	}
 	if len(p.Publish) > 0 {
 		kinds |= storage.WorkBus
+	}
+	if len(p.Sends) > 0 {
+		kinds |= storage.WorkTurns
+	}
+	if len(p.StartChildren) > 0 || len(p.CancelChildren) > 0 || (p.Family && c.status.Terminal()) {
+		kinds |= storage.WorkTurns // children started, or messages for a parent or children
 	}
 	if kinds != 0 {
 		s.signal(p.Tenant, kinds)
@@ -553,6 +562,8 @@ func commitErr(err error) error {
 			return fmt.Errorf("%s: %w", pe.Message, heraldtype.ErrLeaseLost)
 		case pe.Code == codeWrongExecution:
 			return errors.New(pe.Message)
+		case pe.Code == codeSendConflict:
+			return fmt.Errorf("%s: %w", pe.Message, heraldtype.ErrEventIDConflict)
 		case pe.ConstraintName == "activities_pkey":
 			return fmt.Errorf("an activity seq is already scheduled: %w", err)
 		}
@@ -591,7 +602,13 @@ func (s *Store) queueCommit(b *batch, p *storage.TurnCommitParams, status herald
 		return res, nil
 	}
 	s.queueCorrelatedLocks(b, tenant, waits, gone, p.ReturnedCorrelated)
+	s.queueChildLocks(b, tenant, p.StartChildren)
+	s.queueSendLocks(b, tenant, id, p.Sends)
 	b.exec("", `SELECT herald_fence($1, $2, $3, $4)`, tenant, id, p.LockToken, execution)
+	if err := queueStartChildren(b, tenant, id, execution, p.StartChildren, now); err != nil {
+		return nil, err
+	}
+	queueCancelChildren(b, tenant, id, p.CancelChildren, nowN)
 
 	if len(p.NewEvents) > 0 {
 		if err := b.queueHistory("append history", tenant, id, execution, p.NewEvents); err != nil {
@@ -662,6 +679,7 @@ func (s *Store) queueCommit(b *batch, p *storage.TurnCommitParams, status herald
 			tenant, id, execution, p.CancelActivities, nowN)
 	}
 	b.queuePublish(tenant, p.Publish, nowN)
+	s.queueSends(b, tenant, id, p.Sends, nowN)
 	if len(p.Fates) > 0 {
 		// The last update of an event id wins, as if applied in order. One
 		// statement per event: a primary-key lookup whatever the plan (a
@@ -776,6 +794,11 @@ func (s *Store) queueCommit(b *batch, p *storage.TurnCommitParams, status herald
 		WHERE tenant = $1 AND id = $2
 		RETURNING ready_at`,
 		tenant, id, string(status), backend.RawArg(p.Output), failure, nowN, next, p.ContinueAsNew != nil, input)
+	if status.Terminal() && p.Family {
+		if err := queueFamilyEnd(b, tenant, id, status, p.Output, p.Failure, now); err != nil {
+			return nil, err
+		}
+	}
 
 	return res, nil
 }

@@ -468,6 +468,18 @@ const busDueSQL = `SELECT id, status FROM (
 			WHERE tenant = ?1 AND status = 'running' AND lease_until < ?2 ORDER BY fq, due_at, id LIMIT ?3)
 	) ORDER BY fq, due_at, id LIMIT ?3`
 
+// busLeaseSQL leases the executions whose ids are the JSON array ?4, with
+// lock token ?1 || id, until ?2, at ?3.
+const busLeaseSQL = `UPDATE bus_routes SET status = 'running', lock_token = ?1 || id, lease_until = ?2,
+	attempts = attempts + 1, updated_at = ?3 WHERE id IN (SELECT value FROM json_each(?4))
+	RETURNING ` + execCols + `, event_seq, lock_token`
+
+// busClaimEventsSQL reads tenant ?2's events whose seqs are the JSON array
+// ?1, by primary key (the unary + keeps the planner off the tenant's index,
+// which it would otherwise scan: it cannot size the JSON list).
+const busClaimEventsSQL = `SELECT ` + busEventCols + ` FROM bus_events
+	WHERE seq IN (SELECT value FROM json_each(?1)) AND +tenant = ?2`
+
 // BusClaim: see storage.BusStore. The due executions come from three
 // partial indexes (queued in fair-queueing order, retrying by due time,
 // running by lease end), merged in fair-queueing order; the claim is
@@ -512,21 +524,68 @@ func (s *Store) BusClaim(ctx context.Context, p *storage.BusClaimParams) ([]*sto
 			}
 			dues = append(dues, d)
 		}
-		for _, d := range dues {
-			token := newToken()
-			var seq int64
-			x, err := scanExec(w.queryRow(`UPDATE bus_routes SET status = 'running', lock_token = ?, lease_until = ?,
-				attempts = attempts + 1, updated_at = ? WHERE id = ? RETURNING `+execCols+`, event_seq`,
-				token, until, nowN, d.id), &seq)
+		if len(dues) == 0 {
+			return nil
+		}
+		// One UPDATE leases them all and one SELECT reads their events
+		// (the id lists passed as JSON arrays, so that each statement is
+		// prepared once). Each lock token is the batch's random prefix and
+		// the execution's id: unique per execution and claim.
+		ids := make([]int64, len(dues))
+		order := make(map[int64]int, len(dues))
+		for i, d := range dues {
+			ids[i], order[d.id] = d.id, i
+		}
+		idList, _ := json.Marshal(ids)
+		rows, err = w.query(busLeaseSQL, newToken()+".", until, nowN, string(idList))
+		if err != nil {
+			return fmt.Errorf("lease executions: %w", err)
+		}
+		claimed = make([]*storage.BusClaimed, len(dues))
+		seqs := make([]int64, 0, len(dues))
+		bySeq := make(map[int64][]int, len(dues))
+		for rows.Next() {
+			var (
+				seq   int64
+				token string
+			)
+			x, err := scanExec(rows, &seq, &token)
 			if err != nil {
-				return fmt.Errorf("lease execution %d: %w", d.id, err)
+				return fmt.Errorf("lease executions: %w", err)
 			}
-			ev, err := scanBusEvent(w.queryRow(`SELECT `+busEventCols+` FROM bus_events WHERE seq = ? AND tenant = ?`, seq, p.Tenant))
+			i, ok := order[x.ID]
+			if !ok || claimed[i] != nil {
+				return fmt.Errorf("lease executions: unexpected execution %d", x.ID)
+			}
+			claimed[i] = &storage.BusClaimed{Execution: *x, LockToken: token,
+				TakenOver: dues[i].status == string(heraldtype.ExecRunning)}
+			if bySeq[seq] == nil {
+				seqs = append(seqs, seq)
+			}
+			bySeq[seq] = append(bySeq[seq], i)
+		}
+		for i, c := range claimed {
+			if c == nil {
+				return fmt.Errorf("lease execution %d: %w", dues[i].id, sql.ErrNoRows)
+			}
+		}
+		seqList, _ := json.Marshal(seqs)
+		rows, err = w.query(busClaimEventsSQL, string(seqList), p.Tenant)
+		if err != nil {
+			return fmt.Errorf("read the events of the executions: %w", err)
+		}
+		for rows.Next() {
+			ev, err := scanBusEvent(rows)
 			if err != nil {
-				return fmt.Errorf("read the event of execution %d: %w", d.id, err)
+				return fmt.Errorf("read the events of the executions: %w", err)
 			}
-			claimed = append(claimed, &storage.BusClaimed{Execution: *x, Event: *ev, LockToken: token,
-				TakenOver: d.status == string(heraldtype.ExecRunning)})
+			for _, i := range bySeq[ev.Seq] {
+				claimed[i].Event = *ev
+			}
+			delete(bySeq, ev.Seq)
+		}
+		for _, is := range bySeq {
+			return fmt.Errorf("read the event of execution %d: %w", dues[is[0]].id, sql.ErrNoRows)
 		}
 		return nil
 	})
@@ -620,23 +679,34 @@ func (s *Store) BusFinish(ctx context.Context, p *storage.BusFinishParams) ([]er
 }
 
 // finishOne ends one attempt; ok is false, with nothing written, if r's
-// token does not own its execution.
+// token does not own its execution. The common outcomes fence with the
+// statement that writes: a success is one UPDATE … RETURNING and the
+// attempt's INSERT; a dead letter one INSERT … SELECT (from the execution,
+// fenced, and its event), the execution's UPDATE and the attempt's INSERT.
 func finishOne(w *wtx, fq *fairQueue, tenant string, r *storage.BusResult, a finishArgs, now int64) (ok bool, err error) {
+	if r.LockToken == "" {
+		return false, nil // no claim's token: it owns nothing
+	}
+	switch r.Outcome {
+	case storage.BusSucceeded:
+		return finishSucceeded(w, tenant, r, a, now)
+	case storage.BusDeadLetter:
+		return finishDeadLetter(w, tenant, r, a, now)
+	}
 	var (
 		status, eventID, sub string
 		token                sql.NullString
-		seq                  int64
 		attempts             int
 	)
-	err = w.queryRow(`SELECT status, lock_token, event_seq, event_id, subscription, attempts FROM bus_routes
-		WHERE id = ? AND tenant = ?`, r.Execution, tenant).Scan(&status, &token, &seq, &eventID, &sub, &attempts)
+	err = w.queryRow(`SELECT status, lock_token, event_id, subscription, attempts FROM bus_routes
+		WHERE id = ? AND tenant = ?`, r.Execution, tenant).Scan(&status, &token, &eventID, &sub, &attempts)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}
 	if err != nil {
 		return false, fmt.Errorf("load execution: %w", err)
 	}
-	if status != string(heraldtype.ExecRunning) || !token.Valid || r.LockToken == "" || token.String != r.LockToken {
+	if status != string(heraldtype.ExecRunning) || !token.Valid || token.String != r.LockToken {
 		return false, nil
 	}
 	if r.Outcome == storage.BusReleased {
@@ -656,55 +726,83 @@ func finishOne(w *wtx, fq *fairQueue, tenant string, r *storage.BusResult, a fin
 		}
 		return true, nil
 	}
+	// BusRetry.
+	if err := insertAttempt(w, tenant, r, a, eventID, sub); err != nil {
+		return false, err
+	}
+	n, err := fq.next(sub)
+	if err != nil {
+		return false, err
+	}
+	due := backend.Nanos(r.RetryAt)
+	if due == 0 {
+		due = now
+	}
+	if _, err := w.exec(`UPDATE bus_routes SET status = 'retrying', due_at = ?, fq = ?, last_error = ?, lock_token = NULL,
+		lease_until = 0, updated_at = ? WHERE id = ?`, due, n, r.Attempt.Error, now, r.Execution); err != nil {
+		return false, fmt.Errorf("update execution: %w", err)
+	}
+	return true, nil
+}
+
+// finishSucceeded ends a succeeded attempt: the fenced UPDATE, then the
+// attempt's record.
+func finishSucceeded(w *wtx, tenant string, r *storage.BusResult, a finishArgs, now int64) (bool, error) {
+	var eventID, sub string
+	err := w.queryRow(`UPDATE bus_routes SET status = 'succeeded', result = ?, lock_token = NULL, lease_until = 0,
+		updated_at = ? WHERE id = ? AND tenant = ? AND status = 'running' AND lock_token = ?
+		RETURNING event_id, subscription`, backend.RawArg(r.Attempt.Result), now, r.Execution, tenant, r.LockToken).
+		Scan(&eventID, &sub)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("update execution: %w", err)
+	}
+	return true, insertAttempt(w, tenant, r, a, eventID, sub)
+}
+
+// finishDeadLetter ends an attempt with a dead letter: the letter is
+// inserted from the execution (fenced by its token) and its event, then
+// the execution moves to dead_lettered and the attempt is recorded.
+func finishDeadLetter(w *wtx, tenant string, r *storage.BusResult, a finishArgs, now int64) (bool, error) {
+	var (
+		id           int64
+		eventID, sub string
+	)
+	dl := r.DeadLetter
+	err := w.queryRow(`INSERT INTO bus_dead_letters (tenant, execution, event_id, subscription, target, event_type,
+		event_data, error_kind, error, stack, attempts, failed_at, created_at)
+		SELECT x.tenant, x.id, x.event_id, x.subscription, ?, e.type, e.data, ?, ?, ?, x.attempts, ?, ?
+		FROM bus_routes x JOIN bus_events e ON e.seq = x.event_seq
+		WHERE x.id = ? AND x.tenant = ? AND x.status = 'running' AND x.lock_token = ?
+		RETURNING id, event_id, subscription`,
+		a.target, string(dl.ErrorKind), dl.Error, dl.Stack, backend.Nanos(dl.FailedAt), now,
+		r.Execution, tenant, r.LockToken).Scan(&id, &eventID, &sub)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("store dead letter: %w", err)
+	}
+	if _, err := w.exec(`UPDATE bus_routes SET status = 'dead_lettered', dead_letter = ?, last_error = ?, lock_token = NULL,
+		lease_until = 0, updated_at = ? WHERE id = ?`, id, r.Attempt.Error, now, r.Execution); err != nil {
+		return false, fmt.Errorf("update execution: %w", err)
+	}
+	return true, insertAttempt(w, tenant, r, a, eventID, sub)
+}
+
+// insertAttempt records r's attempt of the execution of event eventID for
+// subscription sub.
+func insertAttempt(w *wtx, tenant string, r *storage.BusResult, a finishArgs, eventID, sub string) error {
 	at := &r.Attempt
 	if _, err := w.exec(`INSERT INTO bus_attempts (tenant, execution, event_id, subscription, number, succeeded, started_at,
 		duration, result, error_kind, error, stack, logs) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		tenant, r.Execution, eventID, sub, at.Number, at.Succeeded, backend.Nanos(at.StartedAt), int64(at.Duration),
 		backend.RawArg(at.Result), string(at.ErrorKind), at.Error, at.Stack, a.logs); err != nil {
-		return false, fmt.Errorf("store attempt: %w", err)
+		return fmt.Errorf("store attempt: %w", err)
 	}
-	switch r.Outcome {
-	case storage.BusSucceeded:
-		_, err = w.exec(`UPDATE bus_routes SET status = 'succeeded', result = ?, lock_token = NULL, lease_until = 0, updated_at = ?
-			WHERE id = ?`, backend.RawArg(at.Result), now, r.Execution)
-	case storage.BusRetry:
-		var n int64
-		if n, err = fq.next(sub); err != nil {
-			return false, err
-		}
-		due := backend.Nanos(r.RetryAt)
-		if due == 0 {
-			due = now
-		}
-		_, err = w.exec(`UPDATE bus_routes SET status = 'retrying', due_at = ?, fq = ?, last_error = ?, lock_token = NULL,
-			lease_until = 0, updated_at = ? WHERE id = ?`, due, n, at.Error, now, r.Execution)
-	case storage.BusDeadLetter:
-		var (
-			typ  string
-			data []byte
-		)
-		if err := w.queryRow(`SELECT type, data FROM bus_events WHERE seq = ?`, seq).Scan(&typ, &data); err != nil {
-			return false, fmt.Errorf("read the event: %w", err)
-		}
-		dl := r.DeadLetter
-		res, err := w.exec(`INSERT INTO bus_dead_letters (tenant, execution, event_id, subscription, target, event_type,
-			event_data, error_kind, error, stack, attempts, failed_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			tenant, r.Execution, eventID, sub, a.target, typ, string(data), string(dl.ErrorKind), dl.Error, dl.Stack,
-			attempts, backend.Nanos(dl.FailedAt), now)
-		if err != nil {
-			return false, fmt.Errorf("store dead letter: %w", err)
-		}
-		id, err := res.LastInsertId()
-		if err != nil {
-			return false, fmt.Errorf("store dead letter: %w", err)
-		}
-		_, err = w.exec(`UPDATE bus_routes SET status = 'dead_lettered', dead_letter = ?, last_error = ?, lock_token = NULL,
-			lease_until = 0, updated_at = ? WHERE id = ?`, id, at.Error, now, r.Execution)
-	}
-	if err != nil {
-		return false, fmt.Errorf("update execution: %w", err)
-	}
-	return true, nil
+	return nil
 }
 
 // BusHeartbeat: see storage.BusStore.
@@ -769,8 +867,11 @@ func scanSub(sc scanner) (*heraldtype.Subscription, error) {
 	return &sub, nil
 }
 
-// bumpGeneration changes the tenant's subscription generation.
+// bumpGeneration changes the tenant's subscription generation. It counts
+// as a definition write (wtx.defs), so that BusSubscriptionGeneration
+// waits for the fsync of such transactions only.
 func bumpGeneration(w *wtx, tenant string) error {
+	w.defs = true
 	if _, err := w.exec(`INSERT INTO bus_tenants (tenant, sub_generation) VALUES (?, 1)
 		ON CONFLICT (tenant) DO UPDATE SET sub_generation = sub_generation + 1`, tenant); err != nil {
 		return fmt.Errorf("change the subscription generation: %w", err)
@@ -937,8 +1038,11 @@ func (s *Store) BusSubscriptionDelete(ctx context.Context, p *storage.BusSubscri
 }
 
 // BusSubscriptionGeneration: see storage.BusStore.
+// It waits only for the transactions that changed a generation (as event
+// definition reads do), not for the fsync of everything in flight: the
+// runtime reads it before every claim and every routing batch.
 func (s *Store) BusSubscriptionGeneration(ctx context.Context, p *storage.BusTenantParams) (_ int64, err error) {
-	defer s.afterRead(ctx, &err)
+	defer s.afterDefinitionRead(ctx, &err)
 	if p == nil {
 		return 0, fmt.Errorf("sqlite: subscription generation: %w", errNilParams)
 	}
@@ -997,6 +1101,9 @@ func (s *Store) BusScriptPut(ctx context.Context, p *storage.BusScriptPutParams)
 		if _, err := w.exec(`INSERT INTO bus_scripts (tenant, id, version, source, created_at) VALUES (?, ?, ?, ?, ?)`,
 			p.Tenant, p.ID, versionAfter, p.Source, now); err != nil {
 			return fmt.Errorf("store version %d: %w", versionAfter, err)
+		}
+		if err := bumpGeneration(w, p.Tenant); err != nil { // the runtimes' script caches check it
+			return err
 		}
 		got = &heraldtype.Script{ID: p.ID, Version: versionAfter, Source: p.Source,
 			CreatedAt: backend.FromNanos(created), UpdatedAt: backend.FromNanos(now)}
@@ -1097,8 +1204,10 @@ func (s *Store) BusScriptDelete(ctx context.Context, p *storage.BusScriptGetPara
 		} else if n == 0 {
 			return heraldtype.ErrNotFound
 		}
-		_, err = w.exec(`DELETE FROM bus_scripts WHERE tenant = ? AND id = ?`, p.Tenant, p.ID)
-		return err
+		if _, err = w.exec(`DELETE FROM bus_scripts WHERE tenant = ? AND id = ?`, p.Tenant, p.ID); err != nil {
+			return err
+		}
+		return bumpGeneration(w, p.Tenant) // the runtimes' script caches check it
 	})
 	if err != nil {
 		return fmt.Errorf("sqlite: delete script %q: %w", p.ID, err)

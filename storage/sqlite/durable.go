@@ -111,10 +111,12 @@ func (s *Store) afterRead(ctx context.Context, err *error) {
 	s.waitRead(ctx, err, s.committed.Load())
 }
 
-// afterDefinitionRead is afterRead for the reads of event definitions: they
-// wait only for the transactions that wrote definitions, which are rare, so
-// the definition lookup every raise makes does not wait for the fsync of
-// whatever else is in flight.
+// afterDefinitionRead is afterRead for the reads of event definitions and
+// of the bus's subscription generation: they wait only for the
+// transactions that wrote definitions or changed a generation, which are
+// rare, so the definition lookup every raise makes (and the generation
+// read before every bus claim) does not wait for the fsync of whatever
+// else is in flight.
 func (s *Store) afterDefinitionRead(ctx context.Context, err *error) {
 	s.waitRead(ctx, err, s.defsSeq.Load())
 }

@@ -140,7 +140,7 @@ type instanceRow struct {
 	leaseUntil int64
 }
 
-const instanceCols = `tenant, id, workflow, status, execution, input, output, failure, created_at, updated_at, blocked, lock_token, lease_until`
+const instanceCols = `tenant, id, workflow, status, execution, input, output, failure, created_at, updated_at, blocked, parent_id, has_children, lock_token, lease_until`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -346,7 +346,7 @@ func lowerReady(w *wtx, tenant, id string, visibleAt int64) error {
 
 // ---- events ----
 
-const eventCols = `tenant, event_id, instance_id, lane, name, fate, reason, execution, origin_execution, wait_number, key, received_at, updated_at`
+const eventCols = `tenant, event_id, instance_id, lane, name, fate, reason, execution, origin_execution, wait_number, key, received_at, updated_at, sender`
 
 func scanEvent(sc scanner) (*heraldtype.EventRecord, error) {
 	var r backend.EventRow

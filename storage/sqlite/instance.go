@@ -210,6 +210,9 @@ func (s *Store) InstanceTerminate(ctx context.Context, p *storage.InstanceTermin
 			string(status), f, now.UnixNano(), p.Tenant, p.ID); err != nil {
 			return fmt.Errorf("update instance: %w", err)
 		}
+		if err := familyEnd(w, p.Tenant, p.ID, status, nil, failure, now.UnixNano()); err != nil {
+			return err
+		}
 		w.signal(p.Tenant)
 		return nil
 	})

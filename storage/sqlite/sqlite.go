@@ -245,7 +245,7 @@ type Store struct {
 	syncq     chan syncItem
 	syncDone  chan struct{}
 	committed atomic.Int64          // write transactions committed (numbered from 1)
-	defsSeq   atomic.Int64          // the last of them that wrote event definitions
+	defsSeq   atomic.Int64          // the last of them that wrote event definitions or changed a bus generation
 	durable   *durableMark          // how far they are on disk
 	broken    atomic.Pointer[error] // a failed fsync: every later write fails with it
 	stalled   atomic.Pointer[error] // an fsync failed for lack of room (see recoverWAL)

@@ -230,6 +230,9 @@ func (s *Store) TurnCommit(ctx context.Context, p *storage.TurnCommitParams) ([]
 	if err := checkTurnPublish(p.Publish); err != nil {
 		return nil, fmt.Errorf("sqlite: commit turn of %q: %w", p.InstanceID, err)
 	}
+	if err := backend.ValidateSends(p.Sends); err != nil {
+		return nil, fmt.Errorf("sqlite: commit turn of %q: %w", p.InstanceID, err)
+	}
 	if err := backend.ValidateAttributes(p.Attributes, true); err != nil {
 		return nil, fmt.Errorf("sqlite: commit turn of %q: %w", p.InstanceID, err)
 	}
@@ -303,6 +306,17 @@ func commitTurn(w *wtx, p *storage.TurnCommitParams, docs *turnDocs, status hera
 	}
 	if err := applyAttributes(w, tenant, id, p.Attributes); err != nil {
 		return err
+	}
+	if err := sendTurn(w, tenant, id, p.Sends, nowN); err != nil {
+		return err
+	}
+	if err := startChildren(w, tenant, id, execution, p.StartChildren, nowN); err != nil {
+		return err
+	}
+	for _, c := range p.CancelChildren {
+		if _, _, _, err := requestCancel(w, tenant, c, id, backend.ParentCanceledReason(id), nowN); err != nil {
+			return err
+		}
 	}
 	// Deleted first even when the turn ends the instance: the hand-on
 	// must not take a consumed delivery for one still waiting to be handed on.
@@ -430,6 +444,11 @@ func commitTurn(w *wtx, p *storage.TurnCommitParams, docs *turnDocs, status hera
 		tenant, id, string(status), backend.RawArg(p.Output), failure, nowN,
 		next, p.ContinueAsNew != nil, input).Scan(&ready); err != nil {
 		return fmt.Errorf("update instance: %w", err)
+	}
+	if status.Terminal() && p.Family {
+		if err := familyEnd(w, tenant, id, status, p.Output, p.Failure, nowN); err != nil {
+			return err
+		}
 	}
 
 	// Wake idle workers if the instance has work left (messages that arrived

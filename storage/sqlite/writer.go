@@ -41,7 +41,7 @@ type wtx struct {
 	c      *wconn
 	ctx    context.Context
 	notify []wakeup // wake-ups to send once the transaction is durable
-	defs   bool     // the request wrote event definitions (see Store.defsSeq)
+	defs   bool     // the request wrote event definitions or changed a bus generation (see Store.defsSeq)
 }
 
 func (w *wtx) exec(q string, args ...any) (sql.Result, error) {

@@ -201,8 +201,26 @@ func testBusScripts(b *bundle) {
 	}
 	src1 := "export default (ev) => ev.data.total * 2 // « ünïcode » 'quotes' \"double\"\n"
 	src2 := strings.Repeat("// a long script\n", 10000) + "return 2;"
+	// Every put and delete of a script changes the subscription
+	// generation (the runtimes' script caches are checked against it);
+	// reads and refused calls do not.
+	gen := b.subGeneration()
+	changed := func(what string) {
+		t.Helper()
+		g := b.subGeneration()
+		if g == gen {
+			t.Fatalf("generation still %d after %s", g, what)
+		}
+		gen = g
+	}
+	unchanged := func(what string) {
+		t.Helper()
+		wantEqual(t, "generation after "+what, b.subGeneration(), gen)
+	}
 	check("v1", put("greet", src1, t0), "greet", 1, src1, t0, t0)
+	changed("the first put")
 	check("v2", put("greet", src2, at(time.Hour)), "greet", 2, src2, t0, at(time.Hour))
+	changed("the second put")
 	check("latest", mustGet("greet", 0), "greet", 2, src2, t0, at(time.Hour))
 	check("version 1", mustGet("greet", 1), "greet", 1, src1, t0, t0)
 	check("version 2", mustGet("greet", 2), "greet", 2, src2, t0, at(time.Hour))
@@ -212,6 +230,7 @@ func testBusScripts(b *bundle) {
 	wantErr(t, "an unknown script", err, heraldtype.ErrNotFound)
 	_, err = get("greet", -1)
 	wantErr(t, "a negative version", err, heraldtype.ErrInvalidArgument)
+	unchanged("reads")
 
 	put("alpha", "a1", at(2*time.Hour))
 	put("Zeta", "z1", at(2*time.Hour))
@@ -235,15 +254,18 @@ func testBusScripts(b *bundle) {
 	del := func(id string) error {
 		return b.s.BusScriptDelete(b.ctx, &storage.BusScriptGetParams{Tenant: b.tenant, ID: id})
 	}
+	gen = b.subGeneration()
 	if err := del("greet"); err != nil {
 		t.Fatalf("BusScriptDelete: %v", err)
 	}
+	changed("a delete")
 	for _, v := range []int{0, 1, 2} {
 		_, err := get("greet", v)
 		wantErr(t, fmt.Sprintf("version %d after delete", v), err, heraldtype.ErrNotFound)
 	}
 	wantErr(t, "second delete", del("greet"), heraldtype.ErrNotFound)
 	wantErr(t, "delete of an unknown script", del("nope"), heraldtype.ErrNotFound)
+	unchanged("deletes of no script")
 	if ss := list(); len(ss) != 2 || ss[0].ID != "Zeta" || ss[1].ID != "alpha" {
 		t.Fatalf("BusScriptList after delete: %d scripts", len(ss))
 	}
@@ -260,6 +282,7 @@ func testBusScripts(b *bundle) {
 	_, err = b.s.BusScriptPut(b.ctx, &storage.BusScriptPutParams{Tenant: b.tenant, ID: "bad\x00", Source: "x", Now: t0})
 	wantErr(t, "BusScriptPut with a NUL in the id", err, heraldtype.ErrInvalidArgument)
 	wantEqual(t, "scripts after a refused put", len(list()), 3)
+	gen = b.subGeneration()
 
 	// Another tenant has none.
 	other := b.in(b.tenant + "-other")
@@ -271,6 +294,7 @@ func testBusScripts(b *bundle) {
 	wantErr(t, "another tenant's get", err, heraldtype.ErrNotFound)
 	wantErr(t, "another tenant's delete",
 		b.s.BusScriptDelete(b.ctx, &storage.BusScriptGetParams{Tenant: other.tenant, ID: "alpha"}), heraldtype.ErrNotFound)
+	unchanged("another tenant's calls")
 	check("alpha untouched", mustGet("alpha", 0), "alpha", 2, "a2", at(2*time.Hour), at(3*time.Hour))
 }
 

@@ -101,9 +101,11 @@ func run(t *testing.T, newStore func(t *testing.T) storage.Store, only func(name
 		{"TraceParent", testTraceParent},
 		{"CorrelatedTraceParent", testCorrelatedTraceParent},
 		{"BusTraceParent", testBusTraceParent},
+		{"TurnSends", testTurnSends},
 	}
 	tests = append(tests, busTests...)
 	tests = append(tests, keyTests...)
+	tests = append(tests, childTests...)
 	for _, tc := range tests {
 		if !only(tc.name) {
 			continue

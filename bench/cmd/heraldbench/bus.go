@@ -321,7 +321,7 @@ func busRun(ctx context.Context, o *options, k busKind, backend string, hopt her
 
 func attemptIncludes(k busKind) string {
 	if k.scenario == scBusScript {
-		return "reading the script, waiting for a free child process, the round trip to it and the run"
+		return "the script (cached; read from the store after a put), the round trip to a free child process and the run; the wait for a child is spent queued, before the attempt"
 	}
 	return "the handler call"
 }

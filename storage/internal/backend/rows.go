@@ -64,7 +64,7 @@ type InstanceRow struct {
 // Dest returns the scan destinations of the row's columns.
 func (r *InstanceRow) Dest() []any {
 	return []any{&r.inst.Tenant, &r.inst.ID, &r.inst.Workflow, &r.status, &r.inst.Execution,
-		&r.input, &r.output, &r.failure, &r.createdAt, &r.updatedAt, &r.inst.Blocked}
+		&r.input, &r.output, &r.failure, &r.createdAt, &r.updatedAt, &r.inst.Blocked, &r.inst.ParentID, &r.inst.HasChildren}
 }
 
 // Instance decodes the scanned row.
@@ -118,7 +118,7 @@ func (r *MessageRow) Message() (storage.Message, error) {
 
 // EventRow is a row of the events ledger: tenant, event_id, instance_id,
 // lane, name, fate, reason, execution, origin_execution, wait_number, key,
-// received_at, updated_at.
+// received_at, updated_at, sender.
 type EventRow struct {
 	e                     heraldtype.EventRecord
 	tenant                string // scanned, not returned: the caller named it
@@ -129,7 +129,7 @@ type EventRow struct {
 // Dest returns the scan destinations of the row's columns.
 func (r *EventRow) Dest() []any {
 	return []any{&r.tenant, &r.e.EventID, &r.e.InstanceID, &r.lane, &r.e.Name, &r.fate, &r.reason,
-		&r.e.Execution, &r.e.OriginExecution, &r.e.WaitNumber, &r.e.Key, &r.receivedAt, &r.updatedAt}
+		&r.e.Execution, &r.e.OriginExecution, &r.e.WaitNumber, &r.e.Key, &r.receivedAt, &r.updatedAt, &r.e.Sender}
 }
 
 // Event decodes the scanned row.

@@ -121,7 +121,8 @@ func CommitStatus(p *storage.TurnCommitParams) (heraldtype.Status, error) {
 		status = heraldtype.StatusRunning
 	}
 	switch status {
-	case heraldtype.StatusRunning, heraldtype.StatusCompleted, heraldtype.StatusFailed, heraldtype.StatusTerminated:
+	case heraldtype.StatusRunning, heraldtype.StatusCompleted, heraldtype.StatusFailed, heraldtype.StatusTerminated,
+		heraldtype.StatusCanceled:
 	default:
 		return "", fmt.Errorf("invalid status %q", p.Status)
 	}
