@@ -55,9 +55,14 @@ func (s *State) SetAttributes(ups []storage.Attribute) error {
 	if err != nil {
 		return &AttributesError{Reasons: []string{err.Error()}}
 	}
-	if _, isNew := s.decide(history.Event{Kind: history.AttributesUpserted, Payload: payload}); isNew {
-		s.out.Attributes = append(s.out.Attributes, ups...)
+	if _, isNew := s.decide(history.Event{Kind: history.AttributesUpserted, Payload: payload}); !isNew {
+		// Replayed: the values recorded (and stored) win over the code's,
+		// should a code change have altered them (only the kind is
+		// compared, not the payload).
+		s.applyAttributes(s.hist[s.cursor-1])
+		return nil
 	}
+	s.out.Attributes = append(s.out.Attributes, ups...)
 	s.attrs = next
 	return nil
 }
