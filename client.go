@@ -26,6 +26,7 @@ type Client struct {
 	tenant string
 	cfg    *ClientConfig
 	limits *limitCache // the runtime's, for a client of a runtime
+	rt     *Runtime    // the client's runtime (Runtime.Client), nil for NewClient: Query needs it
 
 	ensured atomic.Bool // the tenant is registered
 	backlog busBacklog  // Publish's view of the tenant's bus backlog
@@ -54,7 +55,7 @@ func NewClient(store storage.Store, tenant string, cfg *ClientConfig) (*Client, 
 func infoOf(in *storage.Instance) *InstanceInfo {
 	return &InstanceInfo{ID: in.ID, Workflow: in.Workflow, Status: in.Status, Execution: in.Execution,
 		Input: in.Input, Output: in.Output, Failure: in.Failure, CreatedAt: in.CreatedAt, UpdatedAt: in.UpdatedAt,
-		Blocked: in.Blocked, ParentID: in.ParentID}
+		Blocked: in.Blocked, ParentID: in.ParentID, Attributes: attributeMap(in.Attributes)}
 }
 
 // StartWorkflow starts an instance of the named workflow with input (encoded

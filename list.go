@@ -21,6 +21,11 @@ type InstanceFilter struct {
 	// [CreatedAfter, CreatedBefore); a zero time is unbounded.
 	CreatedAfter  time.Time
 	CreatedBefore time.Time
+	// Attributes keeps the instances that have every one of these
+	// searchable attributes (ctx.SetAttributes) with an equal value of
+	// the same type: a string, a bool, an integer or a time.Time (equal to
+	// the nanosecond). At most MaxAttributes keys.
+	Attributes map[string]any
 	// Limit is the page size: default 100, at most MaxListLimit.
 	Limit int
 	// Cursor continues a listing: the Next of the previous page ("" = the
@@ -42,8 +47,9 @@ type InstancePage struct {
 // the previous one, so none is listed twice or skipped.
 //
 // Errors: an *InvalidArgumentError (ErrInvalidArgument) for a negative or
-// too large Limit, an unknown Status, a malformed workflow name, or a time
-// range that ends before it starts; ErrInvalidArgument for a cursor no
+// too large Limit, an unknown Status, a malformed workflow name, a time
+// range that ends before it starts, or an attribute filter with a
+// malformed key or a value of another type; ErrInvalidArgument for a cursor no
 // listing returned.
 func (c *Client) ListInstances(ctx context.Context, f InstanceFilter) (*InstancePage, error) {
 	var reasons []string
@@ -61,6 +67,7 @@ func (c *Client) ListInstances(ctx context.Context, f InstanceFilter) (*Instance
 	if !f.CreatedAfter.IsZero() && !f.CreatedBefore.IsZero() && !f.CreatedAfter.Before(f.CreatedBefore) {
 		reasons = append(reasons, "CreatedAfter is not before CreatedBefore")
 	}
+	attrs, reasons := filterAttributes(reasons, f.Attributes)
 	if !cleanText(f.Cursor) {
 		reasons = append(reasons, "cursor is not valid UTF-8 or contains a NUL byte")
 	}
@@ -74,7 +81,7 @@ func (c *Client) ListInstances(ctx context.Context, f InstanceFilter) (*Instance
 	p, err := idempotent(ctx, func() (page, error) {
 		ins, next, err := c.store.InstanceList(ctx, &storage.InstanceListParams{Tenant: c.tenant,
 			Workflow: f.Workflow, Status: f.Status, CreatedAfter: f.CreatedAfter, CreatedBefore: f.CreatedBefore,
-			Limit: f.Limit, After: f.Cursor})
+			Limit: f.Limit, After: f.Cursor, Attributes: attrs})
 		return page{ins, next}, err
 	})
 	if err != nil {

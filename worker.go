@@ -390,6 +390,7 @@ func (r *Runtime) runTurn(ctx context.Context, t *storage.Turn) {
 		ReturnedCorrelated:    out.ReturnedCorrelated,
 		Publish:               out.Publish,
 		Sends:                 out.Sends,
+		Attributes:            out.Attributes,
 	}
 	childCommit(commit, t, out)
 	storeDrops, err := r.store.TurnCommit(ctx, commit)

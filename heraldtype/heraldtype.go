@@ -278,6 +278,10 @@ type InstanceInfo struct {
 	// e.g. "no runtime has workflow X registered" (or activity X); "" when
 	// nothing is known to hold it up.
 	Blocked string `json:"blocked,omitempty"`
+	// Attributes are the searchable attributes the workflow set
+	// (ctx.SetAttributes): strings, int64s, bools and time.Times; nil for
+	// none.
+	Attributes map[string]any `json:"attributes,omitempty"`
 	// ParentID is the instance that started this one as a child workflow
 	// (ctx.CallWorkflow); "" for an instance started otherwise.
 	ParentID string `json:"parent_id,omitempty"`

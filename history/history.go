@@ -56,6 +56,12 @@ const (
 	// (ctx.Publish): Name is its type, EventID its id, Payload its data.
 	// It is stored with the turn that made it (outbox).
 	EventPublished Kind = "EventPublished"
+	// AttributesUpserted: the workflow set or removed attributes of its
+	// instance (ctx.SetAttributes): Payload is the list of upserts
+	// (storage.Attribute; a removal has type ""). At the start of an
+	// execution (AtStart) it is the instance's attributes carried across
+	// continue-as-new, not a decision of the new execution's code.
+	AttributesUpserted Kind = "AttributesUpserted"
 	// ChildWorkflowScheduled: the workflow started a child workflow
 	// (ctx.CallWorkflow): Name its workflow, ChildID its instance id, Input
 	// its input. The child instance is created with the turn that made it.
@@ -86,7 +92,7 @@ func (k Kind) IsDecision() bool {
 	case ActivityScheduled, ActivityCancelRequested, TimerCreated, TimerCancelled,
 		EventSubscribed, EventSubscribedCancelled, ExecutionCompleted, ExecutionFailed,
 		ExecutionContinuedAsNew, EventPublished, EventSent, VersionMarker, SideEffectRecorded,
-		ChildWorkflowScheduled, ChildWorkflowCancelRequested, ExecutionCanceled:
+		ChildWorkflowScheduled, ChildWorkflowCancelRequested, ExecutionCanceled, AttributesUpserted:
 		return true
 	}
 	return false

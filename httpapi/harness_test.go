@@ -65,6 +65,7 @@ func newServer(t testing.TB, opts ...serverOption) *server {
 			approval.Register(rt)
 			mailbox.Register(rt)
 			herald.RegisterWorkflow(rt, "echo", apitest.WaitGo)
+			herald.RegisterWorkflow(rt, "tally", tally) // queries_test.go
 		},
 	})
 	return &server{t: t, ctx: a.Ctx, store: a.Store, rt: a.Runtime, api: a.API, srv: a.HTTP, admin: a.Admin, logs: logs}

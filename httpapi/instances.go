@@ -40,6 +40,9 @@ func (a *API) instanceRoutes() []*route {
 				{name: "status", in: "query", doc: "pending, running, completed, failed, canceled or terminated"},
 				{name: "created_after", in: "query", doc: "RFC 3339 time, inclusive"},
 				{name: "created_before", in: "query", doc: "RFC 3339 time, exclusive"},
+				{name: "attr.KEY", in: "query", doc: "only instances whose searchable attribute KEY equals the value " +
+					"(repeat for more keys): \"quoted\" is a string; else true/false a bool, a decimal integer an int, " +
+					"an RFC 3339 time a time, anything else a string"},
 			}, pageParams...),
 			resp: wire.Page[*wire.Instance]{}, errs: []string{"invalid_argument"},
 			handle: listInstances,
@@ -230,6 +233,9 @@ func listInstances(c *call) (any, error) {
 	}
 	q := c.r.URL.Query()
 	f := herald.InstanceFilter{Workflow: q.Get("workflow"), Status: herald.Status(q.Get("status")), Limit: limit, Cursor: cursor}
+	if f.Attributes, err = attrFilter(q); err != nil {
+		return nil, err
+	}
 	if f.CreatedAfter, err = queryTime(q.Get("created_after"), "created_after"); err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"strings"
 
 	"github.com/heraldwf/herald"
 	"github.com/heraldwf/herald/httpapi/wire"
@@ -45,6 +46,14 @@ var problemTable = []struct {
 	err  error
 	kind problemKind
 }{
+	// Queries (a *herald.QueryError by its kind), before the sentinels a
+	// query handler's own error may wrap.
+	{queryKind(herald.QueryUnknown), problemKind{http.StatusNotFound, "query_not_found", "The workflow has no handler for this query"}},
+	{queryKind(herald.QueryBadArgs), problemKind{http.StatusBadRequest, "query_args_invalid", "The query handler cannot decode the arguments"}},
+	{queryKind(herald.QueryHandlerError), problemKind{http.StatusUnprocessableEntity, "query_failed", "The query handler failed"}},
+	{queryKind(herald.QueryHandlerPanic), problemKind{http.StatusUnprocessableEntity, "query_failed", "The query handler failed"}},
+	{queryKind(herald.QueryNotReplayable), problemKind{http.StatusConflict, "query_not_replayable", "The workflow code no longer replays the instance's history"}},
+	{queryKind(herald.QueryNotRegistered), problemKind{http.StatusNotImplemented, "query_unavailable", "This server's runtime does not have the instance's workflow registered"}},
 	// Instances and events (the event lanes, correlated events,
 	// definitions): an event refused for its size or by its definition's
 	// schema, before the other refused events.
@@ -114,7 +123,13 @@ func problemReasons(err error) []string {
 	var di *herald.DefinitionInvalidError
 	var si *herald.SubscriptionInvalidError
 	var se *herald.ScriptSyntaxError
+	var qe *herald.QueryError
 	switch {
+	case errors.As(err, &qe):
+		if qe.Kind == herald.QueryUnknown {
+			return []string{"registered queries: " + strings.Join(qe.Registered, ", ")}
+		}
+		return nil
 	case errors.As(err, &si):
 		return si.Reasons
 	case errors.As(err, &se):

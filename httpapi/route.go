@@ -122,6 +122,7 @@ func (a *API) routeTable() []*route {
 	var rs []*route
 	rs = append(rs, a.healthRoutes()...)
 	rs = append(rs, a.instanceRoutes()...)
+	rs = append(rs, a.queryRoutes()...)
 	rs = append(rs, a.eventRoutes()...)
 	rs = append(rs, a.correlatedRoutes()...)
 	rs = append(rs, a.definitionRoutes()...)

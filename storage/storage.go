@@ -47,6 +47,9 @@ type Instance struct {
 	// reason (cleared when that task completes or is retried without one).
 	// A claimed Turn's Instance carries the first only.
 	Blocked string
+	// Attributes are the instance's searchable attributes (attributes.go),
+	// sorted by key; set by InstanceGet and InstanceList only.
+	Attributes []Attribute
 	// ParentID is the instance whose turn started this one as a child
 	// workflow (TurnCommitParams.StartChildren); "" otherwise.
 	ParentID string
@@ -203,6 +206,10 @@ type InstanceListParams struct {
 	// page). Paging is stable across inserts: a page continues after the
 	// last instance of the previous one.
 	After string
+	// Attributes keeps the instances that have every one of these
+	// attributes (key, type and value equal; attributes.go). A key named
+	// twice matches nothing unless both are equal.
+	Attributes []Attribute
 }
 
 // InstanceTerminateParams terminates a running or pending instance: its
@@ -316,6 +323,15 @@ type TurnCommitParams struct {
 	Status  heraldtype.Status // new status (running, completed, failed)
 	Output  json.RawMessage
 	Failure *history.Failure
+
+	// Attributes are attribute upserts (attributes.go), applied in order
+	// to the instance's attributes in the same transaction: an attribute
+	// with a type sets its key, one without removes it. They carry across
+	// continue-as-new (the row keeps them). A commit with an invalid
+	// upsert (AttributeProblem) is refused (ErrInvalidArgument) and writes
+	// nothing; the cap of MaxAttributes keys is the engine's to keep (it
+	// replays every upsert of the instance).
+	Attributes []Attribute
 
 	// ContinueAsNew, when set, ends the execution and starts the next one:
 	// the instance's execution becomes Execution+1 with StartEvents as its

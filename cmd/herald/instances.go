@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -19,7 +21,7 @@ func init() { addCommand((*app).instancesCommand) }
 func (a *app) instancesCommand() *cobra.Command {
 	return group("instances", "start, show, list, cancel and terminate workflow instances; their history, timeline and events",
 		a.instancesList(), a.instancesShow(), a.instancesStart(), a.instancesHistory(), a.instancesTimeline(),
-		a.instancesEvents(), a.instancesCancel(), a.instancesTerminate())
+		a.instancesEvents(), a.instancesCancel(), a.instancesTerminate(), a.instancesQuery())
 }
 
 func (a *app) instancesList() *cobra.Command {
@@ -34,7 +36,18 @@ func (a *app) instancesList() *cobra.Command {
 	cmd.Flags().StringVar(&f.Status, "status", "", "only instances with this status: pending, running, completed, failed, canceled or terminated")
 	cmd.Flags().StringVar(&f.CreatedAfter, "created-after", "", "only instances created at or after this RFC 3339 time")
 	cmd.Flags().StringVar(&f.CreatedBefore, "created-before", "", "only instances created before this RFC 3339 time")
+	attrs := cmd.Flags().StringArray("attr", nil, `only instances whose searchable attribute KEY equals VALUE: KEY=VALUE, repeat for more keys ('"quoted"' is a string; else true/false, a decimal integer, an RFC 3339 time, or a string)`)
 	cmd.RunE = a.withClient(func(cmd *cobra.Command, c *client.Client, args []string) error {
+		for _, kv := range *attrs {
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok || k == "" {
+				return usageErrorf(cmd, "--attr %q is not KEY=VALUE", kv)
+			}
+			if f.Attributes == nil {
+				f.Attributes = map[string]string{}
+			}
+			f.Attributes[k] = v
+		}
 		page, err := fetchPages(cmd.Context(), a, "instances", pf, func(ctx ctxT, limit int, cursor string) (*wire.Page[*wire.Instance], error) {
 			f := f
 			f.Limit, f.Cursor = limit, cursor
@@ -263,6 +276,42 @@ func (a *app) instancesTerminate() *cobra.Command {
 				msg = ": " + in.Failure.Message
 			}
 			_, err := fmt.Fprintf(w, "%s is %s%s\n", in.ID, in.Status, msg)
+			return err
+		})
+	})
+	return cmd
+}
+
+func (a *app) instancesQuery() *cobra.Command {
+	var argsInline, argsFile string
+	cmd := &cobra.Command{
+		Use:   "query ID NAME [--args JSON]",
+		Short: "ask an instance's workflow a query and print the answer (JSON); writes nothing",
+		Long: `Asks an instance's workflow the query NAME (a handler the workflow registered
+with ctx.SetQueryHandler or herald.SetQuery) and prints its answer as JSON.
+The answer comes from the workflow's state replayed from history; the query
+writes nothing. Only a server whose runtime has the workflow registered can
+answer (query_unavailable otherwise).`,
+		Args: exactArgs("ID", "NAME"),
+	}
+	cmd.Flags().StringVar(&argsInline, "args", "", "the query's arguments, a JSON value")
+	cmd.Flags().StringVar(&argsFile, "args-file", "", "read the arguments (JSON) from this file; - reads stdin")
+	cmd.RunE = a.withClient(func(cmd *cobra.Command, c *client.Client, args []string) error {
+		raw, err := readJSONArg(cmd, "args", argsInline, argsFile)
+		if err != nil {
+			return err
+		}
+		res, err := c.Query(cmd.Context(), args[0], args[1], raw)
+		if err != nil {
+			return err
+		}
+		return a.emit(wire.QueryResponse{Result: res}, func(w io.Writer) error {
+			var buf bytes.Buffer
+			if err := json.Indent(&buf, res, "", "  "); err != nil {
+				buf.Reset()
+				buf.Write(res)
+			}
+			_, err := fmt.Fprintln(w, buf.String())
 			return err
 		})
 	})

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"net/url"
 	"strconv"
 
@@ -30,6 +31,10 @@ type InstanceFilter struct {
 	CreatedAfter, CreatedBefore string // RFC 3339
 	Limit                       int
 	Cursor                      string
+	// Attributes keeps instances whose searchable attribute KEY equals
+	// VALUE, written as GET /v1/instances's attr.KEY=VALUE ("\"quoted\""
+	// is a string; else true/false, a decimal integer, an RFC 3339 time).
+	Attributes map[string]string
 }
 
 // ListInstances returns one page of instances, newest first.
@@ -40,6 +45,9 @@ func (c *Client) ListInstances(ctx context.Context, f InstanceFilter) (*wire.Pag
 		if v != "" {
 			q.Set(k, v)
 		}
+	}
+	for k, v := range f.Attributes {
+		q.Set("attr."+k, v)
 	}
 	var out wire.Page[*wire.Instance]
 	if err := c.Do(ctx, "GET", "/v1/instances", pageQuery(q, f.Limit, f.Cursor), nil, &out); err != nil {
@@ -117,4 +125,18 @@ func (c *Client) Events(ctx context.Context, id string, f EventFilter) ([]*wire.
 		return nil, err
 	}
 	return out.Items, nil
+}
+
+// Query asks an instance's workflow the query name with args (any JSON
+// value; nil for none) and returns the answer.
+func (c *Client) Query(ctx context.Context, id, name string, args json.RawMessage) (json.RawMessage, error) {
+	var body any
+	if len(args) > 0 {
+		body = args
+	}
+	var out wire.QueryResponse
+	if err := c.Do(ctx, "POST", "/v1/instances/"+esc(id)+"/queries/"+esc(name), nil, body, &out); err != nil {
+		return nil, err
+	}
+	return out.Result, nil
 }

@@ -75,3 +75,10 @@ type TimelineEvent struct {
 	OriginExecution int `json:"origin_execution,omitempty"`
 	WaitNumber      int `json:"wait_number,omitempty"`
 }
+
+// QueryResponse is a query's answer (POST
+// /v1/instances/{id}/queries/{name}).
+type QueryResponse struct {
+	// Result is the query handler's result, as JSON.
+	Result json.RawMessage `json:"result"`
+}

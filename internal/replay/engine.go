@@ -78,6 +78,10 @@ type Input struct {
 	// Now is the turn's time: new history events are stamped with it.
 	Now    time.Time
 	Limits Limits
+	// Query, when set, makes the run a read-only query (query.go): after
+	// the replay the query is answered from the workflow's state; the
+	// output is for the caller to discard.
+	Query *Query
 }
 
 // Output is one turn's outcome.
@@ -119,6 +123,9 @@ type Output struct {
 	// Publish are the events the turn published to the bus (ctx.Publish):
 	// the store commits them with the turn.
 	Publish []storage.BusPublishEvent
+	// Attributes are the attribute upserts this turn decided
+	// (attributes.go), in order: the store applies them to the instance.
+	Attributes []storage.Attribute
 	// StartChildren are the child workflows the turn started
 	// (ctx.CallWorkflow); CancelChildren the ids of children it asked to
 	// cancel (child.go).
@@ -256,7 +263,10 @@ type State struct {
 	can      *ContinueAsNewError
 	fatal    *NondeterminismError
 
-	cancel cancelState // cancel.go
+	queries  map[string]QueryHandler      // query.go
+	querying bool                         // a query handler runs
+	attrs    map[string]storage.Attribute // attributes.go: the instance's, as replayed
+	cancel   cancelState                  // cancel.go
 }
 
 // InstanceID returns the instance being run.
@@ -272,8 +282,10 @@ func (s *State) WorkflowName() string { return s.workflow }
 // processed.
 func (s *State) Now() time.Time { return s.now }
 
-// IsReplaying reports whether the code is re-running over stored history.
-func (s *State) IsReplaying() bool { return s.replaying }
+// IsReplaying reports whether the code is re-running over stored history;
+// always while it runs to answer a query (Input.Query), so that it logs
+// nothing.
+func (s *State) IsReplaying() bool { return s.replaying || s.in.Query != nil }
 
 var uuidNamespace = uuid.MustParse("5b0a3c9e-8f6d-4b1e-9a57-0c4f2d7e6a11")
 
@@ -322,6 +334,9 @@ func Run(in *Input) (*Output, error) {
 
 	if err := s.protect(s.run); err != nil {
 		return s.failed(err), nil
+	}
+	if in.Query != nil {
+		s.answer(in.Query)
 	}
 	return s.out, nil
 }
@@ -465,6 +480,8 @@ func (s *State) applyStored(ev history.Event) {
 		}
 	case history.ExecutionTerminated:
 		s.finished = true
+	case history.AttributesUpserted:
+		s.applyAttributes(ev) // carried at the start of the execution
 	case history.ChildWorkflowCompleted, history.ChildWorkflowFailed:
 		s.applyStoredChild(ev)
 	case history.ExecutionCancelRequested:
@@ -744,6 +761,9 @@ func (s *State) record(ev history.Event) history.Event {
 // events, the decision must equal the next one recorded; otherwise it is new
 // and appended. It returns the decision's seq and whether it is new.
 func (s *State) decide(ev history.Event) (int, bool) {
+	if s.querying {
+		panic(queryMisuse)
+	}
 	if s.aborting {
 		panic(abort{})
 	}
@@ -854,6 +874,9 @@ func (s *State) stop() {
 // block parks the code until cond holds.
 func (s *State) block(cond func() bool) {
 	for !cond() {
+		if s.querying {
+			panic(queryMisuse)
+		}
 		if s.aborting {
 			panic(abort{})
 		}
@@ -962,6 +985,7 @@ func (s *State) continueAsNew() {
 	start := []history.Event{{Seq: 1, Time: now, Kind: history.ExecutionStarted, Workflow: s.workflow,
 		Input: s.can.Input, Execution: next}}
 	start = s.carryCancel(start, now)
+	start = s.carryAttributes(start, now)
 	// Rule 5 limits carried positional events by age only. Queue messages
 	// are carried up to the queue limit, oldest first; a message a receive
 	// gave back does not count (it may have taken the lane over the limit).

@@ -172,6 +172,8 @@ func describe(ev history.Event, execution int) string {
 		parts = append(parts, fmt.Sprintf("(of #%d)", ev.TaskSeq))
 	case history.EventPublished:
 		parts = append(parts, fmt.Sprintf("%s %s data=%s", ev.Name, ev.EventID, ev.Payload))
+	case history.AttributesUpserted:
+		parts = append(parts, describeAttributes(ev))
 	case history.EventSent:
 		parts = append(parts, fmt.Sprintf("%s %q to %s %s payload=%s", ev.Lane, ev.Name, ev.Target, ev.EventID, ev.Payload))
 	case history.VersionMarker, history.SideEffectRecorded:

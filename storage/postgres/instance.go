@@ -107,8 +107,8 @@ func (s *Store) InstanceGet(ctx context.Context, p *storage.InstanceGetParams) (
 	var r *instanceRow
 	err := s.do(ctx, func(ctx context.Context) error {
 		var err error
-		r, err = scanInstance(s.pool.QueryRow(ctx,
-			`SELECT `+shownInstanceCols+` FROM instances WHERE tenant = $1 AND id = $2`, p.Tenant, p.ID))
+		r, err = scanShown(s.pool.QueryRow(ctx,
+			`SELECT `+shownCols+` FROM instances WHERE tenant = $1 AND id = $2`, p.Tenant, p.ID))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("instance %q: %w", p.ID, heraldtype.ErrNotFound)
 		}
@@ -149,12 +149,19 @@ func (s *Store) InstanceList(ctx context.Context, p *storage.InstanceListParams)
 	if !p.CreatedBefore.IsZero() {
 		where = append(where, "created_at < "+arg(p.CreatedBefore.UnixNano()))
 	}
+	if err := backend.ValidateAttributes(p.Attributes, false); err != nil {
+		return nil, "", fmt.Errorf("postgres: list instances: %w", err)
+	}
 	if paged {
 		where = append(where, `(created_at, id COLLATE "C") < (`+arg(createdAt)+`, `+arg(afterID)+`)`)
 	}
 	limit := backend.ListLimit(p.Limit)
-	q := `SELECT ` + shownInstanceCols + ` FROM instances WHERE ` + strings.Join(where, " AND ") +
+	q := `SELECT ` + shownCols + ` FROM instances WHERE ` + strings.Join(where, " AND ") +
 		` ORDER BY created_at DESC, id COLLATE "C" DESC LIMIT ` + arg(limit+1)
+	if len(p.Attributes) > 0 {
+		args = args[:0]
+		q = attributeQuery(p, arg, createdAt, afterID, paged, limit)
+	}
 	var out []*storage.Instance
 	err = s.do(ctx, func(ctx context.Context) error {
 		out = nil
@@ -165,7 +172,7 @@ func (s *Store) InstanceList(ctx context.Context, p *storage.InstanceListParams)
 		b.exec("", scanSettings)
 		b.query("", func(rows pgx.Rows) error {
 			for rows.Next() {
-				r, err := scanInstance(rows)
+				r, err := scanShown(rows)
 				if err != nil {
 					return err
 				}

@@ -365,6 +365,9 @@ func (s *Store) TurnCommit(ctx context.Context, p *storage.TurnCommitParams) ([]
 	if err := backend.ValidateSends(p.Sends); err != nil {
 		return nil, fmt.Errorf("postgres: commit turn of %q: %w", p.InstanceID, err)
 	}
+	if err := backend.ValidateAttributes(p.Attributes, true); err != nil {
+		return nil, fmt.Errorf("postgres: commit turn of %q: %w", p.InstanceID, err)
+	}
 	c := &commitCall{ctx: ctx, p: p, status: status, now: backend.NowOr(p.Now), seen: s.claims.take(p.LockToken)}
 	if c.batchable() && !s.closed.Load() {
 		if err := s.commits.do(ctx, c); err != nil {
@@ -612,6 +615,7 @@ func (s *Store) queueCommit(b *batch, p *storage.TurnCommitParams, status herald
 			return nil, err
 		}
 	}
+	b.queueAttributes(tenant, id, p.Attributes)
 	// A terminal commit deletes the whole inbox (queueClear); the consumed
 	// messages go first only if a withdrawn wait's delivery must be told
 	// from them (the hand-on).

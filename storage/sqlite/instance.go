@@ -92,8 +92,8 @@ func (s *Store) InstanceGet(ctx context.Context, p *storage.InstanceGetParams) (
 	if s.closed.Load() {
 		return nil, heraldtype.ErrClosed
 	}
-	r, err := scanInstance(s.reader(nil).QueryRowContext(ctx,
-		`SELECT `+shownInstanceCols+` FROM instances WHERE tenant = ? AND id = ?`, p.Tenant, p.ID))
+	r, err := scanShown(s.reader(nil).QueryRowContext(ctx,
+		`SELECT `+shownCols+` FROM instances WHERE tenant = ? AND id = ?`, p.Tenant, p.ID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("sqlite: get instance: instance %q: %w", p.ID, heraldtype.ErrNotFound)
 	}
@@ -137,22 +137,29 @@ func (s *Store) InstanceList(ctx context.Context, p *storage.InstanceListParams)
 		where = append(where, "created_at < ?")
 		args = append(args, p.CreatedBefore.UnixNano())
 	}
+	if err := backend.ValidateAttributes(p.Attributes, false); err != nil {
+		return nil, "", fmt.Errorf("sqlite: list instances: %w", err)
+	}
 	if paged {
 		where = append(where, "(created_at, id) < (?, ?)")
 		args = append(args, createdAt, afterID)
 	}
 	limit := backend.ListLimit(p.Limit)
 	args = append(args, limit+1)
-	rows, err := s.reader(nil).QueryContext(ctx, `SELECT `+shownInstanceCols+` FROM instances
-		WHERE `+strings.Join(where, " AND ")+`
-		ORDER BY created_at DESC, id DESC LIMIT ?`, args...)
+	q := `SELECT ` + shownCols + ` FROM instances
+		WHERE ` + strings.Join(where, " AND ") + `
+		ORDER BY created_at DESC, id DESC LIMIT ?`
+	if len(p.Attributes) > 0 {
+		q, args = attributeQuery(p, createdAt, afterID, paged, limit)
+	}
+	rows, err := s.reader(nil).QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, "", fmt.Errorf("sqlite: list instances: %w", s.readErr(err))
 	}
 	defer rows.Close()
 	var out []*storage.Instance
 	for rows.Next() {
-		r, err := scanInstance(rows)
+		r, err := scanShown(rows)
 		if err != nil {
 			return nil, "", fmt.Errorf("sqlite: list instances: %w", err)
 		}

@@ -233,6 +233,9 @@ func (s *Store) TurnCommit(ctx context.Context, p *storage.TurnCommitParams) ([]
 	if err := backend.ValidateSends(p.Sends); err != nil {
 		return nil, fmt.Errorf("sqlite: commit turn of %q: %w", p.InstanceID, err)
 	}
+	if err := backend.ValidateAttributes(p.Attributes, true); err != nil {
+		return nil, fmt.Errorf("sqlite: commit turn of %q: %w", p.InstanceID, err)
+	}
 	now := backend.NowOr(p.Now)
 	docs, err := encodeTurn(p)
 	if err != nil {
@@ -299,6 +302,9 @@ func commitTurn(w *wtx, p *storage.TurnCommitParams, docs *turnDocs, status hera
 		return err
 	}
 	if err := publishTurn(w, tenant, p.Publish, nowN); err != nil {
+		return err
+	}
+	if err := applyAttributes(w, tenant, id, p.Attributes); err != nil {
 		return err
 	}
 	if err := sendTurn(w, tenant, id, p.Sends, nowN); err != nil {

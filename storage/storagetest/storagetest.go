@@ -45,6 +45,7 @@ func run(t *testing.T, newStore func(t *testing.T) storage.Store, only func(name
 	}{
 		{"InstanceCreateGet", testInstanceCreateGet},
 		{"InstanceList", testInstanceList},
+		{"Attributes", testAttributes},
 		{"InstanceTerminate", testInstanceTerminate},
 		{"HistoryPaging", testHistoryPaging},
 		{"TurnClaimOrderAndLimits", testTurnClaimOrderAndLimits},
