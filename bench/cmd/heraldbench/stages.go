@@ -15,14 +15,14 @@ import (
 //
 //	client      Send called → the store's EventRaise begins (validation, the definition lookup)
 //	raise       the EventRaise call (the event durable: fsync / WAL flush)
-//	wake-up     EventRaise returned → the TurnClaim call that took the instance begins (notify, loop wake-up)
+//	wake-up     EventRaise returned → the TurnClaim call that took the instance begins (notify, loop wake-up;
+//	            zero when the claim began before the raise call had returned)
 //	claim       that TurnClaim call (the lease, the inbox and the history read)
 //	replay      TurnClaim returned → TurnCommit begins (replay, the turn's decisions)
 //	commit      the TurnCommit call (durable: fsync / WAL flush); the round trip ends when it returns
 //
 // The stages follow each other in that order for a round trip on an idle
-// engine, so they add up to its latency (minus the Send call's return,
-// which overlaps the claim).
+// engine and add up to its latency.
 
 // stageNames are the stages in order.
 var stageNames = []string{"client", "raise", "wake-up", "claim", "replay", "commit"}
@@ -77,12 +77,25 @@ func (r *stageRecorder) take(id string) (stageStamps, bool) {
 }
 
 // durations splits one round trip that began (Send called) at sent into
-// its stages; ok is false when a stamp is missing or out of order.
+// its stages; ok is false when a stamp is missing or out of order. The
+// claim may begin before the EventRaise call has returned to its caller
+// (the wake-up is sent once the event is durable, and the two goroutines
+// race): then the raise stage ends at the claim's start and the wake-up is
+// zero. The stages always add up to sent → commit returned.
 func (s stageStamps) durations(sent time.Time) ([]time.Duration, bool) {
-	at := []time.Time{sent, s.raiseStart, s.raiseEnd, s.claimStart, s.claimEnd, s.commitStart, s.commitEnd}
+	for _, t := range []time.Time{s.raiseStart, s.raiseEnd, s.claimStart, s.claimEnd, s.commitStart, s.commitEnd} {
+		if t.IsZero() {
+			return nil, false
+		}
+	}
+	raiseEnd := s.raiseEnd
+	if s.claimStart.Before(raiseEnd) {
+		raiseEnd = s.claimStart
+	}
+	at := []time.Time{sent, s.raiseStart, raiseEnd, s.claimStart, s.claimEnd, s.commitStart, s.commitEnd}
 	out := make([]time.Duration, len(at)-1)
 	for i := range out {
-		if at[i].IsZero() || at[i+1].IsZero() || at[i+1].Before(at[i]) {
+		if at[i+1].Before(at[i]) {
 			return nil, false
 		}
 		out[i] = at[i+1].Sub(at[i])
