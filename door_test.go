@@ -525,3 +525,40 @@ func TestRuntimeRestart(t *testing.T) {
 	})
 	requireHealthy(t, b, 2)
 }
+
+// An ended instance whose stored failure does not decode (damaged behind
+// Herald's back) is still listed and shown, its failure saying what is
+// wrong: one damaged row never hides the tenant's other instances.
+func TestUnreadableFailureStillListed(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil, doorWorkflows)
+	for i := range 3 {
+		id := fmt.Sprintf("ended-%d", i)
+		b.start("echo", id, nil)
+		if err := b.client.Terminate(b.ctx, id, "done with it"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := rawExec(t, b.store, `UPDATE instances SET failure = '{"kind": ' WHERE id = $1`, "ended-1"); n == 0 {
+		t.Fatal("planted no row")
+	}
+	page, err := b.client.ListInstances(b.ctx, herald.InstanceFilter{})
+	if err != nil {
+		t.Fatalf("ListInstances with one damaged row: %v", err)
+	}
+	if len(page.Instances) != 3 {
+		t.Fatalf("listed %d instances, want 3", len(page.Instances))
+	}
+	info, err := b.client.Status(b.ctx, "ended-1")
+	if err != nil {
+		t.Fatalf("Status of the damaged instance: %v", err)
+	}
+	var we *herald.WorkflowError
+	if info.Status != herald.StatusTerminated || !errors.As(info.Err(), &we) || we.Kind != "corrupt" ||
+		!strings.Contains(we.Message, "does not decode") {
+		t.Fatalf("damaged instance: %s, %v; want terminated with a corrupt failure", info.Status, info.Err())
+	}
+	if ok, err := b.client.Status(b.ctx, "ended-0"); err != nil || ok.Err() == nil || !strings.Contains(ok.Err().Error(), "done with it") {
+		t.Fatalf("an intact neighbour: %v, %v", ok, err)
+	}
+}

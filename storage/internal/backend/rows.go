@@ -3,6 +3,7 @@ package backend
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/heraldwf/herald/heraldtype"
@@ -67,7 +68,14 @@ func (r *InstanceRow) Dest() []any {
 		&r.input, &r.output, &r.failure, &r.createdAt, &r.updatedAt, &r.inst.Blocked, &r.inst.ParentID, &r.inst.HasChildren}
 }
 
-// Instance decodes the scanned row.
+// failureCorrupt is the failure kind of a stored row that does not decode,
+// as the runtime records it for an instance it cannot replay
+// (herald.WorkflowError.Kind "corrupt").
+const failureCorrupt = "corrupt"
+
+// Instance decodes the scanned row. It does not fail today (the error is
+// kept for columns that might): a failure that does not decode is shown as
+// one of kind "corrupt".
 func (r *InstanceRow) Instance() (storage.Instance, error) {
 	inst := r.inst
 	inst.Status = heraldtype.Status(r.status)
@@ -75,7 +83,12 @@ func (r *InstanceRow) Instance() (storage.Instance, error) {
 	inst.Output = RawOf(r.output)
 	f, err := FailureOf(r.failure)
 	if err != nil {
-		return inst, fmt.Errorf("instance %q: %w: %w", inst.ID, heraldtype.ErrCorrupt, err)
+		// Only an ended instance has a failure, and nothing runs on it:
+		// the instance is still shown and listed, with its failure saying
+		// what is wrong, so that one damaged row never hides the others
+		// (a list) or the rest of the instance (Status).
+		f = &history.Failure{Kind: failureCorrupt, Message: "the stored failure does not decode: " +
+			strings.ToValidUTF8(err.Error(), "�")}
 	}
 	inst.Failure = f
 	inst.CreatedAt = FromNanos(r.createdAt)
