@@ -361,9 +361,7 @@ func (r *Runtime) runTurn(ctx context.Context, t *storage.Turn) {
 			return
 		}
 		rep.Outcome, rep.Err = TurnCommitFailed, err
-		r.logger.Error("herald: commit turn", "instance", t.Instance.ID, "err", err)
-		_ = r.store.TurnAbandon(ctx, &storage.TurnAbandonParams{Tenant: tenant, InstanceID: t.Instance.ID,
-			LockToken: t.LockToken, RetryAt: r.cfg.Clock.Now().Add(r.cfg.PollInterval)})
+		r.releaseTurn(ctx, t, "commit turn", err)
 		return
 	}
 	waits := r.correlatedWaits(ctx, tenant, t.Instance.ID, out.CorrelatedWaits)
@@ -405,9 +403,7 @@ func (r *Runtime) runTurn(ctx context.Context, t *storage.Turn) {
 			r.failSend(ctx, t, err)
 			return
 		}
-		r.logger.Error("herald: commit turn", "instance", t.Instance.ID, "err", err)
-		_ = r.store.TurnAbandon(ctx, &storage.TurnAbandonParams{Tenant: tenant, InstanceID: t.Instance.ID,
-			LockToken: t.LockToken, RetryAt: r.cfg.Clock.Now().Add(r.cfg.PollInterval)})
+		r.releaseTurn(ctx, t, "commit turn", err)
 		return
 	}
 	rep.Outcome = TurnCommitted
@@ -535,11 +531,17 @@ func (r *Runtime) endFromTurn(ctx context.Context, t *storage.Turn, what, reason
 		return true
 	case errors.Is(err, heraldtype.ErrInstanceNotRunning):
 	default:
-		r.logger.Error("herald: "+what, "instance", t.Instance.ID, "err", err)
-		_ = r.store.TurnAbandon(ctx, &storage.TurnAbandonParams{Tenant: t.Instance.Tenant, InstanceID: t.Instance.ID,
-			LockToken: t.LockToken, RetryAt: r.cfg.Clock.Now().Add(r.cfg.PollInterval)})
+		r.releaseTurn(ctx, t, what, err)
 	}
 	return false
+}
+
+// releaseTurn logs err as what and releases the claimed turn for a later
+// claim, after PollInterval, rather than spinning on it.
+func (r *Runtime) releaseTurn(ctx context.Context, t *storage.Turn, what string, err error) {
+	r.logger.Error("herald: "+what, "instance", t.Instance.ID, "err", err)
+	_ = r.store.TurnAbandon(ctx, &storage.TurnAbandonParams{Tenant: t.Instance.Tenant, InstanceID: t.Instance.ID,
+		LockToken: t.LockToken, RetryAt: r.cfg.Clock.Now().Add(r.cfg.PollInterval)})
 }
 
 // correlatedWaits turns the engine's correlated waits into the store's,
