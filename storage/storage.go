@@ -262,6 +262,18 @@ type EventRaiseParams struct {
 	StartIfAbsent *InstanceCreateParams
 	// TraceParent is stored on the inbox message (Message.TraceParent).
 	TraceParent string
+	// Claim, when set, asks for a direct hand-off: if the raise stores the
+	// event for an instance that exists, is not terminal, is not leased
+	// (or its lease ran out) and is not held back (not_before), the same
+	// transaction leases the instance as TurnClaim would (Claim.Lease,
+	// Claim.MaxMessages; Tenant, Now and Max are ignored) and the result's
+	// Turn is the claimed turn, loaded as TurnClaim loads it (every message
+	// visible by p.Now, the raised one included). A store may always decline
+	// (Turn nil: the instance is then claimable as after any raise); a raise
+	// that hands off does not signal WorkTurns, as the caller runs the turn.
+	// The raise is durable exactly as without Claim; the lease is the
+	// caller's to commit or give back (TurnAbandon).
+	Claim *TurnClaimParams
 }
 
 // EventRaiseResult is the receipt of a raise.
@@ -273,6 +285,9 @@ type EventRaiseResult struct {
 	Duplicate bool
 	// Started: StartIfAbsent created the instance.
 	Started bool
+	// Turn is the turn the raise claimed (see EventRaiseParams.Claim), or
+	// nil.
+	Turn *Turn
 }
 
 // EventGetParams names an event in the fate ledger.

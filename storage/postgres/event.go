@@ -41,12 +41,46 @@ const raiseSQL = `WITH inst AS MATERIALIZED (
 )
 SELECT (SELECT status FROM inst), EXISTS (SELECT 1 FROM msg)`
 
+// raiseClaimSQL is raiseSQL with a direct hand-off (EventRaiseParams.Claim):
+// when it stores the event and the instance is neither leased (or its
+// lease ran out) nor held back, the same update leases the instance with
+// token $10 until $11, as claimTurnsSQL would, and names it in
+// herald.claimed for the loading statements that follow in its batch
+// (claimLoad). Its third column is that setting.
+const raiseClaimSQL = `WITH inst AS MATERIALIZED (
+	SELECT status, (lock_token IS NULL OR lease_until < $8) AND not_before <= $8 AS take
+	FROM instances WHERE tenant = $1 AND id = $2 FOR NO KEY UPDATE
+), ev AS (
+	INSERT INTO events (tenant, event_id, instance_id, lane, name, fate, received_at, updated_at)
+	SELECT $1, $3, $2, $4, $5, 'pending', $8, $8 FROM inst WHERE inst.status IN ` + nonTerminal + `
+	ON CONFLICT (tenant, event_id) DO NOTHING
+	RETURNING event_id
+), msg AS (
+	INSERT INTO inbox (tenant, instance_id, kind, lane, event_id, name, payload, latest, visible_at, created_at, trace)
+	SELECT $1, $2, 'event', $4, ev.event_id, $5, $6, $7, $8, $8, $9 FROM ev
+	RETURNING id
+), ready AS (
+	UPDATE instances SET ready_at = LEAST(COALESCE(ready_at, $8), $8),
+		lock_token = CASE WHEN (SELECT take FROM inst) THEN $10::text ELSE lock_token END,
+		lease_until = CASE WHEN (SELECT take FROM inst) THEN $11::bigint ELSE lease_until END,
+		not_before = CASE WHEN (SELECT take FROM inst) THEN 0 ELSE not_before END
+	WHERE tenant = $1 AND id = $2 AND EXISTS (SELECT 1 FROM msg)
+	RETURNING lock_token = $10::text AS claimed
+)
+SELECT (SELECT status FROM inst), EXISTS (SELECT 1 FROM msg),
+	set_config('herald.claimed', COALESCE((SELECT ARRAY[$2::text]::text FROM ready WHERE claimed), ''), true)`
+
+// handedOffSQL reads the instance a raiseClaimSQL before it in the same
+// batch leased with token $3.
+const handedOffSQL = `SELECT ` + instanceColsI + ` FROM instances i WHERE i.tenant = $1 AND i.id = $2 AND i.lock_token = $3`
+
 // raiseFast is the fast path's guard: raiseSQL handles these fields of
 // EventRaiseParams (ExpiresAt and StartIfAbsent matter only for an instance
-// that does not exist, which raiseSQL leaves to the general path); a raise
+// that does not exist, which raiseSQL leaves to the general path; Claim is
+// raiseClaimSQL's, and only a raise that runs alone hands off); a raise
 // that sets any other field takes the general path.
 var raiseFast = backend.NewFieldGuard[storage.EventRaiseParams](
-	"Tenant", "InstanceID", "EventID", "Lane", "Name", "Payload", "Now", "Latest", "ExpiresAt", "StartIfAbsent", "TraceParent")
+	"Tenant", "InstanceID", "EventID", "Lane", "Name", "Payload", "Now", "Latest", "ExpiresAt", "StartIfAbsent", "TraceParent", "Claim")
 
 // EventRaise: see storage.EventStore. An event for a pending or running
 // instance takes one statement (raiseSQL, in a batch shared with concurrent
@@ -80,7 +114,9 @@ func (s *Store) EventRaise(ctx context.Context, p *storage.EventRaiseParams) (*s
 	}
 	if c.stored {
 		s.warm.note()
-		s.signal(p.Tenant, storage.WorkTurns)
+		if c.res.Turn == nil {
+			s.signal(p.Tenant, storage.WorkTurns)
+		}
 	}
 	return c.res, nil
 }
@@ -104,21 +140,78 @@ func (c *raiseCall) raiseArgs() []any {
 }
 
 // raiseOne raises c in a transaction of its own (two for the general path),
-// retried on serialization failures and deadlocks.
+// retried on serialization failures and deadlocks. It hands the instance
+// off when c asks for it.
 func (s *Store) raiseOne(ctx context.Context, c *raiseCall) error {
 	return s.do(ctx, func(ctx context.Context) error {
-		var status *string
-		if err := s.pool.QueryRow(ctx, raiseSQL, c.raiseArgs()...).Scan(&status, &c.stored); err != nil {
+		var (
+			status *string
+			turn   *storage.Turn
+		)
+		if c.p.Claim != nil {
+			var err error
+			if turn, err = s.raiseHandOff(ctx, c); err != nil {
+				return err
+			}
+		} else if err := s.pool.QueryRow(ctx, raiseSQL, c.raiseArgs()...).Scan(&status, &c.stored); err != nil {
 			return err
 		}
 		if c.stored {
-			c.res = &storage.EventRaiseResult{EventID: c.p.EventID, ReceivedAt: c.now}
+			c.res = &storage.EventRaiseResult{EventID: c.p.EventID, ReceivedAt: c.now, Turn: turn}
 			return nil
 		}
 		var err error
 		c.res, c.stored, err = s.raiseSlow(ctx, c.p, c.start, c.now.UnixNano())
 		return err
 	})
+}
+
+// raiseHandOff runs raiseClaimSQL for c and, in the same batch (one round
+// trip, one transaction, committed durably like any raise), loads the
+// instance it leased as TurnClaim would. It sets c.stored and returns the
+// claimed turn, or nil when the raise did not lease the instance.
+func (s *Store) raiseHandOff(ctx context.Context, c *raiseCall) (*storage.Turn, error) {
+	p := c.p
+	maxMessages := backend.MaxMessages(p.Claim.MaxMessages)
+	leaseUntil := c.now.Add(backend.Lease(p.Claim.Lease))
+	token := backend.NewToken()
+	var (
+		b    batch
+		turn *storage.Turn
+	)
+	b.queryRow("", func(row pgx.Row) error {
+		var status, claimed *string
+		return row.Scan(&status, &c.stored, &claimed)
+	}, raiseClaimSQL, append(c.raiseArgs(), token, leaseUntil.UnixNano())...)
+	b.query("load instance", func(rows pgx.Rows) error {
+		for rows.Next() {
+			r, err := scanInstance(rows)
+			if err != nil && (r == nil || !errors.Is(err, heraldtype.ErrCorrupt)) {
+				return err
+			}
+			turn = &storage.Turn{Instance: r.Instance, LockToken: token, LeaseUntil: leaseUntil, Err: err}
+		}
+		return nil
+	}, handedOffSQL, p.Tenant, p.InstanceID, token)
+	ld := claimLoad{byID: func(id string) *storage.Turn {
+		if turn != nil && turn.Instance.ID == id {
+			return turn
+		}
+		return nil
+	}}
+	ld.queue(&b, p.Tenant, c.now.UnixNano(), maxMessages)
+	if err := b.send(ctx, s.pool); err != nil {
+		if turn != nil {
+			// The transaction may have committed before a row failed to
+			// decode.
+			s.releaseClaims(p.Tenant, []*storage.Turn{turn})
+		}
+		return nil, err
+	}
+	if turn != nil {
+		s.noteClaim(turn, maxMessages, ld.state[turn.Instance.ID])
+	}
+	return turn, nil
 }
 
 // Raise batches: concurrent raises share a transaction, in one round trip,

@@ -128,7 +128,6 @@ func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*s
 		var (
 			cs    []claimed
 			byID  map[string]*storage.Turn
-			state map[string]claimState
 			b     batch
 		)
 		b.exec("", claimSettings)
@@ -151,69 +150,8 @@ func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*s
 			}
 			return nil
 		}, claimTurnsSQL, p.Tenant, now.UnixNano(), max, leaseUntil.UnixNano())
-		b.query("load history", func(rows pgx.Rows) error {
-			for rows.Next() {
-				var (
-					id  string
-					doc []byte
-				)
-				if err := rows.Scan(&id, &doc); err != nil {
-					return err
-				}
-				t := byID[id]
-				if t == nil {
-					return fmt.Errorf("history of %q, which was not claimed", id)
-				}
-				if t.Err != nil {
-					continue
-				}
-				ev, err := backend.DecodeHistoryEvent(doc)
-				if err != nil {
-					// One bad document fails its own turn, not the claim.
-					t.History, t.Err = nil, fmt.Errorf("instance %q: %w", id, err)
-					continue
-				}
-				t.History = append(t.History, ev)
-			}
-			return nil
-		}, claimHistorySQL, p.Tenant)
-		b.query("load messages", func(rows pgx.Rows) error {
-			for rows.Next() {
-				var id string
-				m, err := scanMessage(rows, &id)
-				t := byID[id]
-				if t == nil && err == nil {
-					return fmt.Errorf("message of %q, which was not claimed", id)
-				}
-				if err != nil {
-					if t == nil || !errors.Is(err, heraldtype.ErrCorrupt) {
-						return err
-					}
-					if t.Err == nil {
-						t.Err = fmt.Errorf("instance %q: message %d: %w", id, m.ID, err)
-					}
-					continue
-				}
-				t.Messages = append(t.Messages, m)
-			}
-			return nil
-		}, claimMessagesSQL, p.Tenant, now.UnixNano(), maxMessages)
-		b.query("load markers and tasks", func(rows pgx.Rows) error {
-			for rows.Next() {
-				var (
-					id string
-					st claimState
-				)
-				if err := rows.Scan(&id, &st.markers, &st.tasks); err != nil {
-					return err
-				}
-				if state == nil {
-					state = make(map[string]claimState)
-				}
-				state[id] = st
-			}
-			return nil
-		}, claimStateSQL, p.Tenant)
+		ld := claimLoad{byID: func(id string) *storage.Turn { return byID[id] }}
+		ld.queue(&b, p.Tenant, now.UnixNano(), maxMessages)
 		if err := b.send(ctx, s.pool); err != nil {
 			if len(cs) > 0 {
 				// The transaction may have committed before a row failed to
@@ -234,7 +172,7 @@ func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*s
 		})
 		for _, c := range cs {
 			turns = append(turns, c.turn)
-			s.noteClaim(c.turn, maxMessages, state[c.turn.Instance.ID])
+			s.noteClaim(c.turn, maxMessages, ld.state[c.turn.Instance.ID])
 		}
 		return nil
 	})
@@ -242,6 +180,82 @@ func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*s
 		return nil, fmt.Errorf("postgres: claim turns: %w", err)
 	}
 	return turns, nil
+}
+
+// claimLoad reads, in the batch of a claim (TurnClaim, or a raise that
+// hands off its instance), the histories, messages and markers/tasks state
+// of the instances the claim's statement named in herald.claimed.
+type claimLoad struct {
+	byID  func(id string) *storage.Turn // nil: not claimed
+	state map[string]claimState
+}
+
+// queue adds the three loading statements to b, for tenant's instances
+// claimed at now (unix nanos), at most maxMessages messages each.
+func (ld *claimLoad) queue(b *batch, tenant string, now int64, maxMessages int) {
+	b.query("load history", func(rows pgx.Rows) error {
+		for rows.Next() {
+			var (
+				id  string
+				doc []byte
+			)
+			if err := rows.Scan(&id, &doc); err != nil {
+				return err
+			}
+			t := ld.byID(id)
+			if t == nil {
+				return fmt.Errorf("history of %q, which was not claimed", id)
+			}
+			if t.Err != nil {
+				continue
+			}
+			ev, err := backend.DecodeHistoryEvent(doc)
+			if err != nil {
+				// One bad document fails its own turn, not the claim.
+				t.History, t.Err = nil, fmt.Errorf("instance %q: %w", id, err)
+				continue
+			}
+			t.History = append(t.History, ev)
+		}
+		return nil
+	}, claimHistorySQL, tenant)
+	b.query("load messages", func(rows pgx.Rows) error {
+		for rows.Next() {
+			var id string
+			m, err := scanMessage(rows, &id)
+			t := ld.byID(id)
+			if t == nil && err == nil {
+				return fmt.Errorf("message of %q, which was not claimed", id)
+			}
+			if err != nil {
+				if t == nil || !errors.Is(err, heraldtype.ErrCorrupt) {
+					return err
+				}
+				if t.Err == nil {
+					t.Err = fmt.Errorf("instance %q: message %d: %w", id, m.ID, err)
+				}
+				continue
+			}
+			t.Messages = append(t.Messages, m)
+		}
+		return nil
+	}, claimMessagesSQL, tenant, now, maxMessages)
+	b.query("load markers and tasks", func(rows pgx.Rows) error {
+		for rows.Next() {
+			var (
+				id string
+				st claimState
+			)
+			if err := rows.Scan(&id, &st.markers, &st.tasks); err != nil {
+				return err
+			}
+			if ld.state == nil {
+				ld.state = make(map[string]claimState)
+			}
+			ld.state[id] = st
+		}
+		return nil
+	}, claimStateSQL, tenant)
 }
 
 // claimState is what a claim saw of an instance besides its history and

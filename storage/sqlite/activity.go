@@ -94,7 +94,7 @@ func (s *Store) ActivityClaim(ctx context.Context, p *storage.ActivityClaimParam
 			t, err := scanActivity(w.queryRow(`UPDATE activities SET lock_token = ?, lease_until = ?,
 				attempt = attempt + (CASE WHEN lock_token IS NULL THEN 0 ELSE 1 END)
 				WHERE tenant = ? AND instance_id = ? AND execution = ? AND task_seq = ?
-				RETURNING `+activityCols, newToken(), leaseUntil, p.Tenant, k.id, k.exec, k.seq))
+				RETURNING `+activityCols, backend.NewToken(), leaseUntil, p.Tenant, k.id, k.exec, k.seq))
 			if err != nil {
 				return fmt.Errorf("lease task %s/%d/%d: %w", k.id, k.exec, k.seq, err)
 			}

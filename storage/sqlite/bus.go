@@ -537,7 +537,7 @@ func (s *Store) BusClaim(ctx context.Context, p *storage.BusClaimParams) ([]*sto
 			ids[i], order[d.id] = d.id, i
 		}
 		idList, _ := json.Marshal(ids)
-		rows, err = w.query(busLeaseSQL, newToken()+".", until, nowN, string(idList))
+		rows, err = w.query(busLeaseSQL, backend.NewToken()+".", until, nowN, string(idList))
 		if err != nil {
 			return fmt.Errorf("lease executions: %w", err)
 		}

@@ -2,9 +2,7 @@ package sqlite
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -55,13 +53,6 @@ func failureArg(f *history.Failure) (any, error) {
 		return nil, fmt.Errorf("encode failure: %w", err)
 	}
 	return string(b), nil
-}
-
-// newToken returns a random lock token (128 bits, hex).
-func newToken() string {
-	var b [16]byte
-	rand.Read(b[:]) // never fails (crypto/rand crashes the program instead)
-	return hex.EncodeToString(b[:])
 }
 
 // isConstraint reports whether err is a SQLite constraint violation.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/heraldwf/herald/heraldtype"
 	"github.com/heraldwf/herald/history"
@@ -26,9 +27,18 @@ func (s *Store) EventRaise(ctx context.Context, p *storage.EventRaiseParams) (*s
 		return nil, fmt.Errorf("sqlite: raise event %q: start if absent: %w", p.EventID, err)
 	}
 	now := backend.NowOr(p.Now)
-	var res *storage.EventRaiseResult
+	var (
+		res     *storage.EventRaiseResult
+		handOff *storage.Turn // the instance's row as the raise leased it (see raiseLease)
+		prefix  string
+		untilN  int64
+	)
+	if p.Claim != nil {
+		prefix = backend.NewToken() + ":"
+		untilN = now.Add(backend.Lease(p.Claim.Lease)).UnixNano()
+	}
 	err = s.write(ctx, func(w *wtx) error {
-		res = nil
+		res, handOff = nil, nil
 		// The ledger row first: a duplicate id is the only reason it is not
 		// inserted, and then the first raise's row says what to answer. A
 		// later refusal (the instance is terminal) rolls the insert back.
@@ -59,11 +69,18 @@ func (s *Store) EventRaise(ctx context.Context, p *storage.EventRaiseParams) (*s
 		}
 
 		// The instance's status, and its ready time lowered for the message
-		// added below, in one statement.
+		// added below, in one statement; with a hand-off, its lease too.
 		started := false
 		var status string
-		err = w.queryRow(`UPDATE instances SET ready_at = MIN(COALESCE(ready_at, ?3), ?3)
-			WHERE tenant = ?1 AND id = ?2 RETURNING status`, p.Tenant, p.InstanceID, now.UnixNano()).Scan(&status)
+		if p.Claim != nil {
+			handOff, err = raiseLease(w, p, now, prefix, untilN)
+			if handOff != nil {
+				status = string(handOff.Instance.Status)
+			}
+		} else {
+			err = w.queryRow(`UPDATE instances SET ready_at = MIN(COALESCE(ready_at, ?3), ?3)
+				WHERE tenant = ?1 AND id = ?2 RETURNING status`, p.Tenant, p.InstanceID, now.UnixNano()).Scan(&status)
+		}
 		switch {
 		case err == nil:
 			if heraldtype.Status(status).Terminal() {
@@ -104,14 +121,78 @@ func (s *Store) EventRaise(ctx context.Context, p *storage.EventRaiseParams) (*s
 				return err
 			}
 		}
-		w.signalKinds(p.Tenant, storage.WorkTurns)
+		if handOff != nil && handOff.LockToken == "" {
+			handOff = nil // the instance is leased or held back
+		}
+		if handOff == nil {
+			w.signalKinds(p.Tenant, storage.WorkTurns)
+		}
 		res = &storage.EventRaiseResult{EventID: p.EventID, ReceivedAt: now, Started: started}
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: raise event %q: %w", p.EventID, err)
 	}
+	if handOff != nil && res != nil && !res.Duplicate {
+		res.Turn = s.loadHandOff(ctx, p, handOff, prefix, untilN, now)
+	}
 	return res, nil
+}
+
+// raiseLease is the status update of a raise that hands off (see
+// EventRaiseParams.Claim): it lowers the instance's ready time and, unless
+// the instance is terminal, leased (with a lease that has not run out) or
+// held back, leases it with token prefix+rid until untilN, as TurnClaim
+// would. It returns the instance's row as a turn whose LockToken is empty
+// when it did not lease it.
+func raiseLease(w *wtx, p *storage.EventRaiseParams, now time.Time, prefix string, untilN int64) (*storage.Turn, error) {
+	const take = `(lock_token IS NULL OR lease_until < ?3) AND not_before <= ?3 AND status IN ` + nonTerminal
+	var (
+		row     backend.InstanceRow
+		r       instanceRow
+		claimed bool
+	)
+	err := w.queryRow(`UPDATE instances SET ready_at = MIN(COALESCE(ready_at, ?3), ?3),
+			lock_token = CASE WHEN `+take+` THEN ?4 || rid ELSE lock_token END,
+			lease_until = CASE WHEN `+take+` THEN ?5 ELSE lease_until END,
+			not_before = CASE WHEN `+take+` THEN 0 ELSE not_before END
+		WHERE tenant = ?1 AND id = ?2
+		RETURNING `+instanceCols+`, lease_until = ?5 AND substr(lock_token, 1, length(?4)) = ?4`,
+		p.Tenant, p.InstanceID, now.UnixNano(), prefix, untilN).
+		Scan(append(row.Dest(), &r.lockToken, &r.leaseUntil, &claimed)...)
+	if err != nil {
+		return nil, err
+	}
+	t := &storage.Turn{LeaseUntil: backend.FromNanos(untilN)}
+	t.Instance, t.Err = row.Instance()
+	if t.Err != nil {
+		t.Err = fmt.Errorf("instance %q: %w", t.Instance.ID, t.Err)
+	}
+	if claimed {
+		t.LockToken = r.lockToken.String
+	}
+	return t, nil
+}
+
+// loadHandOff loads the turn a raise leased, as TurnClaim loads its turns,
+// once the raise is durable. If it cannot, it gives the lease back and
+// returns nil: the raise stands, and the instance is claimed as after any
+// raise.
+func (s *Store) loadHandOff(ctx context.Context, p *storage.EventRaiseParams, t *storage.Turn, prefix string, untilN int64, now time.Time) *storage.Turn {
+	turns := []*storage.Turn{t}
+	docs, err := s.loadClaimed(ctx, turns, p.Tenant, untilN, prefix, now.UnixNano(), backend.MaxMessages(p.Claim.MaxMessages))
+	if err != nil {
+		_ = s.releaseClaimed(ctx, p.Tenant, turns)
+		s.signal([]wakeup{{p.Tenant, storage.WorkTurns}})
+		return nil
+	}
+	if t.Err == nil {
+		if t.History, err = decodeHistory(docs[0]); err != nil {
+			t.History = nil
+			t.Err = fmt.Errorf("instance %q: %w", t.Instance.ID, err)
+		}
+	}
+	return t
 }
 
 // EventGet: see storage.EventStore.

@@ -35,7 +35,7 @@ func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*s
 	// One random prefix per claim; each instance's token is the prefix and
 	// its row id, so that turns never share a token and the claim's rows are
 	// found again by lease_until (indexed) and the prefix.
-	prefix := newToken() + ":"
+	prefix := backend.NewToken() + ":"
 	nowN, untilN := now.UnixNano(), leaseUntil.UnixNano()
 	err := s.writeEarly(ctx, func(w *wtx) error {
 		turns, docs = nil, nil

@@ -67,6 +67,7 @@ func run(t *testing.T, newStore func(t *testing.T) storage.Store, only func(name
 		{"ClaimSeesCommittedMessages", testClaimSeesCommittedMessages},
 		{"EventRaiseStartIfAbsent", testEventRaiseStartIfAbsent},
 		{"EventRaiseLatest", testEventRaiseLatest},
+		{"EventRaiseHandOff", testEventRaiseHandOff},
 		{"EventExpire", testEventExpire},
 		{"EventExpireLimitAndTenants", testEventExpireLimitAndTenants},
 		{"EventDefinitions", testEventDefinitions},

@@ -1,6 +1,10 @@
 package backend
 
-import "time"
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"time"
+)
 
 // Defaults of params fields left zero, and the cap of CorrelatedSearch.
 const (
@@ -61,4 +65,11 @@ func orDefault(n, def int) int {
 		return def
 	}
 	return n
+}
+
+// NewToken returns a random lock token (128 bits, hex).
+func NewToken() string {
+	var b [16]byte
+	rand.Read(b[:]) // never fails (crypto/rand crashes the program instead)
+	return hex.EncodeToString(b[:])
 }

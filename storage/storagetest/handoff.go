@@ -1,0 +1,161 @@
+package storagetest
+
+import (
+	"time"
+
+	"github.com/heraldwf/herald/heraldtype"
+	"github.com/heraldwf/herald/history"
+	"github.com/heraldwf/herald/storage"
+)
+
+// raiseHandOff raises with a direct hand-off (EventRaiseParams.Claim).
+func (b *bundle) raiseHandOff(id, eventID string, now time.Time, maxMessages int) *storage.EventRaiseResult {
+	b.t.Helper()
+	p := b.raiseParams(id, eventID, "approve", now)
+	p.Claim = &storage.TurnClaimParams{Lease: lease, MaxMessages: maxMessages}
+	res, err := b.s.EventRaise(b.ctx, p)
+	if err != nil {
+		b.t.Fatalf("EventRaise(%s, %s) with a hand-off: %v", id, eventID, err)
+	}
+	return res
+}
+
+// wantHandOff requires res to carry the turn of instance id, leased at now,
+// with the given messages.
+func (b *bundle) wantHandOff(res *storage.EventRaiseResult, id string, now time.Time, messages ...string) *storage.Turn {
+	b.t.Helper()
+	turn := res.Turn
+	if turn == nil {
+		b.t.Fatalf("raise of %s at %v: no turn handed off", res.EventID, now.Sub(t0))
+	}
+	wantEqual(b.t, "handed-off instance", turn.Instance.ID, id)
+	wantEqual(b.t, "handed-off tenant", turn.Instance.Tenant, b.tenant)
+	if turn.LockToken == "" {
+		b.t.Fatal("handed-off turn: empty lock token")
+	}
+	if turn.Err != nil {
+		b.t.Fatalf("handed-off turn: %v", turn.Err)
+	}
+	wantTime(b.t, "handed-off LeaseUntil", turn.LeaseUntil, now.Add(lease))
+	wantMessages(b.t, "handed-off turn", turn.Messages, messages...)
+	return turn
+}
+
+func wantNoHandOff(b *bundle, what string, res *storage.EventRaiseResult) {
+	b.t.Helper()
+	if res.Turn != nil {
+		b.t.Fatalf("%s: turn of %s handed off (token %s), want none", what, res.Turn.Instance.ID, res.Turn.LockToken)
+	}
+}
+
+// testEventRaiseHandOff: a raise that asks for a hand-off leases the
+// instance it made runnable in its own transaction and returns the turn as
+// TurnClaim would have; an instance that is leased, held back, missing or
+// ended is not handed off, and the lease fences like a claim's.
+func testEventRaiseHandOff(b *bundle) {
+	t := b.t
+	b.create("i", t0)
+	first := b.claimOne("i", t0)
+	p := b.commitParams(first, at(time.Second))
+	p.NewEvents = []history.Event{ev(2, history.TimerCreated, at(time.Second))}
+	b.commit(p)
+
+	// An idle instance: the raise hands it off, with its history and the
+	// event, and nobody else can claim it.
+	now := at(2 * time.Second)
+	res := b.raiseHandOff("i", "e1", now, 0)
+	if res.Duplicate || res.Started || res.EventID != "e1" {
+		t.Fatalf("hand-off raise: %+v", res)
+	}
+	turn := b.wantHandOff(res, "i", now, "event:e1")
+	wantKinds(t, "handed-off history", turn.History, history.ExecutionStarted, history.TimerCreated)
+	wantEqual(t, "handed-off execution", turn.Instance.Execution, first.Instance.Execution)
+	wantEqual(t, "handed-off status", turn.Instance.Status, heraldtype.StatusRunning)
+	wantJSON(t, "handed-off payload", turn.Messages[0].Payload, `{"event":"e1"}`)
+	wantEqual(t, "e1 fate", b.event("e1").Fate, history.FatePending)
+	b.claimNone(at(3 * time.Second))
+
+	// A leased instance is not handed off again; the event waits.
+	wantNoHandOff(b, "raise to a leased instance", b.raiseHandOff("i", "e2", at(4*time.Second), 0))
+	b.claimNone(at(4 * time.Second))
+
+	// The handed-off turn commits like a claimed one; e2 is then claimable.
+	b.commit(b.commitParams(turn, at(5*time.Second)))
+	wantEqual(t, "e1 fate after commit", b.event("e1").Fate, history.FatePending) // fates are the commit's Fates
+	second := b.claimOne("i", at(5*time.Second))
+	wantMessages(t, "turn after the hand-off", second.Messages, "event:e2")
+	b.commit(b.commitParams(second, at(6*time.Second)))
+
+	// A duplicate is not handed off (nothing was written).
+	dup := b.raiseHandOff("i", "e1", at(7*time.Second), 0)
+	if !dup.Duplicate {
+		t.Fatalf("raise of a seen id: %+v, want a duplicate", dup)
+	}
+	wantNoHandOff(b, "duplicate raise", dup)
+	b.claimNone(at(7 * time.Second))
+
+	// An instance held back by an abandon with RetryAt is not handed off
+	// before then.
+	b.raise("i", "e3", "approve", at(8*time.Second))
+	held := b.claimOne("i", at(8*time.Second))
+	if err := b.s.TurnAbandon(b.ctx, &storage.TurnAbandonParams{Tenant: b.tenant, InstanceID: "i",
+		LockToken: held.LockToken, RetryAt: at(time.Minute)}); err != nil {
+		t.Fatalf("TurnAbandon: %v", err)
+	}
+	wantNoHandOff(b, "raise to a held-back instance", b.raiseHandOff("i", "e4", at(10*time.Second), 0))
+	b.claimNone(at(30 * time.Second))
+	stale := b.claimOne("i", at(time.Minute))
+	wantMessages(t, "turn after the hold", stale.Messages, "event:e3", "event:e4")
+
+	// A lease that ran out is taken over by a hand-off, which fences the
+	// old holder out as a claim would.
+	now = at(time.Minute + lease + time.Second)
+	over := b.wantHandOff(b.raiseHandOff("i", "e5", now, 0), "i", now, "event:e3", "event:e4", "event:e5")
+	if over.LockToken == stale.LockToken {
+		t.Fatalf("takeover kept lock token %q", stale.LockToken)
+	}
+	wantErr(t, "commit with the taken-over token", errOf(b.s.TurnCommit(b.ctx, b.commitParams(stale, now))), heraldtype.ErrLeaseLost)
+	b.commit(b.commitParams(over, now))
+
+	// MaxMessages caps the handed-off turn's messages as it caps a claim's.
+	now = at(2 * time.Minute)
+	b.raise("i", "e6", "approve", now)
+	b.raise("i", "e7", "approve", now)
+	capped := b.wantHandOff(b.raiseHandOff("i", "e8", now, 2), "i", now, "event:e6", "event:e7")
+	b.commit(b.commitParams(capped, now))
+	rest := b.claimOne("i", now)
+	wantMessages(t, "turn after the capped hand-off", rest.Messages, "event:e8")
+	b.commit(b.commitParams(rest, now))
+
+	// An instance that does not exist is not handed off, started or not.
+	wantNoHandOff(b, "raise before create", b.raiseHandOff("later", "x1", now, 0))
+	sp := b.raiseParams("started", "x2", "approve", now)
+	sp.StartIfAbsent = &storage.InstanceCreateParams{Workflow: "wf"}
+	sp.Claim = &storage.TurnClaimParams{Lease: lease}
+	res, err := b.s.EventRaise(b.ctx, sp)
+	if err != nil || !res.Started {
+		t.Fatalf("raise with StartIfAbsent and a hand-off: %+v, %v", res, err)
+	}
+	wantNoHandOff(b, "raise that started its instance", res)
+	wantMessages(t, "first turn of the started instance", b.claimOne("started", now).Messages, "kick", "event:x2")
+
+	// An ended instance refuses the raise and is not leased.
+	b.create("ended", now)
+	end := b.claimOne("ended", now)
+	ep := b.commitParams(end, now)
+	ep.NewEvents = []history.Event{ev(2, history.ExecutionCompleted, now)}
+	ep.Status = heraldtype.StatusCompleted
+	b.commit(ep)
+	ap := b.raiseParams("ended", "x3", "approve", now)
+	ap.Claim = &storage.TurnClaimParams{Lease: lease}
+	wantErr(t, "hand-off raise to an ended instance", errOf(b.s.EventRaise(b.ctx, ap)), heraldtype.ErrInstanceNotRunning)
+	b.claimNone(now)
+
+	// Another tenant's instance of the same id is its own.
+	o := b.in(b.tenant + "-other")
+	o.create("i", now)
+	ot := o.wantHandOff(o.raiseHandOff("i", "o1", now, 0), "i", now, "kick", "event:o1")
+	wantKinds(t, "other tenant's history", ot.History, history.ExecutionStarted)
+	b.claimNone(now)
+	b.wantHandOff(b.raiseHandOff("i", "e9", now, 0), "i", now, "event:e9")
+}
