@@ -126,9 +126,9 @@ func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*s
 	err := s.do(ctx, func(ctx context.Context) error {
 		turns = nil
 		var (
-			cs    []claimed
-			byID  map[string]*storage.Turn
-			b     batch
+			cs   []claimed
+			byID map[string]*storage.Turn
+			b    batch
 		)
 		b.exec("", claimSettings)
 		b.query("lease instances", func(rows pgx.Rows) error {
