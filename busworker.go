@@ -183,7 +183,7 @@ func (r *Runtime) busLoop(ctx context.Context) {
 	// work (a backlog behind slow targets, such as scripts waiting for a
 	// child), the loop claims in batches rather than once per attempt
 	// ended, which is most of the claims' cost on the store's writer.
-	claimLoopBatched(ctx, r, ClaimBus, storage.WorkBus, r.cfg.Bus.Workers+r.cfg.Bus.QueueSize, r.busClaimBatch(),
+	claimLoopBatched(ctx, r, ClaimBus, storage.WorkBus, newWorkerPool(r.cfg.Bus.Workers+r.cfg.Bus.QueueSize), r.busClaimBatch(),
 		func(cctx context.Context, tenant string, max int) ([]*busItem, bool, error) {
 			return r.claimBus(cctx, tenant, max)
 		},

@@ -205,13 +205,41 @@ func (c *Client) sendOnce(ctx context.Context, lane history.Lane, instanceID, na
 		p.StartIfAbsent = &storage.InstanceCreateParams{Tenant: c.tenant, ID: instanceID,
 			Workflow: o.startWorkflow, Input: startInput, Now: now, TraceParent: traceParent}
 	}
-	res, err := c.store.EventRaise(ctx, p)
+	res, err := c.raise(ctx, p)
 	if err != nil {
 		return nil, fmt.Errorf("send %s %q to %s: %w", lane, name, instanceID, err)
 	}
 	c.cfg.Observer.EventAccepted(EventReport{Tenant: c.tenant, InstanceID: instanceID, EventID: res.EventID,
 		Lane: string(lane), Name: name, Duplicate: res.Duplicate})
 	return &EventReceipt{EventID: res.EventID, ReceivedAt: res.ReceivedAt, Duplicate: res.Duplicate, Started: res.Started}, nil
+}
+
+// raise stores an event. A client of a running runtime that serves its
+// tenant and has a free turn worker asks the store for a direct hand-off:
+// the raise's own transaction leases the instance it makes runnable, and
+// the turn runs on that worker at once, with no wake-up and no claim round
+// trip in between. The raise is as durable either way; a store that
+// declines (the instance is leased, not yet started, or the raise shared a
+// transaction with others) leaves the instance to the claim loop.
+func (c *Client) raise(ctx context.Context, p *storage.EventRaiseParams) (*storage.EventRaiseResult, error) {
+	var pool *turnPool
+	if c.rt != nil {
+		pool = c.rt.handOff(c.tenant)
+	}
+	if pool == nil {
+		return c.store.EventRaise(ctx, p)
+	}
+	p.Claim = &storage.TurnClaimParams{Lease: c.rt.cfg.TurnLease}
+	began := time.Now()
+	res, err := c.store.EventRaise(ctx, p)
+	p.Claim = nil
+	if err != nil || res.Turn == nil {
+		pool.release()
+		return res, err
+	}
+	c.rt.runHandOff(pool, c.tenant, res.Turn, time.Since(began))
+	res.Turn = nil
+	return res, nil
 }
 
 // validateEvent checks an event at the door: its target, name, id and

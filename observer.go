@@ -193,6 +193,10 @@ const (
 	ClaimActivities = "activities"
 	ClaimBus        = "bus"
 	ClaimBusRoute   = "bus_route"
+	// ClaimHandOff is a raise that leased the instance it made runnable
+	// and handed its turn to a free worker of this runtime (a direct
+	// hand-off: no claim call). Reported only when it did.
+	ClaimHandOff = "turn_handoff"
 )
 
 // ClaimReport describes one claim call.

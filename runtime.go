@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	"go.opentelemetry.io/otel/trace"
 
@@ -44,6 +45,8 @@ type Runtime struct {
 	busHandlers map[string]BusHandler
 
 	bus busState
+
+	turns atomic.Pointer[turnPool] // the turn loop's pool while it runs
 
 	life    sync.Mutex         // guards cancel and stopped
 	cancel  context.CancelFunc // set while started, until stopped

@@ -165,31 +165,91 @@ func (s *readySet) remove(t string) {
 // when it routed a full batch of events).
 func claimLoop[T any](ctx context.Context, r *Runtime, what string, kinds storage.WorkKind, workers int,
 	claim func(ctx context.Context, tenant string, max int) ([]T, bool, error), run func(ctx context.Context, item T)) {
-	claimLoopBatched(ctx, r, what, kinds, workers, 1, claim, run)
+	claimLoopBatched(ctx, r, what, kinds, newWorkerPool(workers), 1, claim, run)
+}
+
+// workerPool is a claim loop's worker slots. The turn loop shares its pool
+// with the raises of this runtime's clients that hand their instance off
+// (Client.send): a raise takes a free slot before it asks the store for the
+// turn, so hand-offs and claims never run more turns than there are
+// workers, and a raise hands off only while a slot is free (when every
+// worker is busy, events wait for the claim loop, which shares the slots
+// fairly among tenants).
+type workerPool struct {
+	slots chan struct{}
+	freed chan struct{} // a slot was given back
+
+	mu       sync.Mutex // orders acquire's inflight.Add before close's Wait
+	closed   bool
+	inflight sync.WaitGroup
+}
+
+func newWorkerPool(workers int) *workerPool {
+	return &workerPool{slots: make(chan struct{}, workers), freed: make(chan struct{}, 1)}
+}
+
+// free returns the number of free slots.
+func (p *workerPool) free() int { return cap(p.slots) - len(p.slots) }
+
+// take takes a slot for a claimed item, waiting for one if need be.
+func (p *workerPool) take() {
+	p.slots <- struct{}{}
+	p.inflight.Add(1)
+}
+
+// tryTake takes a free slot without waiting, unless the pool is closed.
+func (p *workerPool) tryTake() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return false
+	}
+	select {
+	case p.slots <- struct{}{}:
+		p.inflight.Add(1)
+		return true
+	default:
+		return false
+	}
+}
+
+// release gives a slot back.
+func (p *workerPool) release() {
+	<-p.slots
+	select {
+	case p.freed <- struct{}{}:
+	default:
+	}
+	p.inflight.Done()
+}
+
+// close refuses further tryTakes and waits for every slot to be given back.
+func (p *workerPool) close() {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	p.inflight.Wait()
 }
 
 // claimLoopBatched is claimLoop that claims only once at least minBatch
 // of its slots are free (1 ≤ minBatch ≤ workers): a loop whose slots are
 // mostly taken by queued work claims in batches of minBatch or more
 // instead of one claim per slot freed.
-func claimLoopBatched[T any](ctx context.Context, r *Runtime, what string, kinds storage.WorkKind, workers, minBatch int,
+func claimLoopBatched[T any](ctx context.Context, r *Runtime, what string, kinds storage.WorkKind, pool *workerPool, minBatch int,
 	claim func(ctx context.Context, tenant string, max int) ([]T, bool, error), run func(ctx context.Context, item T)) {
 	w, done := r.newWaiter(kinds)
 	defer done()
-	minBatch = min(max(minBatch, 1), workers)
-	slots := make(chan struct{}, workers)
-	freed := make(chan struct{}, 1) // a slot was given back
-	var inflight sync.WaitGroup
-	defer inflight.Wait()
+	minBatch = min(max(minBatch, 1), cap(pool.slots))
+	defer pool.close()
 	ready := &readySet{in: map[string]bool{}}
 	look := true         // ask the store which tenants have work
 	var looked time.Time // wall clock of the last look
 	rotate := 0
 	for ctx.Err() == nil {
-		free := cap(slots) - len(slots)
+		free := pool.free()
 		if free < minBatch {
 			select { // wait for a slot to be given back (at least one is taken)
-			case <-freed:
+			case <-pool.freed:
 			case <-ctx.Done():
 				return
 			}
@@ -257,17 +317,9 @@ func claimLoopBatched[T any](ctx context.Context, r *Runtime, what string, kinds
 			}
 			free -= len(items)
 			for _, item := range items {
-				slots <- struct{}{}
-				inflight.Add(1)
+				pool.take() // waits only if a hand-off took a slot since free was read
 				go func() {
-					defer func() {
-						<-slots
-						select {
-						case freed <- struct{}{}:
-						default:
-						}
-						inflight.Done()
-					}()
+					defer pool.release()
 					run(context.WithoutCancel(ctx), item)
 				}()
 			}
@@ -278,15 +330,49 @@ func claimLoopBatched[T any](ctx context.Context, r *Runtime, what string, kinds
 	}
 }
 
-// turnLoop claims and runs turns.
+// turnLoop claims and runs turns, in a pool of workers it shares with
+// the raises that hand their instance off (handOff).
 func (r *Runtime) turnLoop(ctx context.Context) {
-	claimLoop(ctx, r, ClaimTurns, storage.WorkTurns, r.cfg.TurnWorkers, func(ctx context.Context, tenant string, max int) ([]*storage.Turn, bool, error) {
+	pool := newWorkerPool(r.cfg.TurnWorkers)
+	r.turns.Store(&turnPool{workerPool: pool, ctx: context.WithoutCancel(ctx)})
+	defer r.turns.Store(nil)
+	claimLoopBatched(ctx, r, ClaimTurns, storage.WorkTurns, pool, 1, func(ctx context.Context, tenant string, max int) ([]*storage.Turn, bool, error) {
 		turns, err := r.store.TurnClaim(ctx, &storage.TurnClaimParams{Tenant: tenant, Now: r.cfg.Clock.Now(), Lease: r.cfg.TurnLease, Max: max})
 		for _, t := range turns {
 			t.Instance.Tenant = tenant
 		}
 		return turns, len(turns) >= max, err
 	}, r.runTurn)
+}
+
+// turnPool is the turn loop's worker pool while it runs, with the context
+// its turns run in.
+type turnPool struct {
+	*workerPool
+	ctx context.Context
+}
+
+// handOff returns the turn pool with a slot taken for a raise of tenant's
+// that may hand its instance off (storage.EventRaiseParams.Claim), or nil
+// when the runtime is not running, does not serve tenant or has no free
+// worker. The caller gives the slot to runHandOff or back with release.
+func (r *Runtime) handOff(tenant string) *turnPool {
+	p := r.turns.Load()
+	if p == nil || !r.serves(tenant) || !p.tryTake() {
+		return nil
+	}
+	return p
+}
+
+// runHandOff runs the turn a raise of tenant claimed, in the slot handOff
+// took, without waiting for it.
+func (r *Runtime) runHandOff(p *turnPool, tenant string, t *storage.Turn, took time.Duration) {
+	t.Instance.Tenant = tenant
+	r.obs.Claimed(ClaimReport{Tenant: tenant, Kind: ClaimHandOff, Requested: 1, Claimed: 1, Duration: took})
+	go func() {
+		defer p.release()
+		r.runTurn(p.ctx, t)
+	}()
 }
 
 // runTurn replays one instance, applies its new messages and commits the

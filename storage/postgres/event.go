@@ -201,11 +201,11 @@ func (s *Store) raiseHandOff(ctx context.Context, c *raiseCall) (*storage.Turn, 
 	}}
 	ld.queue(&b, p.Tenant, c.now.UnixNano(), maxMessages)
 	if err := b.send(ctx, s.pool); err != nil {
-		if turn != nil {
-			// The transaction may have committed before a row failed to
-			// decode.
-			s.releaseClaims(p.Tenant, []*storage.Turn{turn})
-		}
+		// The transaction may have committed (a row failed to decode, ctx
+		// ended while the answer was on its way): give the lease back, so
+		// that the instance does not wait for it to run out.
+		s.releaseClaims(p.Tenant, []*storage.Turn{{Instance: storage.Instance{ID: p.InstanceID}, LockToken: token}})
+		s.signal(p.Tenant, storage.WorkTurns)
 		return nil, err
 	}
 	if turn != nil {
