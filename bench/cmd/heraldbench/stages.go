@@ -18,6 +18,9 @@ import (
 //	wake-up     EventRaise returned → the TurnClaim call that took the instance begins (notify, loop wake-up;
 //	            zero when the claim began before the raise call had returned)
 //	claim       that TurnClaim call (the lease, the inbox and the history read)
+//	            With a direct hand-off (the raise leased the instance and loaded its turn, see
+//	            storage.EventRaiseParams.Claim) there is no TurnClaim: the raise stage includes the
+//	            claim's work, and wake-up and claim are zero.
 //	replay      TurnClaim returned → TurnCommit begins (replay, the turn's decisions)
 //	commit      the TurnCommit call (durable: fsync / WAL flush); the round trip ends when it returns
 //
@@ -111,7 +114,13 @@ func (s *stampStore) EventRaise(ctx context.Context, p *storage.EventRaiseParams
 	res, err := s.Store.EventRaise(ctx, p)
 	if err == nil {
 		end := time.Now()
-		s.stages.note(p.InstanceID, func(st *stageStamps) { st.raiseStart, st.raiseEnd = start, end })
+		handedOff := res.Turn != nil
+		s.stages.note(p.InstanceID, func(st *stageStamps) {
+			st.raiseStart, st.raiseEnd = start, end
+			if handedOff {
+				st.claimStart, st.claimEnd = end, end
+			}
+		})
 	}
 	return res, err
 }
