@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/heraldwf/herald/clock"
@@ -178,6 +179,11 @@ func claimLoop[T any](ctx context.Context, r *Runtime, what string, kinds storag
 type workerPool struct {
 	slots chan struct{}
 	freed chan struct{} // a slot was given back
+	// starved is set while the claim loop waits for a slot to be given
+	// back: the next free slot is then the loop's, so that raises handing
+	// off cannot keep a busy runtime's slots away from work they did not
+	// raise (another tenant's, a timer, an activity's result).
+	starved atomic.Bool
 
 	mu       sync.Mutex // orders acquire's inflight.Add before close's Wait
 	closed   bool
@@ -197,8 +203,12 @@ func (p *workerPool) take() {
 	p.inflight.Add(1)
 }
 
-// tryTake takes a free slot without waiting, unless the pool is closed.
+// tryTake takes a free slot without waiting, unless the pool is closed
+// or its claim loop is waiting for a slot.
 func (p *workerPool) tryTake() bool {
+	if p.starved.Load() {
+		return false
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
@@ -248,11 +258,14 @@ func claimLoopBatched[T any](ctx context.Context, r *Runtime, what string, kinds
 	for ctx.Err() == nil {
 		free := pool.free()
 		if free < minBatch {
+			pool.starved.Store(true)
 			select { // wait for a slot to be given back (at least one is taken)
 			case <-pool.freed:
 			case <-ctx.Done():
+				pool.starved.Store(false)
 				return
 			}
+			pool.starved.Store(false)
 			continue
 		}
 		for _, t := range w.drain() {
