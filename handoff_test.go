@@ -116,3 +116,26 @@ func TestNoHandOffWhenStopped(t *testing.T) {
 		t.Fatalf("result %d, want 1", got)
 	}
 }
+
+// A runtime that hands off a turn of a workflow it has not registered gives
+// the turn back, so that a runtime that has the workflow runs it: with a
+// 10-minute lease, a turn kept would hold the instance from B past the
+// test's deadline. (A's claim loop may still claim the instance once and
+// hold it back for a while as blocked, as any runtime without the workflow
+// does, so the test does not time how soon B gets it.)
+func TestHandOffOfUnregisteredWorkflowGivenBack(t *testing.T) {
+	st := testStore(t)
+	cfg := func() *herald.Config { return &herald.Config{TurnLease: 10 * time.Minute} }
+	b := setupOn(t, st, cfg(), registerGoCounter)
+	a := setupOn(t, st, cfg(), nil) // knows no workflow
+	b.start("counter", "c", 1)
+	b.waitHistory("c", history.EventSubscribed, "go", 1)
+	a.raise("c", "go", nil, "go-1")
+	if got := a.handOffs(); got != 1 {
+		t.Fatalf("runtime A made %d hand-offs, want 1", got)
+	}
+	b.waitFate("go-1", history.FateDelivered)
+	if got := resultOf[int](b, "c"); got != 1 {
+		t.Fatalf("result %d, want 1", got)
+	}
+}

@@ -387,6 +387,16 @@ func (r *Runtime) runHandOff(p *turnPool, tenant string, t *storage.Turn, took t
 	r.obs.Claimed(ClaimReport{Tenant: tenant, Kind: ClaimHandOff, Requested: 1, Claimed: 1, Duration: took})
 	go func() {
 		defer p.release()
+		if t.Err == nil && r.workflow(t.Instance.Workflow) == nil {
+			// Another runtime on the store may have the workflow: give the
+			// turn back at once, as if the raise had not handed it off, so
+			// that the claim loops of every runtime find it.
+			if err := r.store.TurnAbandon(p.ctx, &storage.TurnAbandonParams{Tenant: tenant,
+				InstanceID: t.Instance.ID, LockToken: t.LockToken}); err != nil {
+				r.logger.Warn("herald: give back a handed-off turn", "tenant", tenant, "instance", t.Instance.ID, "err", err)
+			}
+			return
+		}
 		r.runTurn(p.ctx, t)
 	}()
 }
