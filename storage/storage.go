@@ -785,8 +785,8 @@ type DefinitionStore interface {
 	// EventDefinitionPut creates the definition of (p.Tenant,
 	// Definition.Name) with version 1, or replaces every field of an
 	// existing one, keeping its CreatedAt and incrementing its version (a
-	// column of the stored row; heraldtype.EventDefinition does not carry
-	// it). A definition created again after EventDefinitionDelete continues
+	// column of the stored row, which EventDefinitionCurrent reports;
+	// heraldtype.EventDefinition does not carry it). A definition created again after EventDefinitionDelete continues
 	// the deleted one's version (a name and version never denote two
 	// different definitions) but gets a new CreatedAt. UpdatedAt (and CreatedAt on
 	// creation) is p.Now; an empty Buffer is stored as BufferFIFO. It
