@@ -26,6 +26,7 @@ type Client struct {
 	tenant string
 	cfg    *ClientConfig
 	limits *limitCache // the runtime's, for a client of a runtime
+	defs   *defCache   // the runtime's, for a client of a runtime
 	rt     *Runtime    // the client's runtime (Runtime.Client), nil for NewClient: Query needs it
 
 	ensured atomic.Bool // the tenant is registered
@@ -49,7 +50,8 @@ func NewClient(store storage.Store, tenant string, cfg *ClientConfig) (*Client, 
 	}
 	c := cfg.WithDefaults()
 	c.Observer = guardObserver(c.Observer, c.Logger)
-	return &Client{store: store, tenant: tenant, cfg: c, limits: newLimitCache(store, c.Logger), tracer: tracerOf(c)}, nil
+	return &Client{store: store, tenant: tenant, cfg: c, limits: newLimitCache(store, c.Logger), defs: newDefCache(),
+		tracer: tracerOf(c)}, nil
 }
 
 func infoOf(in *storage.Instance) *InstanceInfo {
@@ -129,7 +131,14 @@ func (c *Client) startExisting(ctx context.Context, workflow, id string, exists 
 // stored), ErrDefinitionInvalid (the stored definition's schema cannot be
 // used; nothing stored), ErrInstanceNotRunning (the instance has ended;
 // nothing stored), ErrEventIDConflict, ErrUnavailable (after retries with
-// the same event id).
+// the same event id), storage.ErrDefinitionChanged (the event's definition
+// was changed again each time the send validated the event against it,
+// a few times in a row; nothing stored, the send may be repeated).
+//
+// The payload is validated against the event's definition (see
+// PutEventDefinition) current when the event is stored, whichever process
+// changed it last. The definition is cached: a send reads it from the store
+// only the first time, and again after it changed.
 func (c *Client) RaiseEvent(ctx context.Context, instanceID, name string, payload any, opts ...RaiseOption) (*EventReceipt, error) {
 	return c.send(ctx, history.LanePositional, instanceID, name, payload, opts)
 }
@@ -195,7 +204,8 @@ func (c *Client) sendOnce(ctx context.Context, lane history.Lane, instanceID, na
 		Tenant: c.tenant, InstanceID: instanceID, EventID: id, Lane: lane,
 		Name: name, Payload: raw, Now: now, TraceParent: traceParent,
 	}
-	if err := c.applyDefinition(ctx, p, lim); err != nil {
+	def, err := c.validate(ctx, p, lim, nil)
+	if err != nil {
 		return nil, err
 	}
 	if err := c.ensureTenant(ctx); err != nil {
@@ -205,7 +215,26 @@ func (c *Client) sendOnce(ctx context.Context, lane history.Lane, instanceID, na
 		p.StartIfAbsent = &storage.InstanceCreateParams{Tenant: c.tenant, ID: instanceID,
 			Workflow: o.startWorkflow, Input: startInput, Now: now, TraceParent: traceParent}
 	}
-	res, err := c.raise(ctx, p)
+	var res *storage.EventRaiseResult
+	for attempt := 1; ; attempt++ {
+		// Stored only if the definition is still the one the event was
+		// validated against (see defCache).
+		p.CheckDefinition, p.DefinitionVersion = true, def.version
+		res, err = c.raise(ctx, p)
+		if !errors.Is(err, storage.ErrDefinitionChanged) {
+			break
+		}
+		// Changed since it was read (by another process, or by this one
+		// during the send): read it again and validate against it.
+		if attempt == maxDefinitionAttempts {
+			c.defs.drop(defKey{c.tenant, name}, def)
+			return nil, fmt.Errorf("send %s %q to %s: the event's definition changed under each of %d attempts: %w",
+				lane, name, instanceID, attempt, err)
+		}
+		if def, err = c.validate(ctx, p, lim, def); err != nil {
+			return nil, err
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("send %s %q to %s: %w", lane, name, instanceID, err)
 	}
@@ -213,6 +242,47 @@ func (c *Client) sendOnce(ctx context.Context, lane history.Lane, instanceID, na
 		Lane: string(lane), Name: name, Duplicate: res.Duplicate})
 	return &EventReceipt{EventID: res.EventID, ReceivedAt: res.ReceivedAt, Duplicate: res.Duplicate, Started: res.Started}, nil
 }
+
+// validate validates p against the definition of its event (see
+// applyDefinition) and returns the definition, which p's raise is to be
+// conditional on. The definition comes from the client's cache (defCache),
+// read from the store on a miss, or after refused (the store refused a
+// raise conditional on that definition: it changed). The cached definition
+// may be out of date, so a refusal stands only once the definition has been
+// read again: an event is refused only by a definition that was current
+// during the send.
+func (c *Client) validate(ctx context.Context, p *storage.EventRaiseParams, lim clientLimits, refused *defEntry) (*defEntry, error) {
+	key := defKey{c.tenant, p.Name}
+	var (
+		def    *defEntry
+		cached bool
+		err    error
+	)
+	if refused != nil {
+		def, err = c.defs.reload(ctx, c.store, key, refused)
+	} else {
+		def, cached, err = c.defs.get(ctx, c.store, key)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("event definition %s: %w", p.Name, err)
+	}
+	err = c.applyDefinition(p, def.def, lim)
+	if err != nil && cached {
+		if def, err = c.defs.reload(ctx, c.store, key, def); err != nil {
+			return nil, fmt.Errorf("event definition %s: %w", p.Name, err)
+		}
+		err = c.applyDefinition(p, def.def, lim)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return def, nil
+}
+
+// maxDefinitionAttempts bounds the raises of one send refused because the
+// event's definition changed (storage.ErrDefinitionChanged): each refusal
+// means the definition changed again since the send last read it.
+const maxDefinitionAttempts = 4
 
 // raise stores an event. A client of a running runtime that serves its
 // tenant and has a free turn worker asks the store for a direct hand-off:

@@ -47,7 +47,8 @@ func (e *DefinitionInvalidError) Is(target error) bool { return target == ErrDef
 
 // PutEventDefinition creates or replaces the definition of def.Name. Events
 // already stored are not rewritten: the new definition applies to events
-// sent from now on.
+// sent from now on, by every client of every process (a send validates its
+// event against the definition current when the event is stored).
 //
 // The schema is compiled first (draft 2020-12 unless its $schema names
 // another draft), and a definition whose schema cannot be used is refused
@@ -102,6 +103,9 @@ func (c *Client) PutEventDefinition(ctx context.Context, def EventDefinition) (*
 		return nil, fmt.Errorf("put event definition %s: %w", def.Name, err)
 	}
 	out, err := c.store.EventDefinitionPut(ctx, &storage.EventDefinitionPutParams{Tenant: c.tenant, Definition: def, Now: c.cfg.Clock.Now()})
+	// Even after an error (the put may have committed): the next send
+	// reads the definition instead of having its raise refused.
+	c.defs.drop(defKey{c.tenant, def.Name}, nil)
 	if err != nil {
 		return nil, fmt.Errorf("put event definition %s: %w", def.Name, err)
 	}
@@ -139,7 +143,9 @@ func (c *Client) DeleteEventDefinition(ctx context.Context, name string) error {
 	if !textOK(name, MaxNameBytes) {
 		return notFound("delete event definition", name)
 	}
-	if err := c.store.EventDefinitionDelete(ctx, &storage.EventDefinitionGetParams{Tenant: c.tenant, Name: name}); err != nil {
+	err := c.store.EventDefinitionDelete(ctx, &storage.EventDefinitionGetParams{Tenant: c.tenant, Name: name})
+	c.defs.drop(defKey{c.tenant, name}, nil)
+	if err != nil {
 		return fmt.Errorf("delete event definition %s: %w", name, err)
 	}
 	return nil
@@ -159,22 +165,19 @@ func compileSchema(raw []byte, maxBytes int) (*jsonschema.Schema, error) {
 	return compiledSchemas.Get(raw)
 }
 
-// applyDefinition validates an event against its definition, if one exists,
-// and fills in what the definition decides (latest-value buffering,
-// retention). It returns an *EventInvalidError for a payload the definition
-// (or, without one, the size cap) refuses.
-func (c *Client) applyDefinition(ctx context.Context, p *storage.EventRaiseParams, lim clientLimits) error {
+// applyDefinition validates an event against its definition def (nil:
+// none), and fills in what the definition decides (latest-value
+// buffering, retention). It returns an *EventInvalidError for a payload the
+// definition (or, without one, the size cap) refuses.
+func (c *Client) applyDefinition(p *storage.EventRaiseParams, def *EventDefinition, lim clientLimits) error {
 	retention := lim.eventRetention
-	def, err := c.store.EventDefinitionGet(ctx, &storage.EventDefinitionGetParams{Tenant: c.tenant, Name: p.Name})
-	switch {
-	case errors.Is(err, heraldtype.ErrNotFound):
+	p.Latest = false
+	if def == nil {
 		if len(p.Payload) > lim.maxPayloadBytes {
 			return &EventInvalidError{Name: p.Name, Kind: EventTooLarge, Reasons: []string{
 				fmt.Sprintf("payload is %d bytes, over the %d-byte cap", len(p.Payload), lim.maxPayloadBytes)}}
 		}
-	case err != nil:
-		return fmt.Errorf("event definition %s: %w", p.Name, err)
-	default:
+	} else {
 		if err := c.checkPayload(def, p.Payload, lim.maxPayloadBytes); err != nil {
 			return err
 		}
@@ -185,6 +188,19 @@ func (c *Client) applyDefinition(ctx context.Context, p *storage.EventRaiseParam
 	}
 	p.ExpiresAt = p.Now.Add(retention)
 	return nil
+}
+
+// storedDefinition reads the definition of name from the store (nil if
+// there is none).
+func (c *Client) storedDefinition(ctx context.Context, name string) (*EventDefinition, error) {
+	def, err := c.store.EventDefinitionGet(ctx, &storage.EventDefinitionGetParams{Tenant: c.tenant, Name: name})
+	switch {
+	case errors.Is(err, heraldtype.ErrNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("event definition %s: %w", name, err)
+	}
+	return def, nil
 }
 
 // checkPayload checks a payload against a definition: its size cap

@@ -32,6 +32,7 @@ type Runtime struct {
 	obs    Observer
 	tracer trace.Tracer
 	limits *limitCache
+	defs   *defCache       // the event definitions its clients send events of
 	served map[string]bool // nil: every tenant
 
 	clientsMu sync.Mutex
@@ -75,6 +76,7 @@ func NewRuntime(store storage.Store, cfg *Config) (*Runtime, error) {
 		obs:        c.Observer,
 		tracer:     tracerOf(&c.ClientConfig),
 		limits:     newLimitCache(store, c.Logger),
+		defs:       newDefCache(),
 		clients:    map[string]*Client{},
 		workflows:  map[string]replay.WorkflowFunc{},
 		activities: map[string]activityFunc{},

@@ -37,7 +37,13 @@ func (r *Runtime) prepareSends(ctx context.Context, tenant string, sends []stora
 		s.TraceParent = traceParent
 		p := &storage.EventRaiseParams{Tenant: tenant, InstanceID: s.InstanceID, EventID: s.EventID, Lane: s.Lane,
 			Name: s.Name, Payload: s.Payload, Now: now}
-		if err := c.applyDefinition(ctx, p, lim); err != nil {
+		// Read from the store, not from the client's definition cache: a
+		// turn's sends are not conditional on a definition version.
+		def, err := c.storedDefinition(ctx, s.Name)
+		if err != nil {
+			return nil, err
+		}
+		if err := c.applyDefinition(p, def, lim); err != nil {
 			var ei *EventInvalidError
 			var di *DefinitionInvalidError
 			if errors.As(err, &ei) || errors.As(err, &di) {

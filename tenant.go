@@ -198,7 +198,7 @@ func (r *Runtime) Client(tenant string) (*Client, error) {
 	if ps := tenantReasons(nil, tenant); len(ps) > 0 {
 		return nil, &InvalidArgumentError{Op: "Client", Reasons: ps}
 	}
-	c := &Client{store: r.store, tenant: tenant, cfg: &r.cfg.ClientConfig, limits: r.limits, tracer: r.tracer, rt: r}
+	c := &Client{store: r.store, tenant: tenant, cfg: &r.cfg.ClientConfig, limits: r.limits, defs: r.defs, tracer: r.tracer, rt: r}
 	r.clients[tenant] = c
 	return c, nil
 }

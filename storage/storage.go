@@ -22,6 +22,7 @@ package storage
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/heraldwf/herald/heraldtype"
@@ -274,7 +275,26 @@ type EventRaiseParams struct {
 	// The raise is durable exactly as without Claim; the lease is the
 	// caller's to commit or give back (TurnAbandon).
 	Claim *TurnClaimParams
+	// CheckDefinition, when set, makes the raise conditional on the event's
+	// definition: it is stored only if the definition of (Tenant, Name) has
+	// exactly DefinitionVersion (the version EventDefinitionCurrent
+	// reported; 0: there is no definition, never put or deleted) in the
+	// raise's own transaction, otherwise EventRaise returns
+	// ErrDefinitionChanged and writes nothing (see EventStore.EventRaise).
+	// The caller validated the event against that version, so no event is
+	// stored that was validated against another. A negative version is
+	// refused. Unset (the zero value), the raise does not look at
+	// definitions.
+	CheckDefinition   bool
+	DefinitionVersion int64
 }
+
+// ErrDefinitionChanged: a raise with EventRaiseParams.CheckDefinition set
+// named a definition version that is not the current one (the definition
+// was put, deleted or created since the caller read it). Nothing was
+// written; the caller reads the definition again (EventDefinitionCurrent),
+// validates the event against it and raises again.
+var ErrDefinitionChanged = errors.New("herald: event definition changed")
 
 // EventRaiseResult is the receipt of a raise.
 type EventRaiseResult struct {
@@ -545,6 +565,15 @@ type EventDefinitionGetParams struct {
 	Name   string
 }
 
+// CurrentDefinition is a definition with its version (see
+// EventDefinitionPut): a name and version never denote two different
+// definitions, so a version says whether a definition read earlier is
+// still the current one.
+type CurrentDefinition struct {
+	Definition *heraldtype.EventDefinition // nil: none (never put, or deleted)
+	Version    int64                       // Definition's version; 0 with none
+}
+
 // EventDefinitionListParams lists all of a tenant's definitions, ordered by
 // name.
 type EventDefinitionListParams struct {
@@ -712,6 +741,14 @@ type EventStore interface {
 	//     instance, lane and name, it returns the first receipt with
 	//     Duplicate set and writes nothing; for another target it returns
 	//     ErrEventIDConflict;
+	//   - if p.CheckDefinition is set and the current version of the
+	//     definition of (p.Tenant, p.Name) is not p.DefinitionVersion (0: no
+	//     definition, never put or deleted), it returns ErrDefinitionChanged
+	//     and stores nothing. The version is read in the raise's own
+	//     transaction, after the duplicate check above (a duplicate is
+	//     answered whatever the version) and before the instance is looked
+	//     at, so a concurrent EventDefinitionPut or EventDefinitionDelete
+	//     is either seen by the raise or ordered after it;
 	//   - if the instance is terminal it returns ErrInstanceNotRunning and
 	//     stores nothing;
 	//   - if the instance does not exist and p.StartIfAbsent is set, it
@@ -748,8 +785,8 @@ type DefinitionStore interface {
 	// EventDefinitionPut creates the definition of (p.Tenant,
 	// Definition.Name) with version 1, or replaces every field of an
 	// existing one, keeping its CreatedAt and incrementing its version (a
-	// column of the stored row; heraldtype.EventDefinition does not carry
-	// it). A definition created again after EventDefinitionDelete continues
+	// column of the stored row, which EventDefinitionCurrent reports;
+	// heraldtype.EventDefinition does not carry it). A definition created again after EventDefinitionDelete continues
 	// the deleted one's version (a name and version never denote two
 	// different definitions) but gets a new CreatedAt. UpdatedAt (and CreatedAt on
 	// creation) is p.Now; an empty Buffer is stored as BufferFIFO. It
@@ -760,6 +797,12 @@ type DefinitionStore interface {
 	// EventDefinitionGet returns a definition, or ErrNotFound (also for a
 	// deleted one).
 	EventDefinitionGet(ctx context.Context, p *EventDefinitionGetParams) (*heraldtype.EventDefinition, error)
+	// EventDefinitionCurrent returns the definition of (p.Tenant, p.Name)
+	// with its version, read together (as EventDefinitionGet reads it), for
+	// a raise conditional on it (EventRaiseParams.CheckDefinition). With no
+	// definition (never put, or deleted) it returns Definition nil and
+	// Version 0, not ErrNotFound.
+	EventDefinitionCurrent(ctx context.Context, p *EventDefinitionGetParams) (*CurrentDefinition, error)
 	// EventDefinitionList returns the tenant's definitions (not the deleted
 	// ones) ordered by name, bytewise.
 	EventDefinitionList(ctx context.Context, p *EventDefinitionListParams) ([]*heraldtype.EventDefinition, error)

@@ -17,11 +17,18 @@ import (
 const definitionCols = `tenant, name, schema, buffer, retention_ns, max_payload_bytes, correlation, version, created_at, updated_at`
 
 func scanDefinition(row pgx.Row) (*heraldtype.EventDefinition, error) {
+	d, _, err := scanDefinitionVersion(row)
+	return d, err
+}
+
+// scanDefinitionVersion scans a definition and its version.
+func scanDefinitionVersion(row pgx.Row) (*heraldtype.EventDefinition, int64, error) {
 	var r backend.DefinitionRow
 	if err := row.Scan(r.Dest()...); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return r.Definition()
+	d, err := r.Definition()
+	return d, r.Version(), err
 }
 
 // EventDefinitionPut: see storage.DefinitionStore. The version is a column
@@ -69,16 +76,38 @@ func (s *Store) EventDefinitionGet(ctx context.Context, p *storage.EventDefiniti
 	if p == nil {
 		return nil, errors.New("postgres: get event definition: nil params")
 	}
+	c := s.defGet(ctx, p)
+	if c.err != nil {
+		return nil, fmt.Errorf("postgres: get event definition %q: %w", p.Name, c.err)
+	}
+	return c.def, nil
+}
+
+// EventDefinitionCurrent: see storage.DefinitionStore. It is read as
+// EventDefinitionGet is (batched with concurrent reads).
+func (s *Store) EventDefinitionCurrent(ctx context.Context, p *storage.EventDefinitionGetParams) (*storage.CurrentDefinition, error) {
+	if p == nil {
+		return nil, errors.New("postgres: read event definition: nil params")
+	}
+	c := s.defGet(ctx, p)
+	switch {
+	case errors.Is(c.err, heraldtype.ErrNotFound):
+		return &storage.CurrentDefinition{}, nil
+	case c.err != nil:
+		return nil, fmt.Errorf("postgres: read event definition %q: %w", p.Name, c.err)
+	}
+	return &storage.CurrentDefinition{Definition: c.def, Version: c.version}, nil
+}
+
+// defGet reads p's definition, in a batch shared with concurrent reads.
+func (s *Store) defGet(ctx context.Context, p *storage.EventDefinitionGetParams) *defGetCall {
 	c := &defGetCall{ctx: ctx, tenant: p.Tenant, name: p.Name}
 	if s.closed.Load() {
 		c.err = s.defGetOne(ctx, c)
 	} else if err := s.defGets.do(ctx, c); err != nil {
 		c.err = err
 	}
-	if c.err != nil {
-		return nil, fmt.Errorf("postgres: get event definition %q: %w", p.Name, c.err)
-	}
-	return c.def, nil
+	return c
 }
 
 const defGetSQL = `SELECT ` + definitionCols + ` FROM event_definitions WHERE tenant = $1 AND name = $2 AND NOT deleted`
@@ -88,15 +117,16 @@ type defGetCall struct {
 	ctx          context.Context
 	tenant, name string
 
-	def *heraldtype.EventDefinition
-	err error
+	def     *heraldtype.EventDefinition
+	version int64
+	err     error
 }
 
 // defGetOne reads c's definition on its own.
 func (s *Store) defGetOne(ctx context.Context, c *defGetCall) error {
 	return s.do(ctx, func(ctx context.Context) error {
 		var err error
-		c.def, err = scanDefinition(s.pool.QueryRow(ctx, defGetSQL, c.tenant, c.name))
+		c.def, c.version, err = scanDefinitionVersion(s.pool.QueryRow(ctx, defGetSQL, c.tenant, c.name))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return heraldtype.ErrNotFound
 		}
@@ -104,9 +134,10 @@ func (s *Store) defGetOne(ctx context.Context, c *defGetCall) error {
 	})
 }
 
-// Definition reads are batched like raises (see raiseBatch): every raise
-// reads its event's definition first, so under load many concurrent calls
-// read the same one. The calls of a batch that name the same definition
+// Definition reads are batched like raises (see raiseBatch): under load
+// many concurrent calls read the same definition (the engine's clients
+// cache definitions by version, but every turn that sends an event reads
+// its definition). The calls of a batch that name the same definition
 // share one read. A batch starts after each of its calls was made, so each
 // sees the definition as it was at some moment during its call, as alone.
 const (
@@ -124,8 +155,9 @@ func (s *Store) defGetBatch(calls []*combined[*defGetCall]) {
 	}
 	type key struct{ tenant, name string }
 	type read struct {
-		def *heraldtype.EventDefinition
-		err error
+		def     *heraldtype.EventDefinition
+		version int64
+		err     error
 	}
 	reads := make(map[key]*read)
 	var b batch
@@ -137,7 +169,7 @@ func (s *Store) defGetBatch(calls []*combined[*defGetCall]) {
 		r := &read{}
 		reads[k] = r
 		b.queryRow("", func(row pgx.Row) error {
-			r.def, r.err = scanDefinition(row)
+			r.def, r.version, r.err = scanDefinitionVersion(row)
 			if errors.Is(r.err, pgx.ErrNoRows) {
 				r.err = heraldtype.ErrNotFound
 			} else if r.err != nil {
@@ -156,7 +188,7 @@ func (s *Store) defGetBatch(calls []*combined[*defGetCall]) {
 			continue
 		}
 		r := reads[key{c.tenant, c.name}]
-		c.def, c.err = copyDefinition(r.def), r.err
+		c.def, c.version, c.err = copyDefinition(r.def), r.version, r.err
 	}
 }
 

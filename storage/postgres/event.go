@@ -18,17 +18,21 @@ import (
 )
 
 // raiseSQL is EventRaise's common case in one statement: lock the instance
-// row, and if the instance is pending or running and the event id is new,
-// add the ledger row and the inbox message and lower ready_at. $1 tenant, $2
-// instance, $3 event id, $4 lane, $5 name, $6 payload, $7 latest, $8 now, $9
-// trace. It
-// returns the instance's status (NULL: no instance) and whether the event
-// was stored; when it was not, EventRaise takes the general path.
+// row, and if the instance is pending or running, the definition check
+// passes and the event id is new, add the ledger row and the inbox message
+// and lower ready_at. $1 tenant, $2 instance, $3 event id, $4 lane, $5
+// name, $6 payload, $7 latest, $8 now, $9 trace, $10 the definition version
+// the raise is conditional on (EventRaiseParams.DefinitionVersion; -1:
+// unchecked, see raiseDefinitionCheck). It returns the instance's status
+// (NULL: no instance) and whether the event was stored; when it was not,
+// EventRaise takes the general path, which tells a duplicate, a changed
+// definition and an ended or missing instance apart.
 const raiseSQL = `WITH inst AS MATERIALIZED (
 	SELECT status FROM instances WHERE tenant = $1 AND id = $2 FOR NO KEY UPDATE
 ), ev AS (
 	INSERT INTO events (tenant, event_id, instance_id, lane, name, fate, received_at, updated_at)
 	SELECT $1, $3, $2, $4, $5, 'pending', $8, $8 FROM inst WHERE inst.status IN ` + nonTerminal + `
+		AND ` + raiseDefinitionCheck + `
 	ON CONFLICT (tenant, event_id) DO NOTHING
 	RETURNING event_id
 ), msg AS (
@@ -41,10 +45,17 @@ const raiseSQL = `WITH inst AS MATERIALIZED (
 )
 SELECT (SELECT status FROM inst), EXISTS (SELECT 1 FROM msg)`
 
+// raiseDefinitionCheck is the condition of a raise conditional on its
+// definition ($10 >= 0, see storage.EventRaiseParams.CheckDefinition): the
+// current version of the definition of ($1 tenant, $5 name), 0 for none, is
+// $10. It is read in the raise's own statement.
+const raiseDefinitionCheck = `($10::bigint < 0 OR $10::bigint = COALESCE((SELECT d.version FROM event_definitions d
+		WHERE d.tenant = $1 AND d.name = $5 AND NOT d.deleted), 0))`
+
 // raiseClaimSQL is raiseSQL with a direct hand-off (EventRaiseParams.Claim):
 // when it stores the event and the instance is neither leased (or its
 // lease ran out) nor held back, the same update leases the instance with
-// token $10 until $11, as claimTurnsSQL would, and names it in
+// token $11 until $12, as claimTurnsSQL would, and names it in
 // herald.claimed for the loading statements that follow in its batch
 // (claimLoad). Its third column is that setting.
 const raiseClaimSQL = `WITH inst AS MATERIALIZED (
@@ -53,6 +64,7 @@ const raiseClaimSQL = `WITH inst AS MATERIALIZED (
 ), ev AS (
 	INSERT INTO events (tenant, event_id, instance_id, lane, name, fate, received_at, updated_at)
 	SELECT $1, $3, $2, $4, $5, 'pending', $8, $8 FROM inst WHERE inst.status IN ` + nonTerminal + `
+		AND ` + raiseDefinitionCheck + `
 	ON CONFLICT (tenant, event_id) DO NOTHING
 	RETURNING event_id
 ), msg AS (
@@ -61,11 +73,11 @@ const raiseClaimSQL = `WITH inst AS MATERIALIZED (
 	RETURNING id
 ), ready AS (
 	UPDATE instances SET ready_at = LEAST(COALESCE(ready_at, $8), $8),
-		lock_token = CASE WHEN (SELECT take FROM inst) THEN $10::text ELSE lock_token END,
-		lease_until = CASE WHEN (SELECT take FROM inst) THEN $11::bigint ELSE lease_until END,
+		lock_token = CASE WHEN (SELECT take FROM inst) THEN $11::text ELSE lock_token END,
+		lease_until = CASE WHEN (SELECT take FROM inst) THEN $12::bigint ELSE lease_until END,
 		not_before = CASE WHEN (SELECT take FROM inst) THEN 0 ELSE not_before END
 	WHERE tenant = $1 AND id = $2 AND EXISTS (SELECT 1 FROM msg)
-	RETURNING lock_token = $10::text AS claimed
+	RETURNING lock_token = $11::text AS claimed
 )
 SELECT (SELECT status FROM inst), EXISTS (SELECT 1 FROM msg),
 	set_config('herald.claimed', COALESCE((SELECT ARRAY[$2::text]::text FROM ready WHERE claimed), ''), true)`
@@ -77,10 +89,13 @@ const handedOffSQL = `SELECT ` + instanceColsI + ` FROM instances i WHERE i.tena
 // raiseFast is the fast path's guard: raiseSQL handles these fields of
 // EventRaiseParams (ExpiresAt and StartIfAbsent matter only for an instance
 // that does not exist, which raiseSQL leaves to the general path; Claim is
-// raiseClaimSQL's, and only a raise that runs alone hands off); a raise
-// that sets any other field takes the general path.
+// raiseClaimSQL's, and only a raise that runs alone hands off;
+// CheckDefinition and DefinitionVersion are raiseDefinitionCheck's, and a
+// raise it refuses takes the general path); a raise that sets any other
+// field takes the general path.
 var raiseFast = backend.NewFieldGuard[storage.EventRaiseParams](
-	"Tenant", "InstanceID", "EventID", "Lane", "Name", "Payload", "Now", "Latest", "ExpiresAt", "StartIfAbsent", "TraceParent", "Claim")
+	"Tenant", "InstanceID", "EventID", "Lane", "Name", "Payload", "Now", "Latest", "ExpiresAt", "StartIfAbsent", "TraceParent", "Claim",
+	"CheckDefinition", "DefinitionVersion")
 
 // EventRaise: see storage.EventStore. An event for a pending or running
 // instance takes one statement (raiseSQL, in a batch shared with concurrent
@@ -136,7 +151,12 @@ type raiseCall struct {
 // raiseArgs are raiseSQL's arguments for c.
 func (c *raiseCall) raiseArgs() []any {
 	p := c.p
-	return []any{p.Tenant, p.InstanceID, p.EventID, string(p.Lane), p.Name, backend.RawArg(p.Payload), p.Latest, c.now.UnixNano(), p.TraceParent}
+	version := int64(-1) // unchecked
+	if p.CheckDefinition {
+		version = p.DefinitionVersion // not negative: ValidateRaise
+	}
+	return []any{p.Tenant, p.InstanceID, p.EventID, string(p.Lane), p.Name, backend.RawArg(p.Payload), p.Latest, c.now.UnixNano(),
+		p.TraceParent, version}
 }
 
 // raiseOne raises c in a transaction of its own (two for the general path),
@@ -270,6 +290,11 @@ func (s *Store) raiseSlow(ctx context.Context, p *storage.EventRaiseParams, star
 			res = dup
 			return err
 		}
+		if p.CheckDefinition {
+			if err := checkDefinition(ctx, tx, p); err != nil {
+				return err
+			}
+		}
 		status, err := lockInstance(ctx, tx, p.Tenant, p.InstanceID)
 		if err != nil {
 			return err
@@ -361,6 +386,20 @@ func ledgerReceipt(ctx context.Context, tx pgx.Tx, p *storage.EventRaiseParams) 
 			instanceID, lane, name, heraldtype.ErrEventIDConflict)
 	}
 	return &storage.EventRaiseResult{EventID: p.EventID, ReceivedAt: backend.FromNanos(receivedAt), Duplicate: true}, nil
+}
+
+// checkDefinition returns ErrDefinitionChanged if the definition of p's
+// event is not at p.DefinitionVersion (0: none).
+func checkDefinition(ctx context.Context, tx pgx.Tx, p *storage.EventRaiseParams) error {
+	var version int64
+	if err := tx.QueryRow(ctx, `SELECT COALESCE((SELECT version FROM event_definitions
+		WHERE tenant = $1 AND name = $2 AND NOT deleted), 0)`, p.Tenant, p.Name).Scan(&version); err != nil {
+		return fmt.Errorf("check event definition: %w", err)
+	}
+	if version != p.DefinitionVersion {
+		return fmt.Errorf("definition of %q is at version %d, not %d: %w", p.Name, version, p.DefinitionVersion, storage.ErrDefinitionChanged)
+	}
+	return nil
 }
 
 // lockInstance locks an instance row and returns its status ("" if it does

@@ -15,12 +15,25 @@ import (
 const definitionCols = `tenant, name, schema, buffer, retention_ns, max_payload_bytes, correlation, version, created_at, updated_at`
 
 func scanDefinition(sc scanner) (*heraldtype.EventDefinition, error) {
+	d, _, err := scanDefinitionVersion(sc)
+	return d, err
+}
+
+// scanDefinitionVersion scans a definition and its version.
+func scanDefinitionVersion(sc scanner) (*heraldtype.EventDefinition, int64, error) {
 	var r backend.DefinitionRow
 	if err := sc.Scan(r.Dest()...); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return r.Definition()
+	d, err := r.Definition()
+	return d, r.Version(), err
 }
+
+// definitionVersionQuery is the current version of definition (?1 tenant,
+// ?2 name): 0 if there is none (never put, or deleted), as
+// storage.EventRaiseParams.DefinitionVersion names it.
+const definitionVersionQuery = `SELECT COALESCE((SELECT version FROM event_definitions
+	WHERE tenant = ?1 AND name = ?2 AND deleted = 0), 0)`
 
 // EventDefinitionPut: see storage.DefinitionStore. The version is a column
 // of the row, which EventDefinitionDelete keeps.
@@ -84,6 +97,26 @@ func (s *Store) EventDefinitionGet(ctx context.Context, p *storage.EventDefiniti
 		return nil, fmt.Errorf("sqlite: get event definition %q: %w", p.Name, s.readErr(err))
 	}
 	return d, nil
+}
+
+// EventDefinitionCurrent: see storage.DefinitionStore.
+func (s *Store) EventDefinitionCurrent(ctx context.Context, p *storage.EventDefinitionGetParams) (_ *storage.CurrentDefinition, err error) {
+	defer s.afterDefinitionRead(ctx, &err)
+	if p == nil {
+		return nil, errors.New("sqlite: read event definition: nil params")
+	}
+	if s.closed.Load() {
+		return nil, heraldtype.ErrClosed
+	}
+	d, v, err := scanDefinitionVersion(s.reader(nil).QueryRowContext(ctx,
+		`SELECT `+definitionCols+` FROM event_definitions WHERE tenant = ? AND name = ? AND deleted = 0`, p.Tenant, p.Name))
+	if errors.Is(err, sql.ErrNoRows) {
+		return &storage.CurrentDefinition{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: read event definition %q: %w", p.Name, s.readErr(err))
+	}
+	return &storage.CurrentDefinition{Definition: d, Version: v}, nil
 }
 
 // EventDefinitionList: see storage.DefinitionStore.

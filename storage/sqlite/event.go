@@ -67,6 +67,18 @@ func (s *Store) EventRaise(ctx context.Context, p *storage.EventRaiseParams) (*s
 			res = &storage.EventRaiseResult{EventID: p.EventID, ReceivedAt: backend.FromNanos(receivedAt), Duplicate: true}
 			return nil
 		}
+		if p.CheckDefinition {
+			// In the raise's transaction, on the single writer: no
+			// definition changes until it commits.
+			var version int64
+			if err := w.queryRow(definitionVersionQuery, p.Tenant, p.Name).Scan(&version); err != nil {
+				return fmt.Errorf("check event definition: %w", err)
+			}
+			if version != p.DefinitionVersion {
+				return fmt.Errorf("definition of %q is at version %d, not %d: %w",
+					p.Name, version, p.DefinitionVersion, storage.ErrDefinitionChanged)
+			}
+		}
 
 		// The instance's status, and its ready time lowered for the message
 		// added below, in one statement; with a hand-off, its lease too.

@@ -68,6 +68,8 @@ func run(t *testing.T, newStore func(t *testing.T) storage.Store, only func(name
 		{"EventRaiseStartIfAbsent", testEventRaiseStartIfAbsent},
 		{"EventRaiseLatest", testEventRaiseLatest},
 		{"EventRaiseHandOff", testEventRaiseHandOff},
+		{"EventRaiseDefinitionCheck", testEventRaiseDefinitionCheck},
+		{"EventRaiseDefinitionCheckConcurrent", testEventRaiseDefinitionCheckConcurrent},
 		{"EventExpire", testEventExpire},
 		{"EventExpireLimitAndTenants", testEventExpireLimitAndTenants},
 		{"EventDefinitions", testEventDefinitions},

@@ -22,7 +22,7 @@ import (
 type DefinitionRow struct {
 	d                          heraldtype.EventDefinition
 	tenant                     string // scanned, not returned: the caller named it
-	version                    int64  // scanned, not returned: the store's own
+	version                    int64  // see Version
 	schema, correlation        []byte
 	retention, maxPayloadBytes int64
 	createdAt, updatedAt       int64
@@ -33,6 +33,9 @@ func (r *DefinitionRow) Dest() []any {
 	return []any{&r.tenant, &r.d.Name, &r.schema, &r.d.Buffer, &r.retention, &r.maxPayloadBytes,
 		&r.correlation, &r.version, &r.createdAt, &r.updatedAt}
 }
+
+// Version is the scanned row's version (storage.CurrentDefinition).
+func (r *DefinitionRow) Version() int64 { return r.version }
 
 // Definition decodes the scanned row.
 func (r *DefinitionRow) Definition() (*heraldtype.EventDefinition, error) {

@@ -21,13 +21,17 @@ func ValidateCreate(p *storage.InstanceCreateParams) error {
 	return nil
 }
 
-// ValidateRaise checks the ids of EventRaise's params.
+// ValidateRaise checks the ids of EventRaise's params and its definition
+// version (not negative when checked).
 func ValidateRaise(p *storage.EventRaiseParams) error {
 	if p.InstanceID == "" {
 		return errors.New("empty instance id")
 	}
 	if p.EventID == "" {
 		return errors.New("empty event id")
+	}
+	if p.CheckDefinition && p.DefinitionVersion < 0 {
+		return fmt.Errorf("negative definition version %d", p.DefinitionVersion)
 	}
 	return nil
 }
