@@ -28,17 +28,18 @@ func (s *Store) EventRaise(ctx context.Context, p *storage.EventRaiseParams) (*s
 	}
 	now := backend.NowOr(p.Now)
 	var (
-		res     *storage.EventRaiseResult
-		handOff *storage.Turn // the instance's row as the raise leased it (see raiseLease)
-		prefix  string
-		untilN  int64
+		res         *storage.EventRaiseResult
+		handOff     *storage.Turn // the instance's row as the raise leased it (see raiseLease)
+		handOffDocs [][][]byte    // its history documents
+		prefix      string
+		untilN      int64
 	)
 	if p.Claim != nil {
 		prefix = backend.NewToken() + ":"
 		untilN = now.Add(backend.Lease(p.Claim.Lease)).UnixNano()
 	}
 	err = s.write(ctx, func(w *wtx) error {
-		res, handOff = nil, nil
+		res, handOff, handOffDocs = nil, nil, nil
 		// The ledger row first: a duplicate id is the only reason it is not
 		// inserted, and then the first raise's row says what to answer. A
 		// later refusal (the instance is terminal) rolls the insert back.
@@ -136,6 +137,17 @@ func (s *Store) EventRaise(ctx context.Context, p *storage.EventRaiseParams) (*s
 		if handOff != nil && handOff.LockToken == "" {
 			handOff = nil // the instance is leased or held back
 		}
+		if handOff != nil {
+			// The turn is read in the raise's own transaction, on the
+			// writer: a read-pool round trip after the commit would cost
+			// the hand-off more than the few rows read here cost the
+			// writer (hand-offs happen only while the runtime is half idle).
+			turns := []*storage.Turn{handOff}
+			handOffDocs, err = s.loadClaimed(ctx, w, turns, p.Tenant, untilN, prefix, now.UnixNano(), backend.MaxMessages(p.Claim.MaxMessages))
+			if err != nil {
+				return fmt.Errorf("load the handed-off turn: %w", err)
+			}
+		}
 		if handOff == nil {
 			w.signalKinds(p.Tenant, storage.WorkTurns)
 		}
@@ -146,7 +158,7 @@ func (s *Store) EventRaise(ctx context.Context, p *storage.EventRaiseParams) (*s
 		return nil, fmt.Errorf("sqlite: raise event %q: %w", p.EventID, err)
 	}
 	if handOff != nil && res != nil && !res.Duplicate {
-		res.Turn = s.loadHandOff(ctx, p, handOff, prefix, untilN, now)
+		res.Turn = decodeHandOff(handOff, handOffDocs)
 	}
 	return res, nil
 }
@@ -186,19 +198,11 @@ func raiseLease(w *wtx, p *storage.EventRaiseParams, now time.Time, prefix strin
 	return t, nil
 }
 
-// loadHandOff loads the turn a raise leased, as TurnClaim loads its turns,
-// once the raise is durable. If it cannot, it gives the lease back and
-// returns nil: the raise stands, and the instance is claimed as after any
-// raise.
-func (s *Store) loadHandOff(ctx context.Context, p *storage.EventRaiseParams, t *storage.Turn, prefix string, untilN int64, now time.Time) *storage.Turn {
-	turns := []*storage.Turn{t}
-	docs, err := s.loadClaimed(ctx, turns, p.Tenant, untilN, prefix, now.UnixNano(), backend.MaxMessages(p.Claim.MaxMessages))
-	if err != nil {
-		_ = s.releaseClaimed(ctx, p.Tenant, turns)
-		s.signal([]wakeup{{p.Tenant, storage.WorkTurns}})
-		return nil
-	}
+// decodeHandOff decodes the history of the turn a raise leased and read
+// (docs, its documents).
+func decodeHandOff(t *storage.Turn, docs [][][]byte) *storage.Turn {
 	if t.Err == nil {
+		var err error
 		if t.History, err = decodeHistory(docs[0]); err != nil {
 			t.History = nil
 			t.Err = fmt.Errorf("instance %q: %w", t.Instance.ID, err)

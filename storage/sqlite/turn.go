@@ -109,7 +109,7 @@ func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*s
 	// committed, so a reader sees it, and while the leases are held nobody
 	// else changes the histories; a message that arrives after this read
 	// waits for the next turn.
-	docs, err = s.loadClaimed(ctx, turns, p.Tenant, untilN, prefix, nowN, maxMessages)
+	docs, err = s.loadClaimed(ctx, s.reader(nil), turns, p.Tenant, untilN, prefix, nowN, maxMessages)
 	if err != nil {
 		err = fmt.Errorf("sqlite: claim turns: %w", err)
 		return nil, errors.Join(err, s.releaseClaimed(ctx, p.Tenant, turns))
@@ -129,17 +129,17 @@ func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*s
 	return turns, nil
 }
 
-// loadClaimed reads the histories (current execution) and visible messages
-// of a claim's instances, each in one statement for the whole claim; the
+// loadClaimed reads through r (the read pool, or the writer's transaction
+// for a raise that hands off) the histories (current execution) and visible
+// messages of a claim's instances, each in one statement for the whole claim; the
 // claim's rows are found by their lease_until (indexed) and token prefix.
 // It fills each turn's Messages and returns its history documents.
-func (s *Store) loadClaimed(ctx context.Context, turns []*storage.Turn, tenant string, untilN int64, prefix string,
+func (s *Store) loadClaimed(ctx context.Context, r querier, turns []*storage.Turn, tenant string, untilN int64, prefix string,
 	nowN int64, maxMessages int) ([][][]byte, error) {
 	at := make(map[string]int, len(turns))
 	for i, t := range turns {
 		at[t.Instance.ID] = i
 	}
-	var r querier = s.reader(nil)
 	const claimed = `i.tenant = ?1 AND i.lease_until = ?2 AND i.lock_token IS NOT NULL
 		AND substr(i.lock_token, 1, ?4) = ?3`
 	docs := make([][][]byte, len(turns))

@@ -1,0 +1,74 @@
+package sqlite_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/heraldwf/herald/heraldtype"
+	"github.com/heraldwf/herald/history"
+	"github.com/heraldwf/herald/storage"
+	"github.com/heraldwf/herald/storage/sqlite"
+)
+
+// BenchmarkHandOff measures one event's store calls on an idle store, one
+// at a time: a raise that hands off its instance, or a raise and then a
+// claim; each op ends with the turn's commit.
+func BenchmarkHandOff(b *testing.B) {
+	for _, handOff := range []bool{false, true} {
+		b.Run(fmt.Sprintf("handoff=%v", handOff), func(b *testing.B) {
+			ctx := context.Background()
+			s, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "bench.db"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			now := time.Now()
+			commit := func(t *storage.Turn, seq int) {
+				ids := make([]int64, len(t.Messages))
+				for i, m := range t.Messages {
+					ids[i] = m.ID
+				}
+				if _, err := s.TurnCommit(ctx, &storage.TurnCommitParams{Tenant: "b", InstanceID: t.Instance.ID, LockToken: t.LockToken,
+					Execution: t.Instance.Execution, Now: now, ConsumedMessages: ids, Status: heraldtype.StatusRunning,
+					NewEvents: []history.Event{{Seq: seq, Kind: history.TimerCreated, Time: now}}}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			for i := range b.N {
+				if _, err := s.InstanceCreate(ctx, &storage.InstanceCreateParams{Tenant: "b", ID: fmt.Sprint("i", i), Workflow: "wf", Input: json.RawMessage(`1`), Now: now}); err != nil {
+					b.Fatal(err)
+				}
+				ts, err := s.TurnClaim(ctx, &storage.TurnClaimParams{Tenant: "b", Now: now, Lease: time.Minute, Max: 1})
+				if err != nil || len(ts) != 1 {
+					b.Fatal(ts, err)
+				}
+				commit(ts[0], 2)
+			}
+			b.ResetTimer()
+			for i := range b.N {
+				p := &storage.EventRaiseParams{Tenant: "b", InstanceID: fmt.Sprint("i", i), EventID: fmt.Sprint("e", i), Lane: history.LanePositional,
+					Name: "go", Payload: json.RawMessage(`1`), Now: now}
+				if handOff {
+					p.Claim = &storage.TurnClaimParams{Lease: time.Minute}
+				}
+				res, err := s.EventRaise(ctx, p)
+				if err != nil {
+					b.Fatal(err)
+				}
+				t := res.Turn
+				if t == nil {
+					ts, err := s.TurnClaim(ctx, &storage.TurnClaimParams{Tenant: "b", Now: now, Lease: time.Minute, Max: 1})
+					if err != nil || len(ts) != 1 {
+						b.Fatal(ts, err)
+					}
+					t = ts[0]
+				}
+				commit(t, 3)
+			}
+		})
+	}
+}
