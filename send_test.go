@@ -132,11 +132,17 @@ type ambiguousCommits struct {
 }
 
 func (s *ambiguousCommits) TurnCommit(ctx context.Context, p *storage.TurnCommitParams) ([]history.Event, error) {
-	dropped, err := s.Store.TurnCommit(ctx, p)
-	if err == nil && len(p.Sends) > 0 && s.done.CompareAndSwap(false, true) {
-		return nil, errors.New("injected: connection lost after the commit")
+	// done is set before the commit lands: once it has, the receiver may
+	// answer and the sender complete before this call returns.
+	if len(p.Sends) == 0 || !s.done.CompareAndSwap(false, true) {
+		return s.Store.TurnCommit(ctx, p)
 	}
-	return dropped, err
+	dropped, err := s.Store.TurnCommit(ctx, p)
+	if err != nil {
+		s.done.Store(false)
+		return dropped, err
+	}
+	return nil, errors.New("injected: connection lost after the commit")
 }
 
 // A turn whose commit went through but was reported failed (released and
