@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"runtime/trace"
 	"sync"
 	"time"
@@ -40,6 +41,23 @@ func startTrace(path string) (stop func(), err error) {
 	}
 	return func() {
 		trace.Stop()
+		f.Close()
+	}, nil
+}
+
+// startCPUProfile starts the CPU profiler into path; stop ends it and
+// closes the file.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("-load-cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("-load-cpuprofile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
 		f.Close()
 	}, nil
 }

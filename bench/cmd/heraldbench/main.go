@@ -43,7 +43,8 @@
 //
 // Diagnostics of the load scenario: -load-rate R paces it at R sends/s
 // instead of half the measured peak (A/B runs of two builds at one rate);
-// -trace FILE records a runtime/trace of the paced part (go tool trace);
+// -trace FILE records a runtime/trace of the paced part (go tool trace),
+// -load-cpuprofile FILE a CPU profile of it;
 // -load-dump FILE writes each send's scheduled time and latency as CSV, to
 // see whether the tail comes in bursts.
 //
@@ -103,7 +104,7 @@ type options struct {
 	backends, scenarios            []string
 	postgresURL, jsonPath, dir     string
 	cpuProfile, workerSchema       string
-	tracePath, loadDump            string
+	tracePath, loadDump, loadCPU   string
 	loadRate                       float64
 	quick                          bool
 	turnWorkers, pgConns           int
@@ -162,6 +163,7 @@ func main() {
 	flag.Float64Var(&o.loadRate, "load-rate", 0,
 		"pace the load scenario at this many sends/s instead of half the measured peak (then the round trip runs only if selected); for A/B runs at one rate")
 	flag.StringVar(&o.tracePath, "trace", "", "write a runtime/trace of each paced load run to this file (go tool trace)")
+	flag.StringVar(&o.loadCPU, "load-cpuprofile", "", "write a CPU profile of each paced load run to this file (not with -cpuprofile)")
 	flag.StringVar(&o.loadDump, "load-dump", "", "write each paced send's scheduled offset and latency (CSV, ms) to this file")
 	flag.DurationVar(&o.physicalFor, "physical-for", 3*time.Second, "how long each physical-limit run lasts")
 	flag.IntVar(&o.bus.n, "bus-n", 10000, "events per loaded bus run, and jobs per River run (1000 with -quick)")

@@ -103,7 +103,7 @@ func runSystem(ctx context.Context, s System, o *options, n, samples int, sweep 
 		}
 	}
 	if has("load") && peak > 0 && ctx.Err() == nil {
-		r := underLoad(ctx, t, LanePositional, peak/2, o.loadFor, o.tracePath, o.loadDump)
+		r := underLoad(ctx, t, LanePositional, peak/2, o.loadFor, o.tracePath, o.loadCPU, o.loadDump)
 		if o.loadRate > 0 {
 			r.Note = strings.Replace(r.Note, "half the measured peak", "-load-rate", 1)
 		}

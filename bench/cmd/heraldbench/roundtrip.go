@@ -158,10 +158,11 @@ func isolated(ctx context.Context, t *target, lane Lane, samples int) []Result {
 // scheduled send → resumed commit, so a stall is counted for every send it
 // delays.
 //
-// Diagnostics: with tracePath, the paced part runs under runtime/trace
-// (traceFile names the file of each run); with dumpPath, each send's
-// scheduled offset and latency are written to that file as CSV.
-func underLoad(ctx context.Context, t *target, lane Lane, rate float64, dur time.Duration, tracePath, dumpPath string) Result {
+// Diagnostics: with tracePath, the paced part runs under runtime/trace,
+// with cpuPath under the CPU profiler (traceFile names the file of each
+// run); with dumpPath, each send's scheduled offset and latency are written
+// to that file as CSV.
+func underLoad(ctx context.Context, t *target, lane Lane, rate float64, dur time.Duration, tracePath, cpuPath, dumpPath string) Result {
 	ctx, cancel := context.WithTimeout(ctx, scenarioTimeout)
 	defer cancel()
 	n := max(int(rate*dur.Seconds()), 1)
@@ -180,6 +181,14 @@ func underLoad(ctx context.Context, t *target, lane Lane, rate float64, dur time
 			return r
 		}
 		defer stopTrace()
+	}
+	if cpuPath != "" {
+		stopProfile, err := startCPUProfile(traceFile(cpuPath))
+		if err != nil {
+			r.Error = err.Error()
+			return r
+		}
+		defer stopProfile()
 	}
 	sem := make(chan struct{}, 512)
 	errs := make(chan error, 1)
