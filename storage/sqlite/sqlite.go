@@ -183,7 +183,8 @@ func WithBusyTimeout(d time.Duration) Option {
 }
 
 // WithReadConns sets the maximum number of read connections. Default
-// DefaultReadConns (4).
+// DefaultReadConns (4). Single-statement reads use at most GOMAXPROCS-1 of
+// them at once (at least one; see rpool).
 func WithReadConns(n int) Option {
 	return func(c *config) { c.readConns = n }
 }
