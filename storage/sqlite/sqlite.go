@@ -183,7 +183,8 @@ func WithBusyTimeout(d time.Duration) Option {
 }
 
 // WithReadConns sets the maximum number of read connections. Default
-// DefaultReadConns (4).
+// DefaultReadConns (4). Single-statement reads use at most GOMAXPROCS-1 of
+// them at once (at least one; see rpool).
 func WithReadConns(n int) Option {
 	return func(c *config) { c.readConns = n }
 }
@@ -238,6 +239,8 @@ type Store struct {
 	cdb      *sql.DB
 	ckptKick chan struct{}
 	ckptDone chan struct{}
+	ckptLast atomic.Int64 // unix ns: the checkpointer asks the writer for the last checkpoint before a WAL restart (0: no)
+	ckptHold atomic.Int64 // no checkpoint until the transactions up to this one are durable (see walCheckpoint)
 
 	// The sync pipeline (see syncLoop); syncq is nil without it.
 	wal       *os.File
@@ -253,8 +256,10 @@ type Store struct {
 	lastTry   time.Time             // writer-owned: the last recoverWAL it asked for
 	ckptOff   atomic.Bool           // tests: no background checkpoints
 
-	commits atomic.Int64
-	writes  atomic.Int64
+	commits      atomic.Int64
+	writes       atomic.Int64
+	ckptLasts    atomic.Int64 // the writer's last checkpoints before a WAL restart (lastCheckpoint)
+	ckptLastTime atomic.Int64 // their total length, in nanoseconds
 }
 
 var _ storage.Store = (*Store)(nil)
@@ -419,11 +424,19 @@ type Stats struct {
 	// Writes is the number of write calls committed (Writes/Commits is the
 	// average group-commit batch size).
 	Writes int64
+	// WriterCheckpoints is the number of checkpoints the writer ran
+	// between two batches to copy the last frames of a long WAL, so that
+	// the WAL restarts from its beginning (see checkpointLoop);
+	// WriterCheckpointTime is their total length, during which no write
+	// ran.
+	WriterCheckpoints    int64
+	WriterCheckpointTime time.Duration
 }
 
 // Stats returns the writer's counters.
 func (s *Store) Stats() Stats {
-	return Stats{Commits: s.commits.Load(), Writes: s.writes.Load()}
+	return Stats{Commits: s.commits.Load(), Writes: s.writes.Load(),
+		WriterCheckpoints: s.ckptLasts.Load(), WriterCheckpointTime: time.Duration(s.ckptLastTime.Load())}
 }
 
 // SubscribeKinds: see storage.Notifier. This store wakes its subscribers

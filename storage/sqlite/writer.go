@@ -176,12 +176,25 @@ func (s *Store) writerLoop() {
 	}()
 	batch := make([]*writeReq, 0, s.cfg.maxBatch)
 	for {
-		select {
-		case r := <-s.reqs:
-			batch = append(batch[:0], r)
-		case <-s.closing:
-			return
+		var first *writeReq
+		if s.ckptLast.Load() != 0 {
+			// The checkpointer asks for the last checkpoint before a WAL
+			// restart: run it now if no write waits.
+			select {
+			case first = <-s.reqs:
+				s.lastCheckpoint(false)
+			default:
+				s.lastCheckpoint(true)
+			}
 		}
+		if first == nil {
+			select {
+			case first = <-s.reqs:
+			case <-s.closing:
+				return
+			}
+		}
+		batch = append(batch[:0], first)
 		if len(s.reqs) == 0 {
 			// Nothing else waits yet: give the goroutines that are about
 			// to write (callers just answered by the syncer, woken

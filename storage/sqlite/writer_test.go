@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -109,5 +111,35 @@ func TestGroupCommitSkipsCancelledRequests(t *testing.T) {
 	}
 	if exists(t, s, "a") || !exists(t, s, "b") {
 		t.Fatal("cancelled request ran")
+	}
+}
+
+// Point reads run on fewer connections than there are Ps (see rpool), each
+// on its connection's goroutine, whatever WithReadConns allows.
+func TestReadsFewerThanPs(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(3))
+	s := openTest(t)
+	if err := create(context.Background(), s, "a"); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 50 {
+				if !exists(t, s, "a") {
+					t.Error("instance a not found")
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	s.rpool.mu.Lock()
+	open := s.rpool.open
+	s.rpool.mu.Unlock()
+	if open < 1 || open > 2 {
+		t.Fatalf("%d read connections open with GOMAXPROCS 3, want 1 or 2", open)
 	}
 }

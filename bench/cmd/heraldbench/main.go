@@ -41,6 +41,13 @@
 // River (river, river-fast) is the event bus's peer: it runs with the
 // bus-handler scenario, on PostgreSQL.
 //
+// Diagnostics of the load scenario: -load-rate R paces it at R sends/s
+// instead of half the measured peak (A/B runs of two builds at one rate);
+// -trace FILE records a runtime/trace of the paced part (go tool trace),
+// -load-cpuprofile FILE a CPU profile of it;
+// -load-dump FILE writes each send's scheduled time and latency as CSV, to
+// see whether the tail comes in bursts.
+//
 // A resumed time is taken when the turn that took the event has been
 // committed: the benchmark wraps the store Herald's runtime uses and notes
 // the time right after TurnCommit returns (see stampStore). That is later
@@ -97,6 +104,8 @@ type options struct {
 	backends, scenarios            []string
 	postgresURL, jsonPath, dir     string
 	cpuProfile, workerSchema       string
+	tracePath, loadDump, loadCPU   string
+	loadRate                       float64
 	quick                          bool
 	turnWorkers, pgConns           int
 	loadFor, physicalFor           time.Duration
@@ -151,6 +160,11 @@ func main() {
 	flag.IntVar(&o.turnWorkers, "turn-workers", 64, "Herald Config.TurnWorkers")
 	flag.IntVar(&o.pgConns, "pg-conns", 16, "Herald's PostgreSQL pool size")
 	flag.DurationVar(&o.loadFor, "load-for", 10*time.Second, "how long the paced load runs")
+	flag.Float64Var(&o.loadRate, "load-rate", 0,
+		"pace the load scenario at this many sends/s instead of half the measured peak (then the round trip runs only if selected); for A/B runs at one rate")
+	flag.StringVar(&o.tracePath, "trace", "", "write a runtime/trace of each paced load run to this file (go tool trace)")
+	flag.StringVar(&o.loadCPU, "load-cpuprofile", "", "write a CPU profile of each paced load run to this file (not with -cpuprofile)")
+	flag.StringVar(&o.loadDump, "load-dump", "", "write each paced send's scheduled offset and latency (CSV, ms) to this file")
 	flag.DurationVar(&o.physicalFor, "physical-for", 3*time.Second, "how long each physical-limit run lasts")
 	flag.IntVar(&o.bus.n, "bus-n", 10000, "events per loaded bus run, and jobs per River run (1000 with -quick)")
 	flag.IntVar(&o.bus.publishers, "bus-publishers", 32, "concurrent publishers (River: producers) in the bus runs")

@@ -76,10 +76,13 @@ func runSystem(ctx context.Context, s System, o *options, n, samples int, sweep 
 	has := func(sc string) bool { return slices.Contains(o.scenarios, sc) }
 	t := newTarget(s)
 	var peak float64
-	if has("roundtrip") || has("load") {
+	if has("roundtrip") || (has("load") && o.loadRate <= 0) {
 		r := roundTrip(ctx, t, LanePositional, n, o.clients)
 		peak = r.Rate
 		add(r)
+	}
+	if o.loadRate > 0 {
+		peak = 2 * o.loadRate
 	}
 	if has("isolated") && ctx.Err() == nil {
 		add(isolated(ctx, t, LanePositional, samples)...)
@@ -100,14 +103,18 @@ func runSystem(ctx context.Context, s System, o *options, n, samples int, sweep 
 		}
 	}
 	if has("load") && peak > 0 && ctx.Err() == nil {
-		add(underLoad(ctx, t, LanePositional, peak/2, o.loadFor))
+		r := underLoad(ctx, t, LanePositional, peak/2, o.loadFor, o.tracePath, o.loadCPU, o.loadDump)
+		if o.loadRate > 0 {
+			r.Note = strings.Replace(r.Note, "half the measured peak", "-load-rate", 1)
+		}
+		add(r)
 	}
 	if has("sweep") {
 		for _, sn := range sweep {
 			if ctx.Err() != nil {
 				break
 			}
-			if sn == n && (has("roundtrip") || has("load")) {
+			if sn == n && (has("roundtrip") || (has("load") && o.loadRate <= 0)) {
 				continue // the round trip above is this point
 			}
 			r := roundTripAs(ctx, t, LanePositional, sn, o.clients, fmt.Sprintf("sweep%d", sn))

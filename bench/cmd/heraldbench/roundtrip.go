@@ -157,7 +157,12 @@ func isolated(ctx context.Context, t *target, lane Lane, samples int) []Result {
 // scheduled time whatever the earlier ones are doing) for dur and measures
 // scheduled send → resumed commit, so a stall is counted for every send it
 // delays.
-func underLoad(ctx context.Context, t *target, lane Lane, rate float64, dur time.Duration) Result {
+//
+// Diagnostics: with tracePath, the paced part runs under runtime/trace,
+// with cpuPath under the CPU profiler (traceFile names the file of each
+// run); with dumpPath, each send's scheduled offset and latency are written
+// to that file as CSV.
+func underLoad(ctx context.Context, t *target, lane Lane, rate float64, dur time.Duration, tracePath, cpuPath, dumpPath string) Result {
 	ctx, cancel := context.WithTimeout(ctx, scenarioTimeout)
 	defer cancel()
 	n := max(int(rate*dur.Seconds()), 1)
@@ -169,6 +174,22 @@ func underLoad(ctx context.Context, t *target, lane Lane, rate float64, dur time
 		return r
 	}
 	progress("  %s: sending %d events at %.0f/s", t.Name(), n, rate)
+	if tracePath != "" {
+		stopTrace, err := startTrace(traceFile(tracePath))
+		if err != nil {
+			r.Error = err.Error()
+			return r
+		}
+		defer stopTrace()
+	}
+	if cpuPath != "" {
+		stopProfile, err := startCPUProfile(traceFile(cpuPath))
+		if err != nil {
+			r.Error = err.Error()
+			return r
+		}
+		defer stopProfile()
+	}
 	sem := make(chan struct{}, 512)
 	errs := make(chan error, 1)
 	sched := make([]time.Time, n)
@@ -221,6 +242,11 @@ func underLoad(ctx context.Context, t *target, lane Lane, rate float64, dur time
 	r.Rate = float64(n) / last.Sub(start).Seconds()
 	lat.fill(&r)
 	r.Note = fmt.Sprintf("paced at %.0f sends/s (half the measured peak), latency from each send's scheduled time", rate)
+	if dumpPath != "" {
+		if err := dumpLoad(traceFile(dumpPath), start, sched, lat); err != nil {
+			progress("  %s: -load-dump: %v", t.Name(), err)
+		}
+	}
 	return r
 }
 
