@@ -26,6 +26,8 @@ import (
 type wconn struct {
 	conn  driver.Conn
 	stmts map[string]driver.Stmt
+	nv    []driver.NamedValue // the arguments of the statement running (the driver keeps no reference)
+	row   []driver.Value      // query's scratch row
 
 	begin, commit, rollback, savepoint, release, rollbackTo driver.Stmt
 }
@@ -98,7 +100,7 @@ func (c *wconn) exec(q string, args []any) (driver.Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	nv, err := namedValues(args)
+	nv, err := c.namedValues(args)
 	if err != nil {
 		return nil, err
 	}
@@ -113,7 +115,7 @@ func (c *wconn) query(q string, args []any) (*wrows, error) {
 	if err != nil {
 		return nil, err
 	}
-	nv, err := namedValues(args)
+	nv, err := c.namedValues(args)
 	if err != nil {
 		return nil, err
 	}
@@ -124,32 +126,46 @@ func (c *wconn) query(q string, args []any) (*wrows, error) {
 	defer rs.Close()
 	r := &wrows{cur: -1}
 	ncol := len(rs.Columns())
+	if cap(c.row) < ncol {
+		c.row = make([]driver.Value, ncol)
+	}
+	row := c.row[:ncol]
+	var vals []driver.Value // the rows' values, ncol at a time, in few allocations
 	for {
-		vals := make([]driver.Value, ncol)
-		if err := rs.Next(vals); err != nil {
+		if err := rs.Next(row); err != nil {
 			if errors.Is(err, io.EOF) {
 				break
 			}
+			clear(row)
 			return nil, err
 		}
-		r.rows = append(r.rows, vals)
+		vals = append(vals, row...)
+	}
+	clear(row)
+	if n := len(vals) / max(ncol, 1); n > 0 {
+		r.rows = make([][]driver.Value, n)
+		for i := range n {
+			r.rows[i] = vals[i*ncol : (i+1)*ncol : (i+1)*ncol]
+		}
 	}
 	return r, nil
 }
 
-// namedValues converts a call's arguments the way database/sql would.
-func namedValues(args []any) ([]driver.NamedValue, error) {
+// namedValues converts a call's arguments the way database/sql would, into
+// the connection's scratch slice (valid until its next statement).
+func (c *wconn) namedValues(args []any) ([]driver.NamedValue, error) {
 	if len(args) == 0 {
 		return nil, nil
 	}
-	nv := make([]driver.NamedValue, len(args))
+	nv := c.nv[:0]
 	for i, a := range args {
 		v, err := driverValue(a)
 		if err != nil {
 			return nil, fmt.Errorf("argument %d: %w", i+1, err)
 		}
-		nv[i] = driver.NamedValue{Ordinal: i + 1, Value: v}
+		nv = append(nv, driver.NamedValue{Ordinal: i + 1, Value: v})
 	}
+	c.nv = nv
 	return nv, nil
 }
 
