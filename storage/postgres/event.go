@@ -29,7 +29,16 @@ import (
 // definition and an ended or missing instance apart.
 const raiseSQL = `WITH inst AS MATERIALIZED (
 	SELECT status FROM instances WHERE tenant = $1 AND id = $2 FOR NO KEY UPDATE
-), ev AS (
+` + raiseStoreCTEs + `
+	UPDATE instances SET ready_at = LEAST(COALESCE(ready_at, $8), $8)
+	WHERE tenant = $1 AND id = $2 AND EXISTS (SELECT 1 FROM msg)
+)
+SELECT (SELECT status FROM inst), EXISTS (SELECT 1 FROM msg)`
+
+// raiseStoreCTEs are the CTEs of raiseSQL and raiseClaimSQL that store the
+// event (ev: the ledger row, msg: the inbox message) once the instance is
+// locked (inst), and open the CTE that follows them.
+const raiseStoreCTEs = `), ev AS (
 	INSERT INTO events (tenant, event_id, instance_id, lane, name, fate, received_at, updated_at)
 	SELECT $1, $3, $2, $4, $5, 'pending', $8, $8 FROM inst WHERE inst.status IN ` + nonTerminal + `
 		AND ` + raiseDefinitionCheck + `
@@ -39,11 +48,7 @@ const raiseSQL = `WITH inst AS MATERIALIZED (
 	INSERT INTO inbox (tenant, instance_id, kind, lane, event_id, name, payload, latest, visible_at, created_at, trace)
 	SELECT $1, $2, 'event', $4, ev.event_id, $5, $6, $7, $8, $8, $9 FROM ev
 	RETURNING id
-), ready AS (
-	UPDATE instances SET ready_at = LEAST(COALESCE(ready_at, $8), $8)
-	WHERE tenant = $1 AND id = $2 AND EXISTS (SELECT 1 FROM msg)
-)
-SELECT (SELECT status FROM inst), EXISTS (SELECT 1 FROM msg)`
+), ready AS (`
 
 // raiseDefinitionCheck is the condition of a raise conditional on its
 // definition ($10 >= 0, see storage.EventRaiseParams.CheckDefinition): the
@@ -61,17 +66,7 @@ const raiseDefinitionCheck = `($10::bigint < 0 OR $10::bigint = COALESCE((SELECT
 const raiseClaimSQL = `WITH inst AS MATERIALIZED (
 	SELECT status, (lock_token IS NULL OR lease_until < $8) AND not_before <= $8 AS take
 	FROM instances WHERE tenant = $1 AND id = $2 FOR NO KEY UPDATE
-), ev AS (
-	INSERT INTO events (tenant, event_id, instance_id, lane, name, fate, received_at, updated_at)
-	SELECT $1, $3, $2, $4, $5, 'pending', $8, $8 FROM inst WHERE inst.status IN ` + nonTerminal + `
-		AND ` + raiseDefinitionCheck + `
-	ON CONFLICT (tenant, event_id) DO NOTHING
-	RETURNING event_id
-), msg AS (
-	INSERT INTO inbox (tenant, instance_id, kind, lane, event_id, name, payload, latest, visible_at, created_at, trace)
-	SELECT $1, $2, 'event', $4, ev.event_id, $5, $6, $7, $8, $8, $9 FROM ev
-	RETURNING id
-), ready AS (
+` + raiseStoreCTEs + `
 	UPDATE instances SET ready_at = LEAST(COALESCE(ready_at, $8), $8),
 		lock_token = CASE WHEN (SELECT take FROM inst) THEN $11::text ELSE lock_token END,
 		lease_until = CASE WHEN (SELECT take FROM inst) THEN $12::bigint ELSE lease_until END,
