@@ -3,11 +3,13 @@ package herald_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/heraldwf/herald"
 	"github.com/heraldwf/herald/history"
+	"github.com/heraldwf/herald/storage"
 )
 
 // counter waits for n "go" events and returns how many it got.
@@ -117,19 +119,37 @@ func TestNoHandOffWhenStopped(t *testing.T) {
 	}
 }
 
+// abandons records the TurnAbandon calls made through it.
+type abandons struct {
+	storage.Store
+	mu    sync.Mutex
+	calls []storage.TurnAbandonParams
+}
+
+func (s *abandons) TurnAbandon(ctx context.Context, p *storage.TurnAbandonParams) error {
+	s.mu.Lock()
+	s.calls = append(s.calls, *p)
+	s.mu.Unlock()
+	return s.Store.TurnAbandon(ctx, p)
+}
+
 // A runtime that hands off a turn of a workflow it has not registered gives
-// the turn back, so that a runtime that has the workflow runs it: with a
+// the turn back at once: not held back until a retry time and not marked
+// blocked, as its claim loop would (a runtime that has the workflow may
+// run it at once), so that a runtime that has the workflow runs it; with a
 // 10-minute lease, a turn kept would hold the instance from B past the
-// test's deadline. (A's claim loop may still claim the instance once and
-// hold it back for a while as blocked, as any runtime without the workflow
-// does, so the test does not time how soon B gets it.)
+// test's deadline.
 func TestHandOffOfUnregisteredWorkflowGivenBack(t *testing.T) {
 	st := testStore(t)
 	cfg := func() *herald.Config { return &herald.Config{TurnLease: 10 * time.Minute} }
 	b := setupOn(t, st, cfg(), registerGoCounter)
-	a := setupOn(t, st, cfg(), nil) // knows no workflow
+	rec := &abandons{Store: st}
+	a := setupOn(t, rec, cfg(), nil) // knows no workflow
 	b.start("counter", "c", 1)
 	b.waitHistory("c", history.EventSubscribed, "go", 1)
+	rec.mu.Lock()
+	before := len(rec.calls) // A's claim loop may have taken the start's turn and given it back
+	rec.mu.Unlock()
 	a.raise("c", "go", nil, "go-1")
 	if got := a.handOffs(); got != 1 {
 		t.Fatalf("runtime A made %d hand-offs, want 1", got)
@@ -137,5 +157,16 @@ func TestHandOffOfUnregisteredWorkflowGivenBack(t *testing.T) {
 	b.waitFate("go-1", history.FateDelivered)
 	if got := resultOf[int](b, "c"); got != 1 {
 		t.Fatalf("result %d, want 1", got)
+	}
+	// A held the lease until its first give-back after the raise: that one
+	// is the hand-off's (A's claim loop could only claim the instance after
+	// it).
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.calls) == before {
+		t.Fatal("runtime A never gave the handed-off turn back")
+	}
+	if first := rec.calls[before]; first.InstanceID != "c" || !first.RetryAt.IsZero() || first.Blocked != "" {
+		t.Fatalf("the hand-off's give-back: %+v, want instance c, no RetryAt, not blocked", first)
 	}
 }

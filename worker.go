@@ -171,7 +171,7 @@ func claimLoop[T any](ctx context.Context, r *Runtime, what string, kinds storag
 
 // workerPool is a claim loop's worker slots. The turn loop shares its pool
 // with the raises of this runtime's clients that hand their instance off
-// (Client.send): a raise takes a free slot before it asks the store for the
+// (Client.raise): a raise takes a free slot before it asks the store for the
 // turn, so hand-offs and claims never run more turns than there are
 // workers, and a raise hands off only while a slot is free (when every
 // worker is busy, events wait for the claim loop, which shares the slots
@@ -185,7 +185,7 @@ type workerPool struct {
 	// raise (another tenant's, a timer, an activity's result).
 	starved atomic.Bool
 
-	mu       sync.Mutex // orders acquire's inflight.Add before close's Wait
+	mu       sync.Mutex // orders tryTake's inflight.Add before close's Wait
 	closed   bool
 	inflight sync.WaitGroup
 }

@@ -157,8 +157,9 @@ func (s *Store) EventRaise(ctx context.Context, p *storage.EventRaiseParams) (*s
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: raise event %q: %w", p.EventID, err)
 	}
-	if handOff != nil && res != nil && !res.Duplicate {
-		res.Turn = decodeHandOff(handOff, handOffDocs)
+	if handOff != nil {
+		decodeClaimed([]*storage.Turn{handOff}, handOffDocs)
+		res.Turn = handOff
 	}
 	return res, nil
 }
@@ -196,19 +197,6 @@ func raiseLease(w *wtx, p *storage.EventRaiseParams, now time.Time, prefix strin
 		t.LockToken = r.lockToken.String
 	}
 	return t, nil
-}
-
-// decodeHandOff decodes the history of the turn a raise leased and read
-// (docs, its documents).
-func decodeHandOff(t *storage.Turn, docs [][][]byte) *storage.Turn {
-	if t.Err == nil {
-		var err error
-		if t.History, err = decodeHistory(docs[0]); err != nil {
-			t.History = nil
-			t.Err = fmt.Errorf("instance %q: %w", t.Instance.ID, err)
-		}
-	}
-	return t
 }
 
 // EventGet: see storage.EventStore.

@@ -117,16 +117,24 @@ func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*s
 	// Decoding runs on the caller's goroutine: the writer is the store's
 	// bottleneck, the callers are many. A document that does not decode
 	// fails its own turn (Turn.Err), not the claim.
+	decodeClaimed(turns, docs)
+	return turns, nil
+}
+
+// decodeClaimed decodes each claimed turn's history documents (docs[i] are
+// turns[i]'s, as loadClaimed returns them); a document that does not decode
+// fails its own turn (Turn.Err).
+func decodeClaimed(turns []*storage.Turn, docs [][][]byte) {
 	for i, t := range turns {
 		if t.Err != nil {
 			continue
 		}
+		var err error
 		if t.History, err = decodeHistory(docs[i]); err != nil {
 			t.History = nil
 			t.Err = fmt.Errorf("instance %q: %w", t.Instance.ID, err)
 		}
 	}
-	return turns, nil
 }
 
 // loadClaimed reads through r (the read pool, or the writer's transaction

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/heraldwf/herald/heraldtype"
-	"github.com/heraldwf/herald/history"
 	"github.com/heraldwf/herald/storage"
 )
 
@@ -181,12 +180,7 @@ func testEventRaiseDefinitionCheck(b *bundle) {
 	wantMessages(t, "first turn of the instance created later", b.claimOne("later", now).Messages, "event:e9", "kick")
 
 	// An ended instance: a stale version is told first.
-	b.create("ended", now)
-	end := b.claimOne("ended", now)
-	ep := b.commitParams(end, now)
-	ep.NewEvents = []history.Event{ev(2, history.ExecutionCompleted, now)}
-	ep.Status = heraldtype.StatusCompleted
-	b.commit(ep)
+	b.createCompleted("ended", now)
 	b.wantChanged("ended instance, stale version", b.checkedParams("ended", "x11", "approve", 0, now))
 	_, err = b.s.EventRaise(b.ctx, b.checkedParams("ended", "x12", "approve", 3, now))
 	wantErr(t, "ended instance, current version", err, heraldtype.ErrInstanceNotRunning)

@@ -140,12 +140,7 @@ func testEventRaiseHandOff(b *bundle) {
 	wantMessages(t, "first turn of the started instance", b.claimOne("started", now).Messages, "kick", "event:x2")
 
 	// An ended instance refuses the raise and is not leased.
-	b.create("ended", now)
-	end := b.claimOne("ended", now)
-	ep := b.commitParams(end, now)
-	ep.NewEvents = []history.Event{ev(2, history.ExecutionCompleted, now)}
-	ep.Status = heraldtype.StatusCompleted
-	b.commit(ep)
+	b.createCompleted("ended", now)
 	ap := b.raiseParams("ended", "x3", "approve", now)
 	ap.Claim = &storage.TurnClaimParams{Lease: lease}
 	wantErr(t, "hand-off raise to an ended instance", errOf(b.s.EventRaise(b.ctx, ap)), heraldtype.ErrInstanceNotRunning)

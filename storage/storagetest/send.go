@@ -17,21 +17,16 @@ import (
 // another target fails the whole commit with ErrEventIDConflict.
 func testTurnSends(b *bundle) {
 	t := b.t
-	b.create("done", t0)
-	turn := b.claimOne("done", t0)
-	p := b.commitParams(turn, t0)
-	p.NewEvents = []history.Event{ev(2, history.ExecutionCompleted, t0)}
-	p.Status = heraldtype.StatusCompleted
-	b.commit(p)
+	b.createCompleted("done", t0)
 
 	b.create("s", at(time.Second))
-	turn = b.claimOne("s", at(time.Second))
+	turn := b.claimOne("s", at(time.Second))
 	b.create("r", at(2*time.Second))
 	other := b.in(b.tenant + "-other")
 	other.create("r", at(2*time.Second))
 
 	now := at(3 * time.Second)
-	p = b.commitParams(turn, now)
+	p := b.commitParams(turn, now)
 	sent := ev(2, history.EventSent, now)
 	sent.Target, sent.Lane, sent.Name, sent.EventID = "r", history.LanePositional, "ping", "s/1/2"
 	p.NewEvents = []history.Event{sent}

@@ -155,6 +155,17 @@ func (b *bundle) create(id string, now time.Time) *storage.Instance {
 	return inst
 }
 
+// createCompleted creates instance id and commits its first turn as
+// completed, at now.
+func (b *bundle) createCompleted(id string, now time.Time) {
+	b.t.Helper()
+	b.create(id, now)
+	p := b.commitParams(b.claimOne(id, now), now)
+	p.NewEvents = []history.Event{ev(2, history.ExecutionCompleted, now)}
+	p.Status = heraldtype.StatusCompleted
+	b.commit(p)
+}
+
 func (b *bundle) get(id string) *storage.Instance {
 	b.t.Helper()
 	inst, err := b.s.InstanceGet(b.ctx, &storage.InstanceGetParams{Tenant: b.tenant, ID: id})
