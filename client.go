@@ -299,17 +299,26 @@ func (c *Client) raise(ctx context.Context, p *storage.EventRaiseParams) (*stora
 	if pool == nil {
 		return c.store.EventRaise(ctx, p)
 	}
-	p.Claim = &storage.TurnClaimParams{Lease: c.rt.cfg.TurnLease}
 	began := time.Now()
-	res, err := c.store.EventRaise(ctx, p)
-	p.Claim = nil
-	if err != nil || res.Turn == nil {
-		pool.release()
-		return res, err
+	handed := false // OnClaimed ran: it returns before EventRaise does
+	p.Claim = &storage.TurnClaimParams{Lease: c.rt.cfg.TurnLease}
+	p.OnClaimed = func(t *storage.Turn) {
+		handed = true
+		c.rt.runHandOff(pool, c.tenant, t, time.Since(began))
 	}
-	c.rt.runHandOff(pool, c.tenant, res.Turn, time.Since(began))
-	res.Turn = nil
-	return res, nil
+	res, err := c.store.EventRaise(ctx, p)
+	p.Claim, p.OnClaimed = nil, nil
+	switch {
+	case handed:
+	case err != nil || res.Turn == nil:
+		pool.release()
+	default:
+		c.rt.runHandOff(pool, c.tenant, res.Turn, time.Since(began))
+	}
+	if res != nil {
+		res.Turn = nil
+	}
+	return res, err
 }
 
 // validateEvent checks an event at the door: its target, name, id and

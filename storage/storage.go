@@ -275,6 +275,19 @@ type EventRaiseParams struct {
 	// The raise is durable exactly as without Claim; the lease is the
 	// caller's to commit or give back (TurnAbandon).
 	Claim *TurnClaimParams
+	// OnClaimed, with Claim, lets a store hand the claimed turn over
+	// before the raise is durable. A store that can (SQLite with its sync
+	// pipeline) calls it once, on a goroutine of its own, as soon as the
+	// raise's transaction has committed, and the result's Turn is then nil.
+	// EventRaise returns only after OnClaimed has returned, so it must not
+	// block (start the turn and return); it is called even if the raise
+	// then fails to become durable (the turn's commit then fails too). A store that
+	// cannot leaves it uncalled and returns the turn in the result.
+	// Durability is unchanged: EventRaise returns only once the raise is
+	// durable, and a TurnCommit only once it is durable together with
+	// every transaction committed before it, the raise's included, so the
+	// turn runs while the raise is flushed and one flush can cover both.
+	OnClaimed func(*Turn)
 	// CheckDefinition, when set, makes the raise conditional on the event's
 	// definition: it is stored only if the definition of (Tenant, Name) has
 	// exactly DefinitionVersion (the version EventDefinitionCurrent

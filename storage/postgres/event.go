@@ -84,12 +84,13 @@ const handedOffSQL = `SELECT ` + instanceColsI + ` FROM instances i WHERE i.tena
 // raiseFast is the fast path's guard: raiseSQL handles these fields of
 // EventRaiseParams (ExpiresAt and StartIfAbsent matter only for an instance
 // that does not exist, which raiseSQL leaves to the general path; Claim is
-// raiseClaimSQL's, and only a raise that runs alone hands off;
+// raiseClaimSQL's, and only a raise that runs alone hands off (OnClaimed is
+// ignored: the turn comes in the result);
 // CheckDefinition and DefinitionVersion are raiseDefinitionCheck's, and a
 // raise it refuses takes the general path); a raise that sets any other
 // field takes the general path.
 var raiseFast = backend.NewFieldGuard[storage.EventRaiseParams](
-	"Tenant", "InstanceID", "EventID", "Lane", "Name", "Payload", "Now", "Latest", "ExpiresAt", "StartIfAbsent", "TraceParent", "Claim",
+	"Tenant", "InstanceID", "EventID", "Lane", "Name", "Payload", "Now", "Latest", "ExpiresAt", "StartIfAbsent", "TraceParent", "Claim", "OnClaimed",
 	"CheckDefinition", "DefinitionVersion")
 
 // EventRaise: see storage.EventStore. An event for a pending or running

@@ -38,7 +38,28 @@ func (s *Store) EventRaise(ctx context.Context, p *storage.EventRaiseParams) (*s
 		prefix = backend.NewToken() + ":"
 		untilN = now.Add(backend.Lease(p.Claim.Lease)).UnixNano()
 	}
-	err = s.write(ctx, func(w *wtx) error {
+	req := &writeReq{ctx: ctx, done: make(chan error, 1)}
+	var delivered chan struct{} // closed once OnClaimed has returned
+	if p.Claim != nil && p.OnClaimed != nil && s.syncq != nil {
+		// Hand the turn over at commit, before the flush (see linger.go),
+		// decoded off the writer.
+		onClaimed := p.OnClaimed
+		req.committed = func(seq int64) {
+			if handOff == nil {
+				return
+			}
+			t, docs := handOff, handOffDocs
+			handOff, handOffDocs = nil, nil
+			s.handedOff(t.LockToken, seq)
+			delivered = make(chan struct{})
+			go func() {
+				defer close(delivered)
+				decodeClaimed([]*storage.Turn{t}, docs)
+				onClaimed(t)
+			}()
+		}
+	}
+	req.fn = func(w *wtx) error {
 		res, handOff, handOffDocs = nil, nil, nil
 		// The ledger row first: a duplicate id is the only reason it is not
 		// inserted, and then the first raise's row says what to answer. A
@@ -153,7 +174,11 @@ func (s *Store) EventRaise(ctx context.Context, p *storage.EventRaiseParams) (*s
 		}
 		res = &storage.EventRaiseResult{EventID: p.EventID, ReceivedAt: now, Started: started}
 		return nil
-	})
+	}
+	err = s.submit(ctx, req)
+	if delivered != nil {
+		<-delivered // OnClaimed is called before EventRaise returns
+	}
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: raise event %q: %w", p.EventID, err)
 	}

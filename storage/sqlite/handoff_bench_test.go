@@ -15,11 +15,13 @@ import (
 )
 
 // BenchmarkHandOff measures one event's store calls on an idle store, one
-// at a time: a raise that hands off its instance, or a raise and then a
-// claim; each op ends with the turn's commit.
+// at a time: a raise and then a claim (claim), a raise that hands off its
+// instance in its result (handoff), or to OnClaimed at its commit, the
+// turn committed while the raise is flushed (early); each op ends with the
+// turn's commit.
 func BenchmarkHandOff(b *testing.B) {
-	for _, handOff := range []bool{false, true} {
-		b.Run(fmt.Sprintf("handoff=%v", handOff), func(b *testing.B) {
+	for _, mode := range []string{"claim", "handoff", "early"} {
+		b.Run(mode, func(b *testing.B) {
 			ctx := context.Background()
 			s, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "bench.db"))
 			if err != nil {
@@ -52,12 +54,29 @@ func BenchmarkHandOff(b *testing.B) {
 			for i := range b.N {
 				p := &storage.EventRaiseParams{Tenant: "b", InstanceID: fmt.Sprint("i", i), EventID: fmt.Sprint("e", i), Lane: history.LanePositional,
 					Name: "go", Payload: json.RawMessage(`1`), Now: now}
-				if handOff {
+				if mode != "claim" {
 					p.Claim = &storage.TurnClaimParams{Lease: time.Minute}
+				}
+				var committed chan struct{}
+				if mode == "early" {
+					committed = make(chan struct{})
+					p.OnClaimed = func(t *storage.Turn) {
+						go func() {
+							defer close(committed)
+							commit(t, 3)
+						}()
+					}
 				}
 				res, err := s.EventRaise(ctx, p)
 				if err != nil {
 					b.Fatal(err)
+				}
+				if mode == "early" {
+					if res.Turn != nil {
+						b.Fatal("early: the turn came in the result")
+					}
+					<-committed
+					continue
 				}
 				t := res.Turn
 				if t == nil {

@@ -154,6 +154,7 @@ type config struct {
 	busyTimeout time.Duration
 	readConns   int
 	maxBatch    int
+	maxLinger   time.Duration // see linger.go; tests change it
 }
 
 // Option configures Open.
@@ -256,6 +257,12 @@ type Store struct {
 	lastTry   time.Time             // writer-owned: the last recoverWAL it asked for
 	ckptOff   atomic.Bool           // tests: no background checkpoints
 
+	// Hand-offs whose turn has not come back (see linger.go).
+	t0         time.Time                  // the origin of pendTurn.until and lingerMark.until (monotonic)
+	pendTurns  []pendTurn                 // writer-owned, in transaction order
+	linger     atomic.Pointer[lingerMark] // the oldest of them, for the syncer
+	lingerWake chan struct{}              // buffered(1): the mark moved
+
 	commits      atomic.Int64
 	writes       atomic.Int64
 	ckptLasts    atomic.Int64 // the writer's last checkpoints before a WAL restart (lastCheckpoint)
@@ -276,6 +283,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		busyTimeout: DefaultBusyTimeout,
 		readConns:   DefaultReadConns,
 		maxBatch:    DefaultMaxBatch,
+		maxLinger:   maxLinger,
 	}
 	for _, o := range opts {
 		if o != nil {
@@ -370,6 +378,8 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	s := &Store{
 		path:       path,
 		cfg:        cfg,
+		t0:         time.Now(),
+		lingerWake: make(chan struct{}, 1),
 		wc:         wc,
 		rdb:        rdb,
 		rpool:      newRPool(rdsn, cfg.readConns),

@@ -252,6 +252,7 @@ func (s *Store) TurnCommit(ctx context.Context, p *storage.TurnCommitParams) ([]
 	var dropped []history.Event
 	err = s.write(ctx, func(w *wtx) error {
 		dropped = nil
+		s.turnBack(p.LockToken)
 		return commitTurn(w, p, docs, status, now, &dropped)
 	})
 	if err != nil {
@@ -480,6 +481,7 @@ func (s *Store) TurnAbandon(ctx context.Context, p *storage.TurnAbandonParams) e
 		return fmt.Errorf("sqlite: abandon turn of %q: empty lock token: %w", p.InstanceID, heraldtype.ErrLeaseLost)
 	}
 	err := s.writeUntilRoom(ctx, func(w *wtx) error {
+		s.turnBack(p.LockToken)
 		res, err := w.exec(`UPDATE instances SET lock_token = NULL, lease_until = 0, not_before = ?, blocked = ?
 			WHERE tenant = ? AND id = ? AND lock_token = ?`, backend.Nanos(p.RetryAt), p.Blocked, p.Tenant, p.InstanceID, p.LockToken)
 		if err != nil {

@@ -34,6 +34,10 @@ type writeReq struct {
 	// early: answer as soon as the transaction has committed, before it is
 	// durable (see writeEarly).
 	early bool
+	// committed, if set, is called on the writer once the request's
+	// transaction (number seq) has committed, before it is durable and
+	// before the request is answered. It must not block.
+	committed func(seq int64)
 }
 
 // wtx is the writer's view of the transaction a request runs in.
@@ -213,6 +217,7 @@ func (s *Store) writerLoop() {
 		}
 		s.runBatch(batch)
 		clear(batch)
+		s.publishLinger(true)
 	}
 }
 
@@ -400,6 +405,11 @@ func (s *Store) runGroup(reqs []*writeReq) bool {
 // on with the next batch meanwhile.
 func (s *Store) acknowledge(reqs []*writeReq, seq int64) {
 	s.kickCheckpoint()
+	for _, r := range reqs {
+		if r.committed != nil {
+			r.committed(seq)
+		}
+	}
 	if s.syncq == nil {
 		s.durable.advance(seq, nil)
 		for _, r := range reqs {
@@ -408,6 +418,7 @@ func (s *Store) acknowledge(reqs []*writeReq, seq int64) {
 		}
 		return
 	}
+	s.publishLinger(false)
 	// Workers are woken now, at commit, not after the fsync: a turn claim
 	// does not wait for durability (see writeEarly), and the commit of the
 	// turn it starts is answered only after an fsync that covers this
@@ -463,28 +474,52 @@ type syncItem struct {
 func (s *Store) syncLoop() {
 	defer close(s.syncDone)
 	var (
-		pend []syncItem
-		open = true
-		last int64 // the last transaction number received
+		pend  []syncItem
+		open  = true
+		last  int64 // the last transaction number received
+		timer = time.NewTimer(time.Hour)
 	)
+	timer.Stop()
 	for open {
 		it, ok := <-s.syncq
 		if !ok {
 			return
 		}
 		pend = append(pend[:0], it)
-	more:
-		for {
-			select {
-			case it, ok := <-s.syncq:
-				if !ok {
-					open = false
-					break more
-				}
-				pend = append(pend, it)
-			default:
-				break more
+		open = s.takeQueued(&pend)
+		// Hold the flush for the commit of a turn handed off by a raise
+		// among these transactions (see linger.go).
+		for open && pend[len(pend)-1].recover == nil {
+			wait := s.lingerFor(pend[len(pend)-1].seq)
+			if wait == 0 {
+				break
 			}
+			timer.Reset(wait)
+			var (
+				it        syncItem
+				ok, fired bool
+			)
+			select {
+			case it, ok = <-s.syncq:
+				timer.Stop()
+			case <-s.lingerWake:
+				timer.Stop()
+				continue
+			case <-timer.C:
+				fired = true
+			}
+			if fired {
+				break
+			}
+			if !ok {
+				open = false
+				break
+			}
+			pend = append(pend, it)
+			open = s.takeQueued(&pend)
+		}
+		if open {
+			open = s.takeQueued(&pend) // what came with the mark's move
 		}
 		// A recovery request is the last item: the writer waits for its
 		// answer before it commits anything else.
@@ -504,6 +539,22 @@ func (s *Store) syncLoop() {
 		}
 		if recover != nil {
 			recover <- s.recoverWAL(last)
+		}
+	}
+}
+
+// takeQueued appends the items already queued to the syncer to pend. It
+// returns false if the queue is closed.
+func (s *Store) takeQueued(pend *[]syncItem) bool {
+	for {
+		select {
+		case it, ok := <-s.syncq:
+			if !ok {
+				return false
+			}
+			*pend = append(*pend, it)
+		default:
+			return true
 		}
 	}
 }

@@ -8,14 +8,41 @@ import (
 	"github.com/heraldwf/herald/storage"
 )
 
-// raiseHandOff raises with a direct hand-off (EventRaiseParams.Claim).
+// raiseHandOff raises with a direct hand-off (EventRaiseParams.Claim) and
+// OnClaimed, as the runtime does; the result's Turn is the turn handed
+// over, whichever way the store delivered it.
 func (b *bundle) raiseHandOff(id, eventID string, now time.Time, maxMessages int) *storage.EventRaiseResult {
+	b.t.Helper()
+	return b.raiseHandOffWith(id, eventID, now, maxMessages, true)
+}
+
+// raiseHandOffWith is raiseHandOff, with OnClaimed set only if early. A
+// store may deliver the turn through OnClaimed or in the result, never
+// both, at most once, and OnClaimed returns before EventRaise does.
+func (b *bundle) raiseHandOffWith(id, eventID string, now time.Time, maxMessages int, early bool) *storage.EventRaiseResult {
 	b.t.Helper()
 	p := b.raiseParams(id, eventID, "approve", now)
 	p.Claim = &storage.TurnClaimParams{Lease: lease, MaxMessages: maxMessages}
+	var (
+		calls int
+		got   *storage.Turn
+	)
+	if early {
+		p.OnClaimed = func(t *storage.Turn) { calls++; got = t }
+	}
 	res, err := b.s.EventRaise(b.ctx, p)
 	if err != nil {
 		b.t.Fatalf("EventRaise(%s, %s) with a hand-off: %v", id, eventID, err)
+	}
+	switch {
+	case calls > 1:
+		b.t.Fatalf("EventRaise(%s, %s): OnClaimed called %d times", id, eventID, calls)
+	case calls == 1 && got == nil:
+		b.t.Fatalf("EventRaise(%s, %s): OnClaimed called with no turn", id, eventID)
+	case got != nil && res.Turn != nil:
+		b.t.Fatalf("EventRaise(%s, %s): the turn both given to OnClaimed and returned", id, eventID)
+	case got != nil:
+		res.Turn = got
 	}
 	return res
 }
@@ -143,14 +170,16 @@ func testEventRaiseHandOff(b *bundle) {
 	b.createCompleted("ended", now)
 	ap := b.raiseParams("ended", "x3", "approve", now)
 	ap.Claim = &storage.TurnClaimParams{Lease: lease}
+	ap.OnClaimed = func(tt *storage.Turn) { t.Errorf("OnClaimed called for a refused raise (token %s)", tt.LockToken) }
 	wantErr(t, "hand-off raise to an ended instance", errOf(b.s.EventRaise(b.ctx, ap)), heraldtype.ErrInstanceNotRunning)
 	b.claimNone(now)
 
-	// Another tenant's instance of the same id is its own.
+	// Another tenant's instance of the same id is its own. Without
+	// OnClaimed the turn comes in the result.
 	o := b.in(b.tenant + "-other")
 	o.create("i", now)
-	ot := o.wantHandOff(o.raiseHandOff("i", "o1", now, 0), "i", now, "kick", "event:o1")
+	ot := o.wantHandOff(o.raiseHandOffWith("i", "o1", now, 0, false), "i", now, "kick", "event:o1")
 	wantKinds(t, "other tenant's history", ot.History, history.ExecutionStarted)
 	b.claimNone(now)
-	b.wantHandOff(b.raiseHandOff("i", "e9", now, 0), "i", now, "event:e9")
+	b.wantHandOff(b.raiseHandOffWith("i", "e9", now, 0, false), "i", now, "event:e9")
 }

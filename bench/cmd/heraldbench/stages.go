@@ -20,7 +20,10 @@ import (
 //	claim       that TurnClaim call (the lease, the inbox and the history read)
 //	            With a direct hand-off (the raise leased the instance and loaded its turn, see
 //	            storage.EventRaiseParams.Claim) there is no TurnClaim: the raise stage includes the
-//	            claim's work, and wake-up and claim are zero.
+//	            claim's work, and wake-up and claim are zero. On SQLite the raise hands the turn over
+//	            at its commit, before its fsync (storage.EventRaiseParams.OnClaimed): the raise stage
+//	            then ends at the hand-over, and the one fsync that makes the raise and the turn
+//	            durable together is in the commit stage.
 //	replay      TurnClaim returned → TurnCommit begins (replay, the turn's decisions)
 //	commit      the TurnCommit call (durable: fsync / WAL flush); the round trip ends when it returns
 //
@@ -111,6 +114,16 @@ func (s stageStamps) durations(sent time.Time) ([]time.Duration, bool) {
 
 func (s *stampStore) EventRaise(ctx context.Context, p *storage.EventRaiseParams) (*storage.EventRaiseResult, error) {
 	start := time.Now()
+	if p.OnClaimed != nil && s.stages != nil && s.stages.on.Load() {
+		q := *p
+		on, id := p.OnClaimed, p.InstanceID
+		q.OnClaimed = func(t *storage.Turn) {
+			at := time.Now()
+			s.stages.note(id, func(st *stageStamps) { st.claimStart, st.claimEnd = at, at })
+			on(t)
+		}
+		p = &q
+	}
 	res, err := s.Store.EventRaise(ctx, p)
 	if err == nil {
 		end := time.Now()
