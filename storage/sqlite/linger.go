@@ -18,7 +18,10 @@ import (
 // or until maxLinger after the hand-off, whichever comes first; one flush
 // then makes both durable. Durability is unchanged: the raise is answered
 // only after a flush that covers it, and the turn's commit only after one
-// that covers it.
+// that covers it. The syncer lingers only when it was idle, waiting for
+// a transaction: when one was already waiting as its last flush ended, the
+// disk is the bottleneck, the next flush is due at once, and holding it
+// would only make every caller wait longer.
 //
 // The writer keeps the hand-offs whose turn has not come back (pendTurns,
 // in transaction order) and publishes the oldest one (linger) for the

@@ -481,15 +481,28 @@ func (s *Store) syncLoop() {
 	)
 	timer.Stop()
 	for open {
-		it, ok := <-s.syncq
+		// busy: a transaction was already waiting when the last flush
+		// ended, so the disk is the bottleneck and the next flush is due
+		// at once.
+		var (
+			it   syncItem
+			ok   bool
+			busy = true
+		)
+		select {
+		case it, ok = <-s.syncq:
+		default:
+			busy = false
+			it, ok = <-s.syncq
+		}
 		if !ok {
 			return
 		}
 		pend = append(pend[:0], it)
 		open = s.takeQueued(&pend)
-		// Hold the flush for the commit of a turn handed off by a raise
-		// among these transactions (see linger.go).
-		for open && pend[len(pend)-1].recover == nil {
+		// Unless busy, hold the flush for the commit of a turn handed off
+		// by a raise among these transactions (see linger.go).
+		for open && !busy && pend[len(pend)-1].recover == nil {
 			wait := s.lingerFor(pend[len(pend)-1].seq)
 			if wait == 0 {
 				break
