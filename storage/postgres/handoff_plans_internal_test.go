@@ -55,7 +55,6 @@ func TestHandOffLoadsUseGenericPlans(t *testing.T) {
 		{"history", claimHistorySQL},
 		{"messages", claimMessagesSQL},
 		{"state", claimStateSQL},
-		{"instance", handedOffSQL},
 	} {
 		var generic, custom int64
 		if err := conn.QueryRow(ctx, `SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement = $1`,
