@@ -289,8 +289,10 @@ const maxDefinitionAttempts = 4
 // the raise's own transaction leases the instance it makes runnable, and
 // the turn runs on that worker at once, with no wake-up and no claim round
 // trip in between. The raise is as durable either way; a store that
-// declines (the instance is leased, not yet started, or the raise shared a
-// transaction with others) leaves the instance to the claim loop.
+// declines (the instance is leased or not yet started, or, on PostgreSQL,
+// the raise shared a transaction with another tenant's hand-offs) leaves
+// the instance to the claim loop. A store that can hands the turn over at
+// the raise's commit, before the raise is durable (OnClaimed: SQLite).
 func (c *Client) raise(ctx context.Context, p *storage.EventRaiseParams) (*storage.EventRaiseResult, error) {
 	var pool *turnPool
 	if c.rt != nil {

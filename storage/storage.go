@@ -269,7 +269,10 @@ type EventRaiseParams struct {
 	// transaction leases the instance as TurnClaim would (Claim.Lease,
 	// Claim.MaxMessages; Tenant, Now and Max are ignored) and the result's
 	// Turn is the claimed turn, loaded as TurnClaim loads it (every message
-	// visible by p.Now, the raised one included). A store may always decline
+	// visible by p.Now, the raised one included; a store that hands off
+	// several raises in one transaction may load by the earliest Now among
+	// them, so a message that became visible in between waits for the next
+	// turn: it is never delivered early). A store may always decline
 	// (Turn nil: the instance is then claimable as after any raise); a raise
 	// that hands off does not signal WorkTurns, as the caller runs the turn.
 	// The raise is durable exactly as without Claim; the lease is the

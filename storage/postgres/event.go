@@ -60,9 +60,19 @@ const raiseDefinitionCheck = `($10::bigint < 0 OR $10::bigint = COALESCE((SELECT
 // raiseClaimSQL is raiseSQL with a direct hand-off (EventRaiseParams.Claim):
 // when it stores the event and the instance is neither leased (or its
 // lease ran out) nor held back, the same update leases the instance with
-// token $11 until $12, as claimTurnsSQL would, and names it in
+// token $11 until $12, as claimTurnsSQL would, returns the leased row
+// (instanceColsI; NULLs when it leased nothing), and adds its id to
 // herald.claimed for the loading statements that follow in its batch
-// (claimLoad). Its third column is that setting.
+// (claimLoad), which may hold other raises that hand off (raiseBatch).
+// After the instance come the instance's status and whether the event was
+// stored, then that setting and the plan settings of a claim's loading
+// statements (scanPlans), set for the rest of the transaction. Without
+// them each hand-off planned three of its loading statements anew:
+// PostgreSQL's estimate of their generic plans is worse than that of the
+// custom ones (on the 2-core benchmark machine at 1,000 hand-offs/s that
+// planning was a tenth of the server's CPU). The commit keeps the
+// database's synchronous_commit: the event must be durable when the raise
+// returns.
 const raiseClaimSQL = `WITH inst AS MATERIALIZED (
 	SELECT status, (lock_token IS NULL OR lease_until < $8) AND not_before <= $8 AS take
 	FROM instances WHERE tenant = $1 AND id = $2 FOR NO KEY UPDATE
@@ -72,20 +82,22 @@ const raiseClaimSQL = `WITH inst AS MATERIALIZED (
 		lease_until = CASE WHEN (SELECT take FROM inst) THEN $12::bigint ELSE lease_until END,
 		not_before = CASE WHEN (SELECT take FROM inst) THEN 0 ELSE not_before END
 	WHERE tenant = $1 AND id = $2 AND EXISTS (SELECT 1 FROM msg)
-	RETURNING lock_token = $11::text AS claimed
+	RETURNING lock_token = $11::text AS claimed, ` + instanceCols + `
 )
-SELECT (SELECT status FROM inst), EXISTS (SELECT 1 FROM msg),
-	set_config('herald.claimed', COALESCE((SELECT ARRAY[$2::text]::text FROM ready WHERE claimed), ''), true)`
+SELECT ` + instanceColsI + `, (SELECT status FROM inst), EXISTS (SELECT 1 FROM msg),
+	set_config('herald.claimed', CASE WHEN i.claimed
+		THEN array_append(COALESCE(NULLIF(current_setting('herald.claimed', true), ''), '{}')::text[], $2::text)::text
+		ELSE COALESCE(current_setting('herald.claimed', true), '') END, true),
+	` + scanPlans + `
+FROM (SELECT 1) one LEFT JOIN ready i ON i.claimed`
 
-// handedOffSQL reads the instance a raiseClaimSQL before it in the same
-// batch leased with token $3.
-const handedOffSQL = `SELECT ` + instanceColsI + ` FROM instances i WHERE i.tenant = $1 AND i.id = $2 AND i.lock_token = $3`
+// instanceColCount is the number of columns of instanceCols.
+var instanceColCount = strings.Count(instanceCols, ",") + 1
 
 // raiseFast is the fast path's guard: raiseSQL handles these fields of
 // EventRaiseParams (ExpiresAt and StartIfAbsent matter only for an instance
 // that does not exist, which raiseSQL leaves to the general path; Claim is
-// raiseClaimSQL's, and only a raise that runs alone hands off (OnClaimed is
-// ignored: the turn comes in the result);
+// raiseClaimSQL's (OnClaimed is ignored: the turn comes in the result);
 // CheckDefinition and DefinitionVersion are raiseDefinitionCheck's, and a
 // raise it refuses takes the general path); a raise that sets any other
 // field takes the general path.
@@ -142,6 +154,12 @@ type raiseCall struct {
 	res    *storage.EventRaiseResult
 	stored bool
 	err    error
+
+	// A raise that hands off (handOffs): its lease's token and end, and
+	// the turn it claimed (nil: none).
+	token      string
+	leaseUntil time.Time
+	turn       *storage.Turn
 }
 
 // raiseArgs are raiseSQL's arguments for c.
@@ -187,55 +205,125 @@ func (s *Store) raiseOne(ctx context.Context, c *raiseCall) error {
 // instance it leased as TurnClaim would. It sets c.stored and returns the
 // claimed turn, or nil when the raise did not lease the instance.
 func (s *Store) raiseHandOff(ctx context.Context, c *raiseCall) (*storage.Turn, error) {
-	p := c.p
-	maxMessages := backend.MaxMessages(p.Claim.MaxMessages)
-	leaseUntil := c.now.Add(backend.Lease(p.Claim.Lease))
-	token := backend.NewToken()
 	var (
-		b    batch
-		turn *storage.Turn
+		b batch
+		h handOffs
 	)
-	b.queryRow("", func(row pgx.Row) error {
-		var status, claimed *string
-		return row.Scan(&status, &c.stored, &claimed)
-	}, raiseClaimSQL, append(c.raiseArgs(), token, leaseUntil.UnixNano())...)
-	b.query("load instance", func(rows pgx.Rows) error {
+	h.queueRaise(&b, c)
+	h.queueLoad(&b)
+	if err := b.send(ctx, s.pool); err != nil {
+		s.releaseHandOffs(&h)
+		return nil, err
+	}
+	s.noteHandOffs(&h)
+	return c.turn, nil
+}
+
+// handOffs are the raises of one batch that hand their instances off, all
+// of one tenant: each runs raiseClaimSQL with a token of its own, and one
+// set of a claim's loading statements (claimLoad) after them loads every
+// instance they leased.
+type handOffs struct {
+	tenant      string
+	maxMessages int
+	now         time.Time // the earliest Now of the raises: the loads' (see queueLoad)
+	calls       []*raiseCall
+	ld          claimLoad
+}
+
+// accepts reports whether c can hand off in this batch: it asks for a
+// hand-off, and is of the tenant and loads as many messages as the raises
+// queued before it.
+func (h *handOffs) accepts(c *raiseCall) bool {
+	return c.p.Claim != nil && (len(h.calls) == 0 ||
+		(c.p.Tenant == h.tenant && backend.MaxMessages(c.p.Claim.MaxMessages) == h.maxMessages))
+}
+
+// queueRaise adds c's raiseClaimSQL to b; c.accepts(c) holds.
+func (h *handOffs) queueRaise(b *batch, c *raiseCall) {
+	if len(h.calls) == 0 || c.now.Before(h.now) {
+		h.now = c.now
+	}
+	h.tenant, h.maxMessages = c.p.Tenant, backend.MaxMessages(c.p.Claim.MaxMessages)
+	h.calls = append(h.calls, c)
+	c.token, c.leaseUntil, c.turn = backend.NewToken(), c.now.Add(backend.Lease(c.p.Claim.Lease)), nil
+	b.query("", func(rows pgx.Rows) error {
 		for rows.Next() {
-			r, err := scanInstance(rows)
+			var status *string
+			tail := []any{&status, &c.stored, nil, nil, nil, nil}
+			if rows.RawValues()[1] == nil { // the id: it leased nothing
+				if err := rows.Scan(append(make([]any, instanceColCount), tail...)...); err != nil {
+					return err
+				}
+				continue
+			}
+			r, err := scanInstance(rows, tail...)
 			if err != nil && (r == nil || !errors.Is(err, heraldtype.ErrCorrupt)) {
 				return err
 			}
-			turn = &storage.Turn{Instance: r.Instance, LockToken: token, LeaseUntil: leaseUntil, Err: err}
+			c.turn = &storage.Turn{Instance: r.Instance, LockToken: c.token, LeaseUntil: c.leaseUntil, Err: err}
 		}
 		return nil
-	}, handedOffSQL, p.Tenant, p.InstanceID, token)
-	ld := claimLoad{byID: func(id string) *storage.Turn {
-		if turn != nil && turn.Instance.ID == id {
-			return turn
+	}, raiseClaimSQL, append(c.raiseArgs(), c.token, c.leaseUntil.UnixNano())...)
+}
+
+// queueLoad adds the loading statements of the instances the raises leased
+// to b, after the last raise. They load the messages visible at the
+// earliest Now of the raises (a timer another raise's later Now would
+// show stays in the inbox for the next turn: it never fires early).
+func (h *handOffs) queueLoad(b *batch) {
+	if len(h.calls) == 0 {
+		return
+	}
+	h.ld = claimLoad{byID: func(id string) *storage.Turn {
+		for _, c := range h.calls {
+			if c.turn != nil && c.turn.Instance.ID == id {
+				return c.turn
+			}
 		}
 		return nil
 	}}
-	ld.queue(&b, p.Tenant, c.now.UnixNano(), maxMessages)
-	if err := b.send(ctx, s.pool); err != nil {
-		// The transaction may have committed (a row failed to decode, ctx
-		// ended while the answer was on its way): give the lease back, so
-		// that the instance does not wait for it to run out.
-		s.releaseClaims(p.Tenant, []*storage.Turn{{Instance: storage.Instance{ID: p.InstanceID}, LockToken: token}})
-		s.signal(p.Tenant, storage.WorkTurns)
-		return nil, err
+	h.ld.queue(b, h.tenant, h.now.UnixNano(), h.maxMessages)
+}
+
+// releaseHandOffs gives back the leases of h's raises after their batch
+// failed: its transaction may have committed (a row failed to decode, ctx
+// ended while the answer was on its way), and the instances must not wait
+// for the leases to run out.
+func (s *Store) releaseHandOffs(h *handOffs) {
+	if len(h.calls) == 0 {
+		return
 	}
-	if turn != nil {
-		s.noteClaim(turn, maxMessages, ld.state[turn.Instance.ID])
+	ts := make([]*storage.Turn, len(h.calls))
+	for i, c := range h.calls {
+		ts[i] = &storage.Turn{Instance: storage.Instance{ID: c.p.InstanceID}, LockToken: c.token}
+		c.turn = nil
 	}
-	return turn, nil
+	s.releaseClaims(h.tenant, ts)
+	s.signal(h.tenant, storage.WorkTurns)
+}
+
+// noteHandOffs notes what the loads saw of each instance h's raises leased.
+func (s *Store) noteHandOffs(h *handOffs) {
+	for _, c := range h.calls {
+		if c.turn != nil {
+			s.noteClaim(c.turn, h.maxMessages, h.ld.state[c.turn.Instance.ID])
+		}
+	}
 }
 
 // Raise batches: concurrent raises share a transaction, in one round trip,
 // as commits do (see commitBatch and the package comment). A batch runs
-// raiseSQL for each raise, in (tenant, instance id) order; a raise it did
-// not store (the instance does not exist or ended, the event id was seen)
-// then takes the general path on its own, and if the batch fails each raise
-// runs again on its own.
+// raiseSQL for each raise, in (tenant, instance id) order, or raiseClaimSQL
+// for a raise that asks for a hand-off (all of one tenant: those of
+// another tenant run raiseSQL), followed by one set of a claim's loading
+// statements for every instance the batch leased (handOffs). Under load a
+// batch thus hands its instances off as one claim would, instead of
+// leaving them to a claim (a transaction of its own) after a wake-up. A
+// raise the batch did not store (the instance does not exist or ended, the
+// event id was seen) then takes the general path on its own, and if the
+// batch fails its leases are given back and each raise runs again on its
+// own.
 const (
 	maxRaiseBatches = 4  // batches in flight
 	maxRaiseBatch   = 32 // raises per batch
@@ -254,24 +342,37 @@ func (s *Store) raiseBatch(calls []*combined[*raiseCall]) {
 		}
 		return cmp.Compare(a.call.p.InstanceID, b.call.p.InstanceID)
 	})
-	var b batch
+	var (
+		b batch
+		h handOffs
+	)
 	for _, cc := range calls {
 		c := cc.call
+		if h.accepts(c) {
+			h.queueRaise(&b, c)
+			continue
+		}
 		b.queryRow("", func(row pgx.Row) error {
 			var status *string
 			return row.Scan(&status, &c.stored)
 		}, raiseSQL, c.raiseArgs()...)
 	}
+	h.queueLoad(&b)
 	ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
 	err := b.send(ctx, s.pool)
 	cancel()
+	if err != nil {
+		s.releaseHandOffs(&h)
+	} else {
+		s.noteHandOffs(&h)
+	}
 	for _, cc := range calls {
 		c := cc.call
 		switch {
 		case err == nil && c.stored:
-			c.res = &storage.EventRaiseResult{EventID: c.p.EventID, ReceivedAt: c.now}
+			c.res = &storage.EventRaiseResult{EventID: c.p.EventID, ReceivedAt: c.now, Turn: c.turn}
 		default:
-			c.stored = false
+			c.stored, c.turn = false, nil
 			c.err = s.raiseOne(c.ctx, c)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -794,4 +795,148 @@ func claimOneTurn(t *testing.T, s *postgres.Store) *storage.Turn {
 		t.Fatalf("TurnClaim: %v, %d turns", err, len(turns))
 	}
 	return turns[0]
+}
+
+// batchCounter counts, in each batch sent, the statements whose SQL starts
+// with prefix, and keeps the largest count.
+type batchCounter struct {
+	prefix string
+	most   atomic.Int64
+}
+
+func (c *batchCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	return ctx
+}
+func (c *batchCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (c *batchCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
+	var n int64
+	for _, q := range d.Batch.QueuedQueries {
+		if strings.HasPrefix(q.SQL, c.prefix) {
+			n++
+		}
+	}
+	for {
+		most := c.most.Load()
+		if n <= most || c.most.CompareAndSwap(most, n) {
+			return ctx
+		}
+	}
+}
+func (c *batchCounter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (c *batchCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+
+// Concurrent raises that ask for a hand-off share transactions (raise
+// batches) and still hand their instances off, each its own, loaded as a
+// claim loads it: a batch leases them all and loads them with one set of
+// loading statements. Raises of a second tenant in the same batches are
+// stored and, when not handed off, leave their instances claimable.
+func TestRaiseBatchHandsOff(t *testing.T) {
+	schema := newSchema(t)
+	bc := &batchCounter{prefix: "WITH inst AS MATERIALIZED (\n\tSELECT status, (lock_token IS NULL"}
+	s := open(t, schema, postgres.WithMaxConns(4), postgres.WithPoolConfig(func(c *pgxpool.Config) { c.ConnConfig.Tracer = bc }))
+	ctx := context.Background()
+	const n = 100 // instances per tenant, per round
+	for round := 0; bc.most.Load() < 2; round++ {
+		if round == 5 {
+			t.Fatalf("no batch held two raises that hand off in %d rounds of %d concurrent raises", round, 2*n)
+		}
+		id := func(i int) string { return fmt.Sprintf("r%d-i%03d", round, i) }
+		for _, tenant := range []string{"t", "u"} {
+			for i := range n {
+				if _, err := s.InstanceCreate(ctx, &storage.InstanceCreateParams{Tenant: tenant, ID: id(i), Workflow: "wf", Now: t0}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		// Leave the kicks of the new instances out of the way: claimed,
+		// committed running, unleased.
+		for _, tenant := range []string{"t", "u"} {
+			turns, err := s.TurnClaim(ctx, &storage.TurnClaimParams{Tenant: tenant, Now: t0, Max: n})
+			if err != nil || len(turns) != n {
+				t.Fatalf("TurnClaim: %d turns, %v", len(turns), err)
+			}
+			for _, turn := range turns {
+				if _, err := s.TurnCommit(ctx, &storage.TurnCommitParams{Tenant: tenant, InstanceID: turn.Instance.ID,
+					LockToken: turn.LockToken, Execution: 1, Now: t0, Status: heraldtype.StatusRunning,
+					ConsumedMessages: []int64{turn.Messages[0].ID}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		type raised struct {
+			tenant string
+			res    *storage.EventRaiseResult
+			err    error
+		}
+		out := make([]raised, 2*n)
+		var wg sync.WaitGroup
+		for i := range out {
+			out[i].tenant = "t"
+			if i%4 == 3 {
+				out[i].tenant = "u"
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				out[i].res, out[i].err = s.EventRaise(ctx, &storage.EventRaiseParams{Tenant: out[i].tenant, InstanceID: id(i / 2),
+					EventID: fmt.Sprintf("r%d-e%03d", round, i), Lane: history.LanePositional, Name: "go", Now: t0,
+					Claim: &storage.TurnClaimParams{Lease: time.Minute}})
+			}()
+		}
+		wg.Wait()
+		handedOff := map[string]*storage.Turn{} // tenant/id → turn
+		for i, o := range out {
+			if o.err != nil {
+				t.Fatalf("raise %d: %v", i, o.err)
+			}
+			if o.res.Turn == nil {
+				continue
+			}
+			turn := o.res.Turn
+			key := o.tenant + "/" + turn.Instance.ID
+			if turn.Instance.ID != id(i/2) || turn.Instance.Tenant != o.tenant {
+				t.Fatalf("raise %d for %s handed off %s", i, id(i/2), key)
+			}
+			if handedOff[key] != nil {
+				t.Fatalf("%s handed off twice", key)
+			}
+			handedOff[key] = turn
+			if turn.Err != nil || turn.LockToken == "" || !turn.LeaseUntil.Equal(t0.Add(time.Minute)) ||
+				len(turn.History) != 1 || turn.History[0].Kind != history.ExecutionStarted {
+				t.Fatalf("turn of %s: %+v", key, turn)
+			}
+			if !slices.ContainsFunc(turn.Messages, func(m storage.Message) bool { return m.EventID == o.res.EventID }) {
+				t.Fatalf("turn of %s without the event that handed it off: %+v", key, turn.Messages)
+			}
+		}
+		// Every instance of t was made runnable by a raise that asked for a
+		// hand-off and found it unleased: each is handed off, in a batch or
+		// alone.
+		for i := range n {
+			if handedOff["t/"+id(i)] == nil && (2*i)%4 != 3 && (2*i+1)%4 != 3 {
+				t.Errorf("%s was not handed off", id(i))
+			}
+		}
+		// Of u, those not handed off are claimable with their events.
+		turns, err := s.TurnClaim(ctx, &storage.TurnClaimParams{Tenant: "u", Now: t0, Max: 2 * n})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, turn := range turns {
+			if handedOff["u/"+turn.Instance.ID] != nil {
+				t.Errorf("u/%s claimed while its hand-off's lease runs", turn.Instance.ID)
+			}
+		}
+		want := 0
+		for i := range n {
+			if (2*i)%4 == 3 || (2*i+1)%4 == 3 {
+				if handedOff["u/"+id(i)] == nil {
+					want++
+				}
+			}
+		}
+		if len(turns) != want {
+			t.Errorf("%d instances of u claimable, want %d (raised, not handed off)", len(turns), want)
+		}
+	}
 }

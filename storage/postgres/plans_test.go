@@ -50,6 +50,7 @@ func TestHotPlansOnEmptySchema(t *testing.T) {
 		name, settings, sql string
 	}{
 		{"raise", plain, raiseSQL},
+		{"raise with hand-off", plain, raiseClaimSQL},
 		{"create", plain, createInstanceSQL},
 		{"definition", plain, defGetSQL},
 		{"fence", plain, `SELECT lock_token, status, execution FROM instances WHERE tenant = $1 AND id = $2 FOR NO KEY UPDATE`},

@@ -88,6 +88,14 @@ func NonZero(typ reflect.Type) (reflect.Value, error) {
 		v.SetMapIndex(reflect.New(typ.Key()).Elem(), reflect.New(typ.Elem()).Elem())
 	case reflect.Pointer:
 		v.Set(reflect.New(typ.Elem()))
+	case reflect.Func:
+		v.Set(reflect.MakeFunc(typ, func([]reflect.Value) []reflect.Value {
+			out := make([]reflect.Value, typ.NumOut())
+			for i := range out {
+				out[i] = reflect.New(typ.Out(i)).Elem()
+			}
+			return out
+		}))
 	case reflect.Struct:
 		if typ == reflect.TypeFor[time.Time]() {
 			v.Set(reflect.ValueOf(time.Unix(1, 0)))
