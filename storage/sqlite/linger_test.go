@@ -75,7 +75,7 @@ func raiseEarly(t *testing.T, s *Store, eventID string, then func(*storage.Turn)
 // commit would not answer).
 func TestHandOffRaiseAndCommitShareOneFsync(t *testing.T) {
 	s, syncs := openLinger(t, time.Minute)
-	before := syncs.Load()
+	before, statsBefore := syncs.Load(), s.Stats().Syncs
 	committed := make(chan error, 1)
 	var turn *storage.Turn
 	res, calls := raiseEarly(t, s, "e1", func(tt *storage.Turn) {
@@ -96,6 +96,9 @@ func TestHandOffRaiseAndCommitShareOneFsync(t *testing.T) {
 	}
 	if n := syncs.Load() - before; n != 1 {
 		t.Fatalf("%d fsyncs for the raise and its turn's commit, want 1", n)
+	}
+	if n := s.Stats().Syncs - statsBefore; n != 1 {
+		t.Fatalf("Stats().Syncs moved by %d, want 1", n)
 	}
 	if m := s.linger.Load(); m != nil {
 		t.Fatalf("linger mark %+v left after the turn came back", m)

@@ -265,6 +265,7 @@ type Store struct {
 
 	commits      atomic.Int64
 	writes       atomic.Int64
+	syncs        atomic.Int64
 	ckptLasts    atomic.Int64 // the writer's last checkpoints before a WAL restart (lastCheckpoint)
 	ckptLastTime atomic.Int64 // their total length, in nanoseconds
 }
@@ -441,12 +442,17 @@ type Stats struct {
 	// ran.
 	WriterCheckpoints    int64
 	WriterCheckpointTime time.Duration
+	// Syncs is the number of fsyncs of the WAL by the sync pipeline (zero
+	// without it): Commits/Syncs is how many transactions one fsync made
+	// durable.
+	Syncs int64
 }
 
 // Stats returns the writer's counters.
 func (s *Store) Stats() Stats {
 	return Stats{Commits: s.commits.Load(), Writes: s.writes.Load(),
-		WriterCheckpoints: s.ckptLasts.Load(), WriterCheckpointTime: time.Duration(s.ckptLastTime.Load())}
+		WriterCheckpoints: s.ckptLasts.Load(), WriterCheckpointTime: time.Duration(s.ckptLastTime.Load()),
+		Syncs: s.syncs.Load()}
 }
 
 // SubscribeKinds: see storage.Notifier. This store wakes its subscribers

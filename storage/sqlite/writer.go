@@ -579,6 +579,7 @@ func (s *Store) syncPending(upTo int64) error {
 		return *st // not known durable until recoverWAL has run
 	}
 	err := s.syncFn()
+	s.syncs.Add(1)
 	switch {
 	case err == nil:
 	case isFull(err):

@@ -109,8 +109,8 @@ func openHerald(ctx context.Context, backend string, o heraldOptions) (*heraldSy
 		h.name, h.durability, h.store = "herald sqlite "+string(mode), dur, s
 		h.closeStore = func() error {
 			st := s.Stats()
-			progress("  %s: %d write calls in %d commits (%.1f per commit); %d checkpoints by the writer for a WAL restart, %v in all",
-				h.name, st.Writes, st.Commits, float64(st.Writes)/float64(max(st.Commits, 1)),
+			progress("  %s: %d write calls in %d commits (%.1f per commit), %d fsyncs of the WAL; %d checkpoints by the writer for a WAL restart, %v in all",
+				h.name, st.Writes, st.Commits, float64(st.Writes)/float64(max(st.Commits, 1)), st.Syncs,
 				st.WriterCheckpoints, st.WriterCheckpointTime.Round(time.Microsecond))
 			err := s.Close()
 			for _, suffix := range []string{"", "-wal", "-shm"} {
