@@ -1,7 +1,6 @@
 package postgres
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -9,7 +8,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/heraldwf/herald/internal/testdb"
 	"github.com/heraldwf/herald/storage"
 )
 
@@ -29,15 +27,7 @@ const busMaxNumberSQL = `SELECT last FROM bus_fq WHERE tenant = $1 AND last >= 0
 // up to a limit, and the NextWake and TenantsReady probes each read a
 // bounded number of buffers.
 func TestBusPlansAtScale(t *testing.T) {
-	url := testdb.PostgresURL(t)
-	schema := testdb.NewSchema(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	s, err := Open(ctx, url, WithSchema(schema))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	ctx, s, url, schema := openInSchema(t, 3*time.Minute)
 	for _, tn := range []string{"big", "small", "idle"} {
 		if err := s.TenantEnsure(ctx, &storage.TenantEnsureParams{Tenant: tn}); err != nil {
 			t.Fatal(err)
@@ -137,14 +127,7 @@ func TestBusPlansAtScale(t *testing.T) {
 // bus_routes_running, the backlog all three
 // (TestHotPlansOnEmptySchema checks the lookups).
 func TestBusQueuePlansOnEmptySchema(t *testing.T) {
-	url := testdb.PostgresURL(t)
-	schema := testdb.NewSchema(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	s, err := Open(ctx, url, WithSchema(schema))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, s, url, schema := openInSchema(t, time.Minute)
 	s.Close()
 	conn := schemaConn(t, ctx, url, schema)
 	for _, c := range []struct {
@@ -211,15 +194,7 @@ func TestBusQueuePlansOnEmptySchema(t *testing.T) {
 // have been analyzed: the statements that read them are then planned with
 // statistics.
 func TestBusTablesWarmUp(t *testing.T) {
-	url := testdb.PostgresURL(t)
-	schema := testdb.NewSchema(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	s, err := Open(ctx, url, WithSchema(schema))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	ctx, s, url, schema := openInSchema(t, time.Minute)
 	conn := schemaConn(t, ctx, url, schema)
 	if _, err := conn.Exec(ctx, `ANALYZE instances; ANALYZE inbox; ANALYZE events; ANALYZE history`); err != nil {
 		t.Fatal(err)

@@ -1,14 +1,12 @@
 package postgres
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/heraldwf/herald/history"
-	"github.com/heraldwf/herald/internal/testdb"
 	"github.com/heraldwf/herald/storage"
 )
 
@@ -19,15 +17,7 @@ import (
 // connection, every hand-off's statements are that connection's prepared
 // statements, whose plan counts pg_prepared_statements keeps.
 func TestHandOffLoadsUseGenericPlans(t *testing.T) {
-	url := testdb.PostgresURL(t)
-	schema := testdb.NewSchema(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	s, err := Open(ctx, url, WithSchema(schema), WithMaxConns(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	ctx, s, _, _ := openInSchema(t, time.Minute, WithMaxConns(1))
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	// More hand-offs than the five custom plans PostgreSQL makes before it
 	// weighs the generic one.

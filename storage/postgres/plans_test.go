@@ -13,6 +13,23 @@ import (
 	"github.com/heraldwf/herald/internal/testdb"
 )
 
+// openInSchema opens a store in a new schema of the test database, with a
+// context that ends after timeout; the test's cleanup closes both. It
+// returns the database URL and the schema for direct connections.
+func openInSchema(t *testing.T, timeout time.Duration, opts ...Option) (context.Context, *Store, string, string) {
+	t.Helper()
+	url := testdb.PostgresURL(t)
+	schema := testdb.NewSchema(t)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
+	s, err := Open(ctx, url, append([]Option{WithSchema(schema)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return ctx, s, url, schema
+}
+
 // The statements of the event round trip (raise, claim, commit) and of the
 // worker's idle loop get, on a new schema whose tables are empty and were
 // never analyzed, a generic plan that never scans a tenant's whole index
@@ -22,14 +39,7 @@ import (
 // scan looks like. The API key statements (a table without a tenant; every
 // request looks its key up by hash) must each be a probe of one index.
 func TestHotPlansOnEmptySchema(t *testing.T) {
-	url := testdb.PostgresURL(t)
-	schema := testdb.NewSchema(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	s, err := Open(ctx, url, WithSchema(schema))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, s, url, schema := openInSchema(t, time.Minute)
 	s.Close()
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {

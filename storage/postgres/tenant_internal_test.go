@@ -152,15 +152,7 @@ func topBuffers(t *testing.T, plan string) int {
 // table holding 100k ready instances of one tenant, before and after the
 // table is analyzed (a generic plan may be made either way).
 func TestTenantsReadyAndListPlans(t *testing.T) {
-	url := testdb.PostgresURL(t)
-	schema := testdb.NewSchema(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	s, err := Open(ctx, url, WithSchema(schema))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	ctx, s, url, schema := openInSchema(t, 2*time.Minute)
 	for _, tn := range []string{"big", "small", "idle"} {
 		if err := s.TenantEnsure(ctx, &storage.TenantEnsureParams{Tenant: tn}); err != nil {
 			t.Fatal(err)
