@@ -137,7 +137,8 @@ func SetQuery[A, R any](ctx *Context, name string, fn func(args A) (R, error)) e
 // an unknown query, arguments the handler cannot decode, the handler's own
 // error or panic, no runtime or workflow to run (also ErrNotRegistered), or
 // a history the code no longer replays; an error decoding the answer into
-// out.
+// out; ctx's error if ctx ends first (a handler that never returns holds
+// a goroutine, not the caller: workflow code cannot be stopped).
 func (c *Client) Query(ctx context.Context, instanceID, name string, args any, out any) error {
 	raw, err := c.query(ctx, instanceID, name, args)
 	if err != nil {
@@ -186,7 +187,15 @@ func (c *Client) query(ctx context.Context, instanceID, name string, args any) (
 	}
 	tl := c.rt.limits.get(ctx, c.tenant)
 	q := &replay.Query{Name: name, Args: in}
-	rout, err := runReplay(&replay.Input{
+	// The replay runs the workflow's code and the handler, which cannot be
+	// stopped: on a goroutine of its own, so that a handler that never
+	// returns does not hold the caller past ctx.
+	type replayed struct {
+		out *replay.Output
+		err error
+	}
+	done := make(chan replayed, 1)
+	replayIn := &replay.Input{
 		InstanceID: instanceID,
 		Workflow:   wf,
 		History:    evs,
@@ -197,7 +206,19 @@ func (c *Client) query(ctx context.Context, instanceID, name string, args any) (
 			MaxQueuedEvents:           override(tl.MaxQueuedEvents, c.rt.cfg.MaxQueuedEvents),
 		},
 		Query: q,
-	})
+	}
+	go func() {
+		out, err := runReplay(replayIn)
+		done <- replayed{out, err}
+	}()
+	var rout *replay.Output
+	select {
+	case r := <-done:
+		rout, err = r.out, r.err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("query %s of %s: %w (the handler runs on until it returns: workflow code cannot be stopped)",
+			name, instanceID, ctx.Err())
+	}
 	switch {
 	case err != nil:
 		return nil, qerr(QueryNotReplayable, err.Error(), nil)

@@ -1,6 +1,7 @@
 package herald_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/heraldwf/herald"
 	"github.com/heraldwf/herald/history"
@@ -397,5 +399,51 @@ func TestQuery_Pending(t *testing.T) {
 	}
 	if n := logs.count("counter running"); n != 0 {
 		t.Fatalf("a query logged %d lines of the workflow", n)
+	}
+}
+
+// A query whose handler never returns holds the caller only until its
+// context ends.
+func TestQuery_HandlerThatNeverReturnsLetsTheCallerGo(t *testing.T) {
+	t.Parallel()
+	st := testStore(t)
+	rt, err := herald.NewRuntime(st, &herald.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	entered, release := make(chan struct{}), make(chan struct{})
+	defer close(release)
+	herald.RegisterWorkflow(rt, "stuck", func(ctx *herald.Context, _ int) (int, error) {
+		if err := ctx.SetQueryHandler("spin", func(json.RawMessage) (any, error) {
+			select {
+			case entered <- struct{}{}:
+			default:
+			}
+			<-release
+			return "late", nil
+		}); err != nil {
+			return 0, err
+		}
+		return 0, ctx.WaitEvent("never").Get(nil)
+	})
+	c, err := rt.Client(herald.DefaultTenant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := on(t, c)
+	b.start("stuck", "s1", 0)
+	qctx, cancel := context.WithCancel(b.ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- c.Query(qctx, "s1", "spin", nil, nil) }()
+	<-entered
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("query with its context canceled: %v, want context.Canceled", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Query did not return after its context was canceled")
 	}
 }
