@@ -3,9 +3,11 @@ package main
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"os"
 	"runtime/pprof"
 	"runtime/trace"
+	"slices"
 	"sync"
 	"time"
 )
@@ -17,9 +19,15 @@ var (
 	diagUsed = map[string]int{}
 )
 
-// traceFile returns path for its first use and path.2, path.3, … after
+// loadDiag is what the paced load scenario records besides its latencies
+// (-trace, -load-cpuprofile, -load-dump; "" for none).
+type loadDiag struct {
+	trace, cpu, dump string
+}
+
+// runFile returns path for its first use and path.2, path.3, … after
 // that, so that the runs of several systems do not overwrite each other.
-func traceFile(path string) string {
+func runFile(path string) string {
 	diagMu.Lock()
 	defer diagMu.Unlock()
 	diagUsed[path]++
@@ -29,37 +37,42 @@ func traceFile(path string) string {
 	return path
 }
 
-// startTrace starts runtime/trace into path; stop ends it and closes the file.
-func startTrace(path string) (stop func(), err error) {
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, fmt.Errorf("-trace: %w", err)
+// startRecorders starts runtime/trace and the CPU profiler as d asks, each
+// into a file of its own (runFile); stop ends them and closes the files.
+func startRecorders(d loadDiag) (stop func(), err error) {
+	var stops []func()
+	stop = func() {
+		for _, s := range slices.Backward(stops) {
+			s()
+		}
 	}
-	if err := trace.Start(f); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("-trace: %w", err)
+	for _, r := range []struct {
+		flag, path string
+		start      func(io.Writer) error
+		end        func()
+	}{
+		{"-trace", d.trace, trace.Start, trace.Stop},
+		{"-load-cpuprofile", d.cpu, pprof.StartCPUProfile, pprof.StopCPUProfile},
+	} {
+		if r.path == "" {
+			continue
+		}
+		f, err := os.Create(runFile(r.path))
+		if err == nil {
+			if err = r.start(f); err != nil {
+				f.Close()
+			}
+		}
+		if err != nil {
+			stop()
+			return nil, fmt.Errorf("%s: %w", r.flag, err)
+		}
+		stops = append(stops, func() {
+			r.end()
+			f.Close()
+		})
 	}
-	return func() {
-		trace.Stop()
-		f.Close()
-	}, nil
-}
-
-// startCPUProfile starts the CPU profiler into path; stop ends it and
-// closes the file.
-func startCPUProfile(path string) (stop func(), err error) {
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, fmt.Errorf("-load-cpuprofile: %w", err)
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("-load-cpuprofile: %w", err)
-	}
-	return func() {
-		pprof.StopCPUProfile()
-		f.Close()
-	}, nil
+	return stop, nil
 }
 
 // dumpLoad writes one CSV line per paced send: its scheduled time after

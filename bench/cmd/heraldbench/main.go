@@ -104,7 +104,7 @@ type options struct {
 	backends, scenarios            []string
 	postgresURL, jsonPath, dir     string
 	cpuProfile, workerSchema       string
-	tracePath, loadDump, loadCPU   string
+	diag                           loadDiag
 	loadRate                       float64
 	quick                          bool
 	turnWorkers, pgConns           int
@@ -162,9 +162,9 @@ func main() {
 	flag.DurationVar(&o.loadFor, "load-for", 10*time.Second, "how long the paced load runs")
 	flag.Float64Var(&o.loadRate, "load-rate", 0,
 		"pace the load scenario at this many sends/s instead of half the measured peak (then the round trip runs only if selected); for A/B runs at one rate")
-	flag.StringVar(&o.tracePath, "trace", "", "write a runtime/trace of each paced load run to this file (go tool trace)")
-	flag.StringVar(&o.loadCPU, "load-cpuprofile", "", "write a CPU profile of each paced load run to this file (not with -cpuprofile)")
-	flag.StringVar(&o.loadDump, "load-dump", "", "write each paced send's scheduled offset and latency (CSV, ms) to this file")
+	flag.StringVar(&o.diag.trace, "trace", "", "write a runtime/trace of each paced load run to this file (go tool trace)")
+	flag.StringVar(&o.diag.cpu, "load-cpuprofile", "", "write a CPU profile of each paced load run to this file (not with -cpuprofile)")
+	flag.StringVar(&o.diag.dump, "load-dump", "", "write each paced send's scheduled offset and latency (CSV, ms) to this file")
 	flag.DurationVar(&o.physicalFor, "physical-for", 3*time.Second, "how long each physical-limit run lasts")
 	flag.IntVar(&o.bus.n, "bus-n", 10000, "events per loaded bus run, and jobs per River run (1000 with -quick)")
 	flag.IntVar(&o.bus.publishers, "bus-publishers", 32, "concurrent publishers (River: producers) in the bus runs")

@@ -103,11 +103,11 @@ func runSystem(ctx context.Context, s System, o *options, n, samples int, sweep 
 		}
 	}
 	if has("load") && peak > 0 && ctx.Err() == nil {
-		r := underLoad(ctx, t, LanePositional, peak/2, o.loadFor, o.tracePath, o.loadCPU, o.loadDump)
+		pace := "half the measured peak"
 		if o.loadRate > 0 {
-			r.Note = strings.Replace(r.Note, "half the measured peak", "-load-rate", 1)
+			pace = "-load-rate"
 		}
-		add(r)
+		add(underLoad(ctx, t, LanePositional, peak/2, pace, o.loadFor, o.diag))
 	}
 	if has("sweep") {
 		for _, sn := range sweep {

@@ -158,11 +158,11 @@ func isolated(ctx context.Context, t *target, lane Lane, samples int) []Result {
 // scheduled send → resumed commit, so a stall is counted for every send it
 // delays.
 //
-// Diagnostics: with tracePath, the paced part runs under runtime/trace,
-// with cpuPath under the CPU profiler (traceFile names the file of each
-// run); with dumpPath, each send's scheduled offset and latency are written
-// to that file as CSV.
-func underLoad(ctx context.Context, t *target, lane Lane, rate float64, dur time.Duration, tracePath, cpuPath, dumpPath string) Result {
+// pace says where rate comes from, for the result's note. d says what
+// else to record of the paced part: a runtime/trace, a CPU profile, each
+// send's scheduled offset and latency as CSV (runFile names the file of
+// each run).
+func underLoad(ctx context.Context, t *target, lane Lane, rate float64, pace string, dur time.Duration, d loadDiag) Result {
 	ctx, cancel := context.WithTimeout(ctx, scenarioTimeout)
 	defer cancel()
 	n := max(int(rate*dur.Seconds()), 1)
@@ -174,22 +174,12 @@ func underLoad(ctx context.Context, t *target, lane Lane, rate float64, dur time
 		return r
 	}
 	progress("  %s: sending %d events at %.0f/s", t.Name(), n, rate)
-	if tracePath != "" {
-		stopTrace, err := startTrace(traceFile(tracePath))
-		if err != nil {
-			r.Error = err.Error()
-			return r
-		}
-		defer stopTrace()
+	stopRecorders, err := startRecorders(d)
+	if err != nil {
+		r.Error = err.Error()
+		return r
 	}
-	if cpuPath != "" {
-		stopProfile, err := startCPUProfile(traceFile(cpuPath))
-		if err != nil {
-			r.Error = err.Error()
-			return r
-		}
-		defer stopProfile()
-	}
+	defer stopRecorders()
 	sem := make(chan struct{}, 512)
 	errs := make(chan error, 1)
 	sched := make([]time.Time, n)
@@ -241,9 +231,9 @@ func underLoad(ctx context.Context, t *target, lane Lane, rate float64, dur time
 	}
 	r.Rate = float64(n) / last.Sub(start).Seconds()
 	lat.fill(&r)
-	r.Note = fmt.Sprintf("paced at %.0f sends/s (half the measured peak), latency from each send's scheduled time", rate)
-	if dumpPath != "" {
-		if err := dumpLoad(traceFile(dumpPath), start, sched, lat); err != nil {
+	r.Note = fmt.Sprintf("paced at %.0f sends/s (%s), latency from each send's scheduled time", rate, pace)
+	if d.dump != "" {
+		if err := dumpLoad(runFile(d.dump), start, sched, lat); err != nil {
 			progress("  %s: -load-dump: %v", t.Name(), err)
 		}
 	}
