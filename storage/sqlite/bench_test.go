@@ -23,11 +23,7 @@ func BenchmarkEventRoundTrip(b *testing.B) {
 	for _, mode := range []sqlite.Synchronous{sqlite.SynchronousFull, sqlite.SynchronousNormal} {
 		b.Run(string(mode), func(b *testing.B) {
 			ctx := context.Background()
-			s, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "bench.db"), sqlite.WithSynchronous(mode))
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer s.Close()
+			s := open(b, filepath.Join(b.TempDir(), "bench.db"), sqlite.WithSynchronous(mode))
 			now := time.Now()
 			const workers = 32
 			parallel := func(n int, fn func(i int)) {
@@ -126,11 +122,7 @@ func BenchmarkEventRoundTrip(b *testing.B) {
 // here one that does not exist) and an instance lookup, on the read pool.
 func BenchmarkPointRead(b *testing.B) {
 	ctx := context.Background()
-	s, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "bench.db"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
+	s := open(b, filepath.Join(b.TempDir(), "bench.db"))
 	if _, err := s.InstanceCreate(ctx, &storage.InstanceCreateParams{Tenant: "t", ID: "a", Workflow: "wf"}); err != nil {
 		b.Fatal(err)
 	}
@@ -157,12 +149,7 @@ func BenchmarkCorrelated(b *testing.B) {
 	for _, mode := range []sqlite.Synchronous{sqlite.SynchronousFull, sqlite.SynchronousOff} {
 		b.Run("sync="+string(mode), func(b *testing.B) {
 			storagetest.BenchCorrelated(b, func(b *testing.B) storage.Store {
-				s, err := sqlite.Open(context.Background(), filepath.Join(b.TempDir(), "bench.db"), sqlite.WithSynchronous(mode))
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.Cleanup(func() { s.Close() })
-				return s
+				return open(b, filepath.Join(b.TempDir(), "bench.db"), sqlite.WithSynchronous(mode))
 			})
 		})
 	}

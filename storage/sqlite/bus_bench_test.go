@@ -25,11 +25,7 @@ func BenchmarkBusPublish(b *testing.B) {
 	for _, mode := range []sqlite.Synchronous{sqlite.SynchronousFull, sqlite.SynchronousNormal} {
 		b.Run(string(mode), func(b *testing.B) {
 			ctx := context.Background()
-			s, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "bench.db"), sqlite.WithSynchronous(mode))
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer s.Close()
+			s := open(b, filepath.Join(b.TempDir(), "bench.db"), sqlite.WithSynchronous(mode))
 			var n atomic.Int64
 			now := time.Now()
 			b.SetParallelism(32) // 32 publishers per CPU
@@ -58,11 +54,7 @@ func BenchmarkBusPublish(b *testing.B) {
 // event.
 func BenchmarkBusPipeline(b *testing.B) {
 	ctx := context.Background()
-	s, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "bench.db"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
+	s := open(b, filepath.Join(b.TempDir(), "bench.db"))
 	now := time.Now()
 	route := func(*storage.BusEvent) []storage.BusRouteDecision {
 		return []storage.BusRouteDecision{{Subscription: "a", Matched: true}, {Subscription: "b", Matched: true}}

@@ -11,7 +11,6 @@ import (
 	"github.com/heraldwf/herald/heraldtype"
 	"github.com/heraldwf/herald/history"
 	"github.com/heraldwf/herald/storage"
-	"github.com/heraldwf/herald/storage/sqlite"
 )
 
 // BenchmarkHandOff measures one event's store calls on an idle store, one
@@ -23,11 +22,7 @@ func BenchmarkHandOff(b *testing.B) {
 	for _, mode := range []string{"claim", "handoff", "early"} {
 		b.Run(mode, func(b *testing.B) {
 			ctx := context.Background()
-			s, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "bench.db"))
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer s.Close()
+			s := open(b, filepath.Join(b.TempDir(), "bench.db"))
 			now := time.Now()
 			commit := func(t *storage.Turn, seq int) {
 				ids := make([]int64, len(t.Messages))

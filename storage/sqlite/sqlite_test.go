@@ -17,7 +17,7 @@ import (
 	"github.com/heraldwf/herald/storage/storagetest"
 )
 
-func open(t *testing.T, path string, opts ...sqlite.Option) *sqlite.Store {
+func open(t testing.TB, path string, opts ...sqlite.Option) *sqlite.Store {
 	t.Helper()
 	s, err := sqlite.Open(context.Background(), path, opts...)
 	if err != nil {
