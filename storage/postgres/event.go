@@ -91,8 +91,13 @@ SELECT ` + instanceColsI + `, (SELECT status FROM inst), EXISTS (SELECT 1 FROM m
 	` + scanPlans + `
 FROM (SELECT 1) one LEFT JOIN ready i ON i.claimed`
 
-// instanceColCount is the number of columns of instanceCols.
-var instanceColCount = strings.Count(instanceCols, ",") + 1
+// instanceColCount is the number of columns of instanceCols;
+// raiseClaimSettings is the number of settings raiseClaimSQL returns last
+// (herald.claimed and scanPlans's), which nobody reads.
+var (
+	instanceColCount   = strings.Count(instanceCols, ",") + 1
+	raiseClaimSettings = 1 + strings.Count(scanPlans, "set_config(")
+)
 
 // raiseFast is the fast path's guard: raiseSQL handles these fields of
 // EventRaiseParams (ExpiresAt and StartIfAbsent matter only for an instance
@@ -250,7 +255,7 @@ func (h *handOffs) queueRaise(b *batch, c *raiseCall) {
 	b.query("", func(rows pgx.Rows) error {
 		for rows.Next() {
 			var status *string
-			tail := []any{&status, &c.stored, nil, nil, nil, nil}
+			tail := append([]any{&status, &c.stored}, make([]any, raiseClaimSettings)...)
 			if rows.RawValues()[1] == nil { // the id: it leased nothing
 				if err := rows.Scan(append(make([]any, instanceColCount), tail...)...); err != nil {
 					return err
