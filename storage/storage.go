@@ -284,12 +284,12 @@ type EventRaiseParams struct {
 	// raise's transaction has committed, and the result's Turn is then nil.
 	// EventRaise returns only after OnClaimed has returned, so it must not
 	// block (start the turn and return); it is called even if the raise
-	// then fails to become durable (the turn's commit then fails too). A store that
-	// cannot leaves it uncalled and returns the turn in the result.
-	// Durability is unchanged: EventRaise returns only once the raise is
-	// durable, and a TurnCommit only once it is durable together with
-	// every transaction committed before it, the raise's included, so the
-	// turn runs while the raise is flushed and one flush can cover both.
+	// then fails to become durable (the turn's commit then fails too). A
+	// store that cannot leaves it uncalled and returns the turn in the
+	// result. Durability is unchanged: EventRaise returns only once the
+	// raise is durable, and a TurnCommit only once it is durable together
+	// with every transaction committed before it, the raise's included, so
+	// the turn runs while the raise is flushed and one flush can cover both.
 	OnClaimed func(*Turn)
 	// CheckDefinition, when set, makes the raise conditional on the event's
 	// definition: it is stored only if the definition of (Tenant, Name) has
