@@ -173,6 +173,15 @@ func underLoad(ctx context.Context, t *target, lane Lane, rate float64, pace str
 		r.Error = err.Error()
 		return r
 	}
+	var settled string
+	if st, ok := t.System.(settler); ok {
+		note, err := st.Settle(ctx)
+		if err != nil {
+			r.Error = "settle: " + err.Error()
+			return r
+		}
+		settled = note
+	}
 	progress("  %s: sending %d events at %.0f/s", t.Name(), n, rate)
 	stopRecorders, err := startRecorders(d)
 	if err != nil {
@@ -232,6 +241,9 @@ func underLoad(ctx context.Context, t *target, lane Lane, rate float64, pace str
 	r.Rate = float64(n) / last.Sub(start).Seconds()
 	lat.fill(&r)
 	r.Note = fmt.Sprintf("paced at %.0f sends/s (%s), latency from each send's scheduled time", rate, pace)
+	if settled != "" {
+		r.Note += "; " + settled
+	}
 	if d.dump != "" {
 		if err := dumpLoad(runFile(d.dump), start, sched, lat); err != nil {
 			progress("  %s: -load-dump: %v", t.Name(), err)

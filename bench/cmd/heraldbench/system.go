@@ -51,6 +51,13 @@ type System interface {
 	Close() error
 }
 
+// settler is a System whose storage is brought to its steady state before
+// a paced run (see underLoad).
+type settler interface {
+	// Settle returns what it did, for the result's note.
+	Settle(ctx context.Context) (string, error)
+}
+
 // Stamp is an instance's resumed time.
 type Stamp struct {
 	ID string
