@@ -166,8 +166,8 @@ func openDBOS(ctx context.Context, kind string, o dbosOptions) (_ *dbosSystem, e
 	return s, nil
 }
 
-func (s *dbosSystem) Name() string          { return s.name }
-func (s *dbosSystem) Durability() string    { return s.durability }
+func (s *dbosSystem) Name() string       { return s.name }
+func (s *dbosSystem) Durability() string { return s.durability }
 
 // Settle: see settler. Only PostgreSQL needs it.
 func (s *dbosSystem) Settle(ctx context.Context) (string, error) {

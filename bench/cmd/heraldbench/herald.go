@@ -249,8 +249,8 @@ func (h *heraldSystem) committed(id string, status heraldtype.Status, at time.Ti
 	}
 }
 
-func (h *heraldSystem) Name() string          { return h.name }
-func (h *heraldSystem) Durability() string    { return h.durability }
+func (h *heraldSystem) Name() string       { return h.name }
+func (h *heraldSystem) Durability() string { return h.durability }
 
 // Settle: see settler. Only PostgreSQL needs it.
 func (h *heraldSystem) Settle(ctx context.Context) (string, error) {
