@@ -138,3 +138,57 @@ func TestCombinerWithdraw(t *testing.T) {
 		t.Error("the other queued call did not run")
 	}
 }
+
+// While a batch is in flight, calls queue for the next one until a full
+// batch's worth waits; only then does a second batch start beside it.
+func TestCombinerStartsAnotherBatchOnlyForAFullOne(t *testing.T) {
+	release := make(chan struct{})
+	cb := &combiner[int]{maxLeaders: 3, maxBatch: 4, run: func(calls []*combined[int]) {
+		for _, c := range calls {
+			if c.call == 0 {
+				<-release
+			}
+		}
+	}}
+	state := func() (leaders, queued int) {
+		cb.mu.Lock()
+		defer cb.mu.Unlock()
+		return cb.leaders, len(cb.queue)
+	}
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !ok() {
+			if time.Now().After(deadline) {
+				l, q := state()
+				t.Fatalf("waiting for %s: %d leaders, %d queued", what, l, q)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	go cb.do(context.Background(), 0) // leads, blocks in run
+	waitFor("the first batch", func() bool { l, _ := state(); return l == 1 })
+	var wg sync.WaitGroup
+	for i := 1; i <= 3; i++ {
+		wg.Add(1)
+		go func() { defer wg.Done(); cb.do(context.Background(), i) }()
+	}
+	waitFor("three queued calls", func() bool { _, q := state(); return q == 3 })
+	if l, _ := state(); l != 1 {
+		t.Fatalf("%d batches in flight for 3 queued calls, want 1 (a batch holds 4)", l)
+	}
+	done := make(chan struct{})
+	go func() { cb.do(context.Background(), 4); close(done) }()
+	select {
+	case <-done: // a second batch ran while the first is still in flight
+	case <-time.After(10 * time.Second):
+		l, q := state()
+		t.Fatalf("the fourth call did not start a batch beside the first: %d leaders, %d queued", l, q)
+	}
+	wg.Wait()
+	if l, q := state(); l != 1 || q != 0 {
+		t.Errorf("after the second batch: %d leaders, %d queued, want 1 and 0", l, q)
+	}
+	close(release)
+	waitFor("the first batch to end", func() bool { l, _ := state(); return l == 0 })
+}
