@@ -90,9 +90,10 @@
 // one sensible choice: the indexes do not compete for (tenant, id) lookups
 // (migration 0003), claims update the rows they locked by ctid with
 // sequential and bitmap scans off, and ledger rows are updated one key at a
-// time. And the store analyzes its busiest tables itself, once, when a new
-// schema's tables first hold a few hundred changed rows (see stats.go),
-// rather than waiting for autovacuum.
+// time. And the store analyzes its busiest tables itself when a new
+// schema's tables first hold a few hundred changed rows, and again whenever
+// a table's live rows have doubled or halved since its statistics (see
+// stats.go), rather than waiting for autovacuum, which may be off.
 //
 // # Wake-ups
 //
