@@ -330,16 +330,22 @@ func poll(ctx context.Context, every time.Duration, cond func() bool) error {
 }
 
 // pgSettled says what pgSettle does, for a result's note.
-const pgSettled = "PostgreSQL checkpointed after parking, so the paced part writes into recycled WAL segments"
+const pgSettled = "PostgreSQL checkpointed before parking, so the paced part writes into recycled WAL segments"
 
-// pgSettle runs a CHECKPOINT on the PostgreSQL server at url. A server
-// whose WAL has grown since its last checkpoint (a benchmark's parking
-// writes a lot of it in seconds) has no recycled segment to switch to: the
-// backend that fills a 16 MB segment creates and zero-fills the next one
-// in the foreground, holding the WAL write lock, and every commit waits for
-// it, a stall of 50 to 70 ms every few seconds at 2,000 sends/s. A server
-// in its steady state recycles the segments its checkpoints free. Herald
-// and DBOS on PostgreSQL are settled alike.
+// pgSettle runs a CHECKPOINT on the PostgreSQL server at url, before the
+// paced run parks its instances. A server whose WAL has grown since its
+// last checkpoint (the round trip before writes a lot of it in seconds) has
+// no recycled segment to switch to: the backend that fills a 16 MB segment
+// creates and zero-fills the next one in the foreground, holding the WAL
+// write lock, and every commit waits for it, a stall of 50 to 70 ms every
+// few seconds at 2,000 sends/s. A server in its steady state recycles the
+// segments its checkpoints free. The checkpoint comes before the parking,
+// not after: the first change to each page after a checkpoint writes the
+// whole page to the WAL, and right after one at 2,300 sends/s that flood
+// stalled the paced run's first seconds (p99 up to 490 ms); the parking
+// takes it instead. A paced run that writes more WAL than the checkpoint
+// recycled (about 10 segments on the benchmark machine) still meets a new
+// segment near its end. Herald and DBOS on PostgreSQL are settled alike.
 func pgSettle(ctx context.Context, url string) (string, error) {
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {

@@ -169,10 +169,6 @@ func underLoad(ctx context.Context, t *target, lane Lane, rate float64, pace str
 	r := Result{Scenario: "latency under load (" + string(lane) + ")", System: t.Name(), Durability: t.Durability(),
 		N: n, RateUnit: "inst/s"}
 	list := ids("load-"+string(lane), n)
-	if _, err := park(ctx, t, lane, list, nil); err != nil {
-		r.Error = err.Error()
-		return r
-	}
 	var settled string
 	if st, ok := t.System.(settler); ok {
 		note, err := st.Settle(ctx)
@@ -181,6 +177,10 @@ func underLoad(ctx context.Context, t *target, lane Lane, rate float64, pace str
 			return r
 		}
 		settled = note
+	}
+	if _, err := park(ctx, t, lane, list, nil); err != nil {
+		r.Error = err.Error()
+		return r
 	}
 	progress("  %s: sending %d events at %.0f/s", t.Name(), n, rate)
 	stopRecorders, err := startRecorders(d)

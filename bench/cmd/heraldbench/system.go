@@ -52,7 +52,7 @@ type System interface {
 }
 
 // settler is a System whose storage is brought to its steady state before
-// a paced run (see underLoad).
+// a paced run parks its instances (see underLoad).
 type settler interface {
 	// Settle returns what it did, for the result's note.
 	Settle(ctx context.Context) (string, error)
