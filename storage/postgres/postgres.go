@@ -92,8 +92,9 @@
 // sequential and bitmap scans off, and ledger rows are updated one key at a
 // time. And the store analyzes its busiest tables itself when a new
 // schema's tables first hold a few hundred changed rows, and again whenever
-// a table's live rows have doubled or halved since its statistics (see
-// stats.go), rather than waiting for autovacuum, which may be off.
+// a table's live rows have doubled or halved since its statistics, by at
+// least 10,000 rows (see stats.go), rather than waiting for autovacuum,
+// which may be off.
 //
 // # Wake-ups
 //
@@ -439,8 +440,8 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 		ownPIDs: ownPIDs,
 		closing: make(chan struct{}),
 	}
-	s.warm = statsWarmer{s: s, tables: warmTables, core: warmCore}
-	s.warmBus = statsWarmer{s: s, tables: warmBusTables, core: len(warmBusTables)}
+	s.warm = statsWarmer{s: s, tables: warmTables, core: warmCore, minChange: restatsMinRows}
+	s.warmBus = statsWarmer{s: s, tables: warmBusTables, core: len(warmBusTables), minChange: restatsMinRows}
 	s.commits = combiner[*commitCall]{maxLeaders: maxCommitBatches, maxBatch: maxCommitBatch, run: s.commitBatch}
 	s.raises = combiner[*raiseCall]{maxLeaders: maxRaiseBatches, maxBatch: maxRaiseBatch, run: s.raiseBatch}
 	s.publishes = combiner[*publishCall]{maxLeaders: maxPublishBatches, maxBatch: maxPublishBatch, run: s.publishBatch}

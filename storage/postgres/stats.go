@@ -26,8 +26,10 @@ import (
 //
 // After that, at most once per restatsEvery, it analyzes again a table
 // whose live rows have doubled, or halved, since it was last analyzed (by
-// anyone): statistics taken at a few hundred rows make poor plans for a
-// table a hundred times that size. Autovacuum, when it runs, usually
+// anyone), by at least restatsMinRows rows: statistics taken at a few
+// hundred rows make poor plans for a table a hundred times that size. (A
+// smaller change is left alone: an ANALYZE takes up to a tenth of a second
+// of the server's CPU, which a table of a few thousand rows does not repay.) Autovacuum, when it runs, usually
 // analyzes sooner, so this matters where it is off or behind: on the
 // benchmark machine, whose server runs without autovacuum, the plans made
 // from a 2,000-instance schema's statistics took the p99 of a paced run on
@@ -55,6 +57,9 @@ const (
 	// restatsEvery is the least time between two checks once the warm-up
 	// is done.
 	restatsEvery = time.Second
+	// restatsMinRows is the least change in a table's live rows that
+	// makes it analyzed again after the warm-up.
+	restatsMinRows = 10_000
 )
 
 // statsWarmer runs the statistics checks, at most one at a time, from the
@@ -64,6 +69,7 @@ type statsWarmer struct {
 	s         *Store
 	tables    []string // tables[:core] end the warm-up
 	core      int
+	minChange int64 // restatsMinRows; tests make it smaller
 	done      atomic.Bool  // the warm-up is done
 	lastCheck atomic.Int64 // when the last check started, unix nanoseconds
 	running   atomic.Bool
@@ -105,11 +111,11 @@ const warmCheckSQL = `SELECT s.relname, s.last_analyze IS NOT NULL OR s.last_aut
 	WHERE s.schemaname = $1 AND s.relname = ANY($2::text[])`
 
 // outgrown reports whether a table whose statistics counted tuples rows
-// has live rows now: at least warmMinRows more or fewer, and twice or half
-// as many.
-func outgrown(live int64, tuples float64) bool {
+// has live rows now: at least minChange more or fewer, and twice or half as
+// many.
+func outgrown(live int64, tuples float64, minChange int64) bool {
 	l := float64(live)
-	return math.Abs(l-tuples) >= warmMinRows && (l >= 2*tuples || 2*l <= tuples)
+	return math.Abs(l-tuples) >= float64(minChange) && (l >= 2*tuples || 2*l <= tuples)
 }
 
 func (w *statsWarmer) check() {
@@ -145,7 +151,7 @@ func (w *statsWarmer) check() {
 			if mods >= warmMinRows {
 				todo = append(todo, name) // the first statistics
 			}
-		case outgrown(live, tuples):
+		case outgrown(live, tuples, w.minChange):
 			todo = append(todo, name)
 		default:
 			analyzed[name] = true

@@ -9,7 +9,7 @@ import (
 )
 
 // A table is outgrown when its live rows have doubled or halved since its
-// statistics, by at least warmMinRows rows.
+// statistics, by at least the least change (200 here).
 func TestOutgrown(t *testing.T) {
 	for _, c := range []struct {
 		live   int64
@@ -19,14 +19,14 @@ func TestOutgrown(t *testing.T) {
 		{live: 400, tuples: 200, want: true},
 		{live: 399, tuples: 200, want: false},
 		{live: 1000, tuples: 900, want: false},
-		{live: 150, tuples: 0, want: false}, // fewer than warmMinRows more
+		{live: 150, tuples: 0, want: false}, // fewer than 200 more
 		{live: 250, tuples: 0, want: true},
 		{live: 0, tuples: 1000, want: true}, // halved
 		{live: 600, tuples: 1000, want: false},
 		{live: 500, tuples: 1000, want: true},
-		{live: 50, tuples: 120, want: false}, // halved, but by fewer than warmMinRows
+		{live: 50, tuples: 120, want: false}, // halved, but by fewer than 200
 	} {
-		if got := outgrown(c.live, c.tuples); got != c.want {
+		if got := outgrown(c.live, c.tuples, 200); got != c.want {
 			t.Errorf("outgrown(%d live, %v tuples) = %v, want %v", c.live, c.tuples, got, c.want)
 		}
 	}
@@ -34,9 +34,11 @@ func TestOutgrown(t *testing.T) {
 
 // Once the warm-up is done, the store analyzes a table again when it has
 // outgrown its statistics (see stats.go): instances analyzed at 300 rows
-// are analyzed again after the table has grown past twice that.
+// are analyzed again after the table has grown past twice that (with the
+// least change lowered from restatsMinRows to 300 rows).
 func TestStatsFollowGrowth(t *testing.T) {
 	ctx, s, url, schema := openInSchema(t, 30*time.Second)
+	s.warm.minChange = 300
 	conn := schemaConn(t, ctx, url, schema)
 	create := func(from, to int) {
 		t.Helper()
