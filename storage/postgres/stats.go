@@ -69,7 +69,7 @@ type statsWarmer struct {
 	s         *Store
 	tables    []string // tables[:core] end the warm-up
 	core      int
-	minChange int64 // restatsMinRows; tests make it smaller
+	minChange int64        // restatsMinRows; tests make it smaller
 	done      atomic.Bool  // the warm-up is done
 	lastCheck atomic.Int64 // when the last check started, unix nanoseconds
 	running   atomic.Bool
