@@ -54,6 +54,14 @@ const (
 	warmCore      = 4   // warmTables[:warmCore] end the warm-up
 	warmMinRows   = 200 // changed rows before a table is analyzed
 	warmEveryCall = 128 // writes between two checks
+	// warmOwnWrites is the number of this store's writes after which the
+	// warm-up analyzes a core table nobody has analyzed even if
+	// pg_stat_user_tables does not show warmMinRows changes yet: a busy
+	// session reports its changes there at most once a second, and the
+	// first ANALYZE, which makes every session replan, would otherwise
+	// come a second or two after the first writes, in the middle of
+	// whatever the store does then.
+	warmOwnWrites = 512
 	// restatsEvery is the least time between two checks once the warm-up
 	// is done.
 	restatsEvery = time.Second
@@ -75,6 +83,10 @@ type statsWarmer struct {
 	running   atomic.Bool
 	calls     atomic.Uint64
 	wg        sync.WaitGroup
+	// mine are the tables this warmer has analyzed, which
+	// pg_stat_user_tables may not show yet. Only check, one at a time,
+	// uses it.
+	mine map[string]bool
 }
 
 // note counts a write and, every warmEveryCall writes (at most once per
@@ -146,9 +158,10 @@ func (w *statsWarmer) check() {
 			rows.Close()
 			return
 		}
+		done = done || w.mine[name]
 		switch {
 		case !done:
-			if mods >= warmMinRows {
+			if mods >= warmMinRows || w.calls.Load() >= warmOwnWrites {
 				todo = append(todo, name) // the first statistics
 			}
 		case outgrown(live, tuples, w.minChange):
@@ -166,7 +179,10 @@ func (w *statsWarmer) check() {
 		if _, err := w.s.pool.Exec(ctx, `ANALYZE (SKIP_LOCKED) "`+w.s.cfg.schema+`".`+name); err != nil {
 			return
 		}
-		analyzed[name] = true
+		if w.mine == nil {
+			w.mine = make(map[string]bool)
+		}
+		analyzed[name], w.mine[name] = true, true
 	}
 	for _, name := range w.tables[:w.core] {
 		if !analyzed[name] {

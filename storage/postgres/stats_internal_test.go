@@ -80,3 +80,54 @@ func TestStatsFollowGrowth(t *testing.T) {
 		}
 	}
 }
+
+// After warmOwnWrites writes through the store, the warm-up analyzes the
+// core tables nobody has analyzed even though pg_stat_user_tables shows
+// fewer than warmMinRows changes (a busy session reports them at most once
+// a second).
+func TestWarmUpCountsOwnWrites(t *testing.T) {
+	ctx, s, url, schema := openInSchema(t, 30*time.Second)
+	conn := schemaConn(t, ctx, url, schema)
+	for i := range 10 {
+		if _, err := s.InstanceCreate(ctx, &storage.InstanceCreateParams{Tenant: "t", ID: fmt.Sprint("i", i),
+			Workflow: "wf", Now: time.Unix(0, 1)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	analyzed := func() map[string]bool {
+		t.Helper()
+		rows, err := conn.Query(ctx, `SELECT c.relname, c.reltuples >= 0 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+			WHERE n.nspname = $1 AND c.relname = ANY($2::text[])`, schema, warmTables[:warmCore])
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		m := map[string]bool{}
+		for rows.Next() {
+			var name string
+			var ok bool
+			if err := rows.Scan(&name, &ok); err != nil {
+				t.Fatal(err)
+			}
+			m[name] = ok
+		}
+		return m
+	}
+	s.warm.check()
+	for name, ok := range analyzed() {
+		if ok {
+			t.Fatalf("%s analyzed after 10 writes", name)
+		}
+	}
+	s.warm.calls.Store(warmOwnWrites)
+	s.warm.check()
+	got := analyzed()
+	for _, name := range warmTables[:warmCore] {
+		if !got[name] {
+			t.Errorf("%s not analyzed after %d writes: %v", name, warmOwnWrites, got)
+		}
+	}
+	if !s.warm.done.Load() {
+		t.Error("the warm-up is not done after the core tables were analyzed")
+	}
+}
