@@ -43,7 +43,7 @@ const (
 // system database (polled on a separate connection).
 type dbosSystem struct {
 	name, durability string
-	pgURL            string // the PostgreSQL server's, for dbos-postgres
+	pgSettler        // the PostgreSQL server's URL, for dbos-postgres
 	dctx             dbos.Context
 	resumed          chan Stamp
 	waiting          func(ctx context.Context) (int, error) // DBOS.sleep steps recorded so far
@@ -166,16 +166,8 @@ func openDBOS(ctx context.Context, kind string, o dbosOptions) (_ *dbosSystem, e
 	return s, nil
 }
 
-func (s *dbosSystem) Name() string       { return s.name }
-func (s *dbosSystem) Durability() string { return s.durability }
-
-// Settle: see settler. Only PostgreSQL needs it.
-func (s *dbosSystem) Settle(ctx context.Context) (string, error) {
-	if s.pgURL == "" {
-		return "", nil
-	}
-	return pgSettle(ctx, s.pgURL)
-}
+func (s *dbosSystem) Name() string          { return s.name }
+func (s *dbosSystem) Durability() string    { return s.durability }
 func (s *dbosSystem) Resumed() <-chan Stamp { return s.resumed }
 
 func (s *dbosSystem) Park(ctx context.Context, lane Lane, ids []string, _ func(int) string) error {

@@ -66,7 +66,7 @@ func (s *stampStore) TurnCommit(ctx context.Context, p *storage.TurnCommitParams
 // backend.
 type heraldSystem struct {
 	name, durability string
-	pgURL            string // the PostgreSQL server's, on that backend
+	pgSettler        // the PostgreSQL server's URL, on that backend
 	store            storage.Store
 	closeStore       func() error
 	rt               *herald.Runtime
@@ -249,16 +249,8 @@ func (h *heraldSystem) committed(id string, status heraldtype.Status, at time.Ti
 	}
 }
 
-func (h *heraldSystem) Name() string       { return h.name }
-func (h *heraldSystem) Durability() string { return h.durability }
-
-// Settle: see settler. Only PostgreSQL needs it.
-func (h *heraldSystem) Settle(ctx context.Context) (string, error) {
-	if h.pgURL == "" {
-		return "", nil
-	}
-	return pgSettle(ctx, h.pgURL)
-}
+func (h *heraldSystem) Name() string          { return h.name }
+func (h *heraldSystem) Durability() string    { return h.durability }
 func (h *heraldSystem) Resumed() <-chan Stamp { return h.resumed }
 
 func (h *heraldSystem) Park(ctx context.Context, lane Lane, ids []string, key func(i int) string) error {

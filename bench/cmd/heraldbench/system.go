@@ -58,6 +58,17 @@ type settler interface {
 	Settle(ctx context.Context) (string, error)
 }
 
+// pgSettler makes a System on PostgreSQL a settler (pgSettle); with no
+// URL it settles nothing.
+type pgSettler struct{ pgURL string }
+
+func (p pgSettler) Settle(ctx context.Context) (string, error) {
+	if p.pgURL == "" {
+		return "", nil
+	}
+	return pgSettle(ctx, p.pgURL)
+}
+
 // Stamp is an instance's resumed time.
 type Stamp struct {
 	ID string
