@@ -42,10 +42,11 @@
 // Under load, what a transaction costs beyond its statements (its round
 // trip, its commit, waking the client and the backend) was most of the cost
 // of a raise or a turn commit. So concurrent TurnCommit, EventRaise,
-// BusPublish and EventDefinitionGet calls share transactions: a call that finds one of a
-// few batch slots free runs at once (a call alone is never delayed), and
-// the calls made while the slots are busy share the next batch, one
-// transaction in one round trip (see combiner). A call returns once its
+// BusPublish and EventDefinitionGet calls share transactions: a call that
+// finds no batch of its kind in flight runs at once (a call alone is never
+// delayed), the calls made meanwhile share the next batch, one transaction
+// in one round trip, and a second batch starts beside the first only once a
+// full batch waits (see combiner). A call returns once its
 // batch has committed, with its own outcome: a batch that fails wrote
 // nothing, and each of its calls then runs alone. Only commits that take no
 // advisory lock are batched; a batch locks its instances in (tenant, id)
