@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,15 +30,16 @@ import (
 // anyone), by at least restatsMinRows rows: statistics taken at a few
 // hundred rows make poor plans for a table a hundred times that size. (A
 // smaller change is left alone: an ANALYZE takes up to a tenth of a second
-// of the server's CPU, which a table of a few thousand rows does not repay.) Autovacuum, when it runs, usually
-// analyzes sooner, so this matters where it is off or behind: on the
-// benchmark machine, whose server runs without autovacuum, the plans made
-// from a 2,000-instance schema's statistics took the p99 of a paced run on
-// 26,000 instances from 14.6 to 46.2 ms at 2,400 sends/s. A growing table
-// is analyzed a few times per tenfold growth; a table whose rows come and
-// go at a steady size (the inbox) is not analyzed again, however many rows
-// pass through it (each ANALYZE makes every session replan the statements
-// that read the table).
+// of the server's CPU, which a table of a few thousand rows does not
+// repay.) Autovacuum, when it runs, usually analyzes sooner, so this
+// matters where it is off or behind: on the benchmark machine, whose
+// server runs without autovacuum, the plans made from a 2,000-instance
+// schema's statistics took the p99 of a paced run on 26,000 instances from
+// 14.6 to 46.2 ms at 2,400 sends/s. A growing table is analyzed a few
+// times per tenfold growth; a table whose rows come and go at a steady
+// size (the inbox) is not analyzed again, however many rows pass through
+// it (each ANALYZE makes every session replan the statements that read the
+// table).
 
 // warmTables are the tables analyzed by the workflows' warm-up; the first
 // four must have been analyzed for it to end.
@@ -55,12 +57,13 @@ const (
 	warmMinRows   = 200 // changed rows before a table is analyzed
 	warmEveryCall = 128 // writes between two checks
 	// warmOwnWrites is the number of this store's writes after which the
-	// warm-up analyzes a core table nobody has analyzed even if
-	// pg_stat_user_tables does not show warmMinRows changes yet: a busy
-	// session reports its changes there at most once a second, and the
-	// first ANALYZE, which makes every session replan, would otherwise
+	// warm-up analyzes a core table (tables[:core]) nobody has analyzed,
+	// even if pg_stat_user_tables does not show warmMinRows changes yet:
+	// a busy session reports its changes there at most once a second, and
+	// the first ANALYZE, which makes every session replan, would otherwise
 	// come a second or two after the first writes, in the middle of
-	// whatever the store does then.
+	// whatever the store does then. Other tables wait for their changes
+	// (one never written is not analyzed empty).
 	warmOwnWrites = 512
 	// restatsEvery is the least time between two checks once the warm-up
 	// is done.
@@ -161,7 +164,8 @@ func (w *statsWarmer) check() {
 		done = done || w.mine[name]
 		switch {
 		case !done:
-			if mods >= warmMinRows || w.calls.Load() >= warmOwnWrites {
+			core := slices.Contains(w.tables[:w.core], name)
+			if mods >= warmMinRows || (core && w.calls.Load() >= warmOwnWrites) {
 				todo = append(todo, name) // the first statistics
 			}
 		case outgrown(live, tuples, w.minChange):
