@@ -60,6 +60,12 @@ func Example() {
 	if _, err := c.WaitForCompletion(ctx, id); err != nil {
 		log.Fatal(err)
 	}
+	// The turn reports to the Observer after its commit, which
+	// WaitForCompletion may see first: Stop waits for the turns in flight,
+	// their reports included.
+	if err := rt.Stop(ctx); err != nil {
+		log.Fatal(err)
+	}
 
 	resp, err := http.Get(srv.URL + "/metrics")
 	if err != nil {
