@@ -59,12 +59,12 @@ func (s *Store) ActivityClaim(ctx context.Context, p *storage.ActivityClaimParam
 		rows, err := w.query(`SELECT instance_id, execution, task_seq, visible_at, r FROM (
 			SELECT * FROM (SELECT instance_id, execution, task_seq, visible_at, rowid AS r FROM activities
 				WHERE tenant = ?1 AND lock_token IS NULL AND visible_at <= ?2
-				ORDER BY visible_at, rowid LIMIT ?3)
+				ORDER BY visible_at, rowid LIMIT +?3)
 			UNION ALL
 			SELECT * FROM (SELECT instance_id, execution, task_seq, visible_at, rowid AS r FROM activities
 				WHERE tenant = ?1 AND lock_token IS NOT NULL AND lease_until < ?2 AND visible_at <= ?2
-				ORDER BY visible_at, rowid LIMIT ?3)
-		) ORDER BY visible_at, r LIMIT ?3`, p.Tenant, nowN, max)
+				ORDER BY visible_at, rowid LIMIT +?3)
+		) ORDER BY visible_at, r LIMIT +?3`, p.Tenant, nowN, max)
 		if err != nil {
 			return fmt.Errorf("find tasks: %w", err)
 		}

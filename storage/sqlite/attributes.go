@@ -80,7 +80,7 @@ func attributeQuery(p *storage.InstanceListParams, createdAt int64, afterID stri
 			SELECT a0.instance_id AS page_id FROM instance_attributes a0 INDEXED BY instance_attributes_match
 			JOIN instances i ON i.tenant = a0.tenant AND i.id = a0.instance_id
 			WHERE ` + strings.Join(where, " AND ") + `
-			ORDER BY a0.created_at DESC, a0.instance_id DESC LIMIT ?) AS page
+			ORDER BY a0.created_at DESC, a0.instance_id DESC LIMIT +?) AS page
 		CROSS JOIN instances ON instances.tenant = ? AND instances.id = page.page_id
 		ORDER BY created_at DESC, id DESC`, args
 }

@@ -413,7 +413,7 @@ const busEventCols = `seq, id, type, data, source, published_at, trace`
 
 // busUnroutedSQL reads the oldest ?2 unrouted events of tenant ?1.
 const busUnroutedSQL = `SELECT ` + busEventCols + ` FROM bus_events
-	WHERE tenant = ?1 AND routed_at = 0 ORDER BY seq LIMIT ?2`
+	WHERE tenant = ?1 AND routed_at = 0 ORDER BY seq LIMIT +?2`
 
 func scanBusEvent(sc scanner) (*storage.BusEvent, error) {
 	var (
@@ -459,14 +459,14 @@ func scanExec(sc scanner, extra ...any) (*heraldtype.Execution, error) {
 // order: the first ?3 of each partial index, merged.
 const busDueSQL = `SELECT id, status FROM (
 		SELECT * FROM (SELECT id, status, fq, due_at FROM bus_routes
-			WHERE tenant = ?1 AND status = 'queued' AND due_at <= ?2 ORDER BY fq, due_at, id LIMIT ?3)
+			WHERE tenant = ?1 AND status = 'queued' AND due_at <= ?2 ORDER BY fq, due_at, id LIMIT +?3)
 		UNION ALL
 		SELECT * FROM (SELECT id, status, fq, due_at FROM bus_routes
-			WHERE tenant = ?1 AND status = 'retrying' AND due_at <= ?2 ORDER BY fq, due_at, id LIMIT ?3)
+			WHERE tenant = ?1 AND status = 'retrying' AND due_at <= ?2 ORDER BY fq, due_at, id LIMIT +?3)
 		UNION ALL
 		SELECT * FROM (SELECT id, status, fq, due_at FROM bus_routes
-			WHERE tenant = ?1 AND status = 'running' AND lease_until < ?2 ORDER BY fq, due_at, id LIMIT ?3)
-	) ORDER BY fq, due_at, id LIMIT ?3`
+			WHERE tenant = ?1 AND status = 'running' AND lease_until < ?2 ORDER BY fq, due_at, id LIMIT +?3)
+	) ORDER BY fq, due_at, id LIMIT +?3`
 
 // busLeaseSQL leases the executions whose ids are the JSON array ?4, with
 // lock token ?1 || id, until ?2, at ?3.
@@ -1280,7 +1280,7 @@ func letterFilter(tenant string, f *storage.BusDeadLetterFilter) (where []string
 // letterListSQL is a page of dead letters matching where, newest first.
 func letterListSQL(where []string) string {
 	return `SELECT ` + deadLetterCols + ` FROM bus_dead_letters d
-		WHERE ` + strings.Join(where, " AND ") + ` ORDER BY d.id DESC LIMIT ?`
+		WHERE ` + strings.Join(where, " AND ") + ` ORDER BY d.id DESC LIMIT +?`
 }
 
 // BusDeadLetterList: see storage.BusStore. A page reads one more letter
@@ -1386,7 +1386,7 @@ func (s *Store) BusDeadLetterReprocess(ctx context.Context, p *storage.BusDeadLe
 		rows, err := w.query(`SELECT d.id, d.execution, r.subscription FROM bus_dead_letters d
 			JOIN bus_routes r ON r.id = d.execution AND r.tenant = d.tenant
 			WHERE `+strings.Join(where, " AND ")+` AND d.reprocessed_at = 0 AND r.status = 'dead_lettered'
-			ORDER BY d.id LIMIT ?`, append(args, limit)...)
+			ORDER BY d.id LIMIT +?`, append(args, limit)...)
 		if err != nil {
 			return fmt.Errorf("find letters: %w", err)
 		}
@@ -1458,7 +1458,7 @@ func (s *Store) BusDeadLetterDelete(ctx context.Context, p *storage.BusDeadLette
 	var count int
 	err = s.write(ctx, func(w *wtx) error {
 		res, err := w.exec(`DELETE FROM bus_dead_letters WHERE id IN (SELECT d.id FROM bus_dead_letters d
-			WHERE `+strings.Join(where, " AND ")+` ORDER BY d.id LIMIT ?)`, append(args, limit)...)
+			WHERE `+strings.Join(where, " AND ")+` ORDER BY d.id LIMIT +?)`, append(args, limit)...)
 		if err != nil {
 			return err
 		}
@@ -1558,7 +1558,7 @@ func scanAttempt(sc scanner) (*heraldtype.Attempt, error) {
 // first.
 func attemptListSQL(where []string) string {
 	return `SELECT ` + attemptCols + ` FROM bus_attempts
-		WHERE ` + strings.Join(where, " AND ") + ` ORDER BY id LIMIT ?`
+		WHERE ` + strings.Join(where, " AND ") + ` ORDER BY id LIMIT +?`
 }
 
 // BusAttemptList: see storage.BusStore. A page reads one more record than
@@ -1599,7 +1599,7 @@ func (s *Store) BusAttemptList(ctx context.Context, p *storage.BusAttemptListPar
 const busPrunableSQL = `SELECT seq FROM bus_events e WHERE tenant = ?1 AND routed_at > 0 AND routed_at < ?2
 	AND NOT EXISTS (SELECT 1 FROM bus_routes r WHERE r.tenant = ?1 AND r.event_seq = e.seq
 		AND r.status IN ('queued', 'running', 'retrying'))
-	ORDER BY routed_at LIMIT ?3`
+	ORDER BY routed_at LIMIT +?3`
 
 // BusPrune: see storage.BusStore. The oldest routed events first
 // (bus_events_routed), skipping those with an execution that has not
@@ -1659,7 +1659,7 @@ const busBacklogSQL = `SELECT COUNT(*) FROM (
 		UNION ALL SELECT 1 FROM bus_routes WHERE tenant = ?1 AND status = 'queued'
 		UNION ALL SELECT 1 FROM bus_routes WHERE tenant = ?1 AND status = 'retrying'
 		UNION ALL SELECT 1 FROM bus_routes WHERE tenant = ?1 AND status = 'running'
-		LIMIT ?2)`
+		LIMIT +?2)`
 
 // BusBacklog: see storage.BusStore. Like NextWake it does not wait for
 // what it read to be durable: it is a gauge for back-pressure.

@@ -68,6 +68,14 @@ func openWriterConn(dsn string) (*wconn, error) {
 
 // prepare returns q's statement, preparing it the first time. The queries
 // the writer runs are constants, so the cache stays small.
+//
+// A prepared statement stays compiled only if no bound value is part of its
+// plan. SQLite (3.50 on) plans a LIMIT whose operand is a bare parameter
+// with the bound number as a constant, and then recompiles the statement
+// every time a value is bound to it: the turn claim spent half its time
+// re-parsing itself. The store's queries therefore write LIMIT +?N; the
+// unary plus keeps the operand an expression, planned as an unknown limit
+// as before 3.50. TestNoBareLimitParameter keeps it that way.
 func (c *wconn) prepare(q string) (driver.Stmt, error) {
 	if st, ok := c.stmts[q]; ok {
 		return st, nil

@@ -217,7 +217,7 @@ func (t *laneTx) Markers(def, key string, limit int) ([]backend.Marker, error) {
 		JOIN instances i ON i.tenant = w.tenant AND i.id = w.instance_id
 		WHERE w.tenant = ? AND w.def = ? AND w.key = ?
 		  AND i.execution = w.execution AND i.status IN `+nonTerminal+`
-		ORDER BY w.created_at, w.rid LIMIT ?`, t.tenant, def, key, limit)
+		ORDER BY w.created_at, w.rid LIMIT +?`, t.tenant, def, key, limit)
 	if err != nil {
 		return nil, err
 	}
@@ -435,7 +435,7 @@ func (s *Store) CorrelatedSearch(ctx context.Context, p *storage.CorrelatedSearc
 	r := s.reader(tx)
 	rows, err := r.QueryContext(ctx, `SELECT c.tenant, c.def, c.key, c.payload, c.created_at, c.updated_at, c.expires_at
 		FROM correlated_events c WHERE `+strings.Join(where, " AND ")+`
-		ORDER BY c.created_at, c.key LIMIT ?`, args...)
+		ORDER BY c.created_at, c.key LIMIT +?`, args...)
 	if err != nil {
 		return nil, "", fmt.Errorf("sqlite: search correlated events: %w", s.readErr(err))
 	}
@@ -491,7 +491,7 @@ func (s *Store) CorrelatedExpire(ctx context.Context, p *storage.CorrelatedExpir
 		keys = nil
 		rows, err := w.query(`SELECT def, key FROM correlated_events
 			WHERE tenant = ? AND expires_at > 0 AND expires_at <= ?
-			ORDER BY expires_at, def, key LIMIT ?`, p.Tenant, now, limit)
+			ORDER BY expires_at, def, key LIMIT +?`, p.Tenant, now, limit)
 		if err != nil {
 			return fmt.Errorf("find expired correlated events: %w", err)
 		}

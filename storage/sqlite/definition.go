@@ -181,7 +181,7 @@ func (s *Store) EventDefinitionDelete(ctx context.Context, p *storage.EventDefin
 const expiredEventsQuery = `SELECT m.id, m.instance_id, m.event_id FROM inbox m
 	WHERE m.tenant = ?1 AND m.kind = 'event' AND m.expires_at > 0 AND m.expires_at <= ?2
 	  AND NOT EXISTS (SELECT 1 FROM instances i WHERE i.tenant = ?1 AND i.id = m.instance_id)
-	ORDER BY m.expires_at, m.id LIMIT ?3`
+	ORDER BY m.expires_at, m.id LIMIT +?3`
 
 // EventExpire: see storage.EventStore. The single writer serialises
 // concurrent calls.

@@ -196,7 +196,7 @@ func loadHistoryDocs(ctx context.Context, q querier, tenant, id string, executio
 	}
 	rows, err := q.QueryContext(ctx, `SELECT event FROM history
 		WHERE tenant = ? AND instance_id = ? AND execution = ? AND seq > ?
-		ORDER BY seq LIMIT ?`, tenant, id, execution, afterSeq, limit)
+		ORDER BY seq LIMIT +?`, tenant, id, execution, afterSeq, limit)
 	if err != nil {
 		return nil, fmt.Errorf("load history: %w", err)
 	}
@@ -275,7 +275,7 @@ const messageCols = `id, kind, execution, task_seq, lane, event_id, name, key, p
 func loadMessages(ctx context.Context, q querier, tenant, id string, now int64, limit int) ([]storage.Message, error) {
 	rows, err := q.QueryContext(ctx, `SELECT `+messageCols+` FROM inbox
 		WHERE tenant = ? AND instance_id = ? AND (visible_at <= ? OR kind <> 'timer_fired')
-		ORDER BY id LIMIT ?`, tenant, id, now, limit)
+		ORDER BY id LIMIT +?`, tenant, id, now, limit)
 	if err != nil {
 		return nil, fmt.Errorf("load messages: %w", err)
 	}

@@ -276,7 +276,7 @@ func (s *Store) EventList(ctx context.Context, p *storage.EventListParams) (_ []
 	limit := backend.EventLimit(p.Limit)
 	args = append(args, limit)
 	rows, err := s.reader(nil).QueryContext(ctx, `SELECT `+eventCols+` FROM events
-		WHERE `+strings.Join(where, " AND ")+` ORDER BY rid LIMIT ?`, args...)
+		WHERE `+strings.Join(where, " AND ")+` ORDER BY rid LIMIT +?`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: list events: %w", s.readErr(err))
 	}

@@ -148,7 +148,7 @@ func (s *Store) InstanceList(ctx context.Context, p *storage.InstanceListParams)
 	args = append(args, limit+1)
 	q := `SELECT ` + shownCols + ` FROM instances
 		WHERE ` + strings.Join(where, " AND ") + `
-		ORDER BY created_at DESC, id DESC LIMIT ?`
+		ORDER BY created_at DESC, id DESC LIMIT +?`
 	if len(p.Attributes) > 0 {
 		q, args = attributeQuery(p, createdAt, afterID, paged, limit)
 	}

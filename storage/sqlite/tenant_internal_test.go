@@ -116,7 +116,7 @@ func TestTenantsReadyAndListPlans(t *testing.T) {
 		t.Errorf("TenantsReady scans a table:\n%s", p)
 	}
 	p = plan(`SELECT `+shownInstanceCols+` FROM instances WHERE tenant = ? AND status = ? AND (created_at, id) < (?, ?)
-		ORDER BY created_at DESC, id DESC LIMIT ?`, "t", "pending", 1, "i", 10)
+		ORDER BY created_at DESC, id DESC LIMIT +?`, "t", "pending", 1, "i", 10)
 	if !strings.Contains(p, "instances_created") || strings.Contains(p, "TEMP B-TREE") {
 		t.Errorf("InstanceList page: not a range scan of instances_created:\n%s", p)
 	}

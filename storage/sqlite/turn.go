@@ -47,13 +47,13 @@ func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*s
 				SELECT * FROM (SELECT ready_at, rid FROM instances
 					WHERE tenant = ?1 AND lock_token IS NULL AND ready_at <= ?2
 					  AND not_before <= ?2 AND status IN `+nonTerminal+`
-					ORDER BY ready_at, rid LIMIT ?3)
+					ORDER BY ready_at, rid LIMIT +?3)
 				UNION ALL
 				SELECT * FROM (SELECT ready_at, rid FROM instances
 					WHERE tenant = ?1 AND lock_token IS NOT NULL AND lease_until < ?2 AND ready_at <= ?2
 					  AND not_before <= ?2 AND status IN `+nonTerminal+`
-					ORDER BY ready_at, rid LIMIT ?3)
-			) ORDER BY ready_at, rid LIMIT ?3)
+					ORDER BY ready_at, rid LIMIT +?3)
+			) ORDER BY ready_at, rid LIMIT +?3)
 			RETURNING `+instanceCols+`, ready_at, rid`, p.Tenant, nowN, max, prefix, untilN)
 		if err != nil {
 			return fmt.Errorf("lease instances: %w", err)
