@@ -91,11 +91,12 @@
 // one sensible choice: the indexes do not compete for (tenant, id) lookups
 // (migration 0003), claims update the rows they locked by ctid with
 // sequential and bitmap scans off, and ledger rows are updated one key at a
-// time. And the store analyzes its busiest tables itself when a new
-// schema's tables first hold a few hundred changed rows, and again whenever
-// a table's live rows have doubled or halved since its statistics, by at
-// least 10,000 rows (see stats.go), rather than waiting for autovacuum,
-// which may be off.
+// time. And the store analyzes its busiest tables itself, rather than
+// waiting for autovacuum, which may be off: a table without statistics, or
+// with statistics taken while it was nearly empty, once its file spans 16
+// pages (never before: plans made from an empty table's statistics scan it
+// for a key lookup), and again whenever a table's live rows have doubled
+// or halved since its statistics, by at least 10,000 rows (see stats.go).
 //
 // # Wake-ups
 //

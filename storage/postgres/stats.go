@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"math"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,26 +11,39 @@ import (
 // Statistics warm-up.
 //
 // PostgreSQL keeps, per connection, the generic plan it made for a prepared
-// statement after a few executions, until the statistics of a table it
-// reads change. On a new schema that plan is made while the tables are
-// empty and have never been analyzed: every access path then looks equally
-// cheap, and the plan may scan all of a tenant's rows for what is one
-// primary-key lookup (a commit cost O(instances) in the benchmark, until
-// autovacuum's first ANALYZE, up to a minute or more later). The queries
-// are written so that the common lookups have one candidate index (see
-// migration 0003), but joins and scans of an instance's rows still depend
-// on the statistics. So the store analyzes the tables that carry the work
-// itself, as soon as they hold a few hundred changed rows and nobody has
-// analyzed them yet: PostgreSQL then replans every statement that reads
-// them, in every session.
+// statement (and for each statement of a PL/pgSQL function) after a few
+// executions, until the statistics of a table it reads change. A plan made
+// while a table spans a page or two reads the whole table for what is one
+// index lookup, since on one page that is cheaper; as the table grows the
+// plan stays, and every call scans it. Two states of a table make such
+// plans:
+//
+//   - statistics taken while it was tiny (an ANALYZE of an empty table: the
+//     planner then believes the file's size, a page or two);
+//   - no statistics at all and a schema so new that nothing has grown: the
+//     planner assumes at least ten pages then, which favours the indexes,
+//     but a join's row estimates are guesses.
+//
+// So the store analyzes the tables that carry the work itself: a table
+// without statistics, or with statistics taken while it spanned fewer than
+// warmMinPages pages, as soon as its file has grown to warmMinPages (read
+// from the file's size, which does not lag as pg_stat_user_tables does).
+// PostgreSQL then replans every statement that reads it, in every session,
+// with the table past the size at which a lookup's index beats a scan. A
+// table still smaller is left alone, never analyzed near empty. (An earlier
+// rule analyzed the core tables after the store's first 512 writes,
+// whatever their size: the events table, empty while the instances are
+// started, was analyzed empty, and one session kept a plan that scanned the
+// events ledger twice in every ending commit, 4,500 scans of 22 million
+// rows in a 20,000-instance round trip.)
 //
 // After that, at most once per restatsEvery, it analyzes again a table
 // whose live rows have doubled, or halved, since it was last analyzed (by
 // anyone), by at least restatsMinRows rows: statistics taken at a few
-// hundred rows make poor plans for a table a hundred times that size. (A
-// smaller change is left alone: an ANALYZE takes up to a tenth of a second
-// of the server's CPU, which a table of a few thousand rows does not
-// repay.) Autovacuum, when it runs, usually analyzes sooner, so this
+// hundred rows make poor join estimates for a table a hundred times that
+// size. (A smaller change is left alone: an ANALYZE takes up to a tenth of
+// a second of the server's CPU, which a table of a few thousand rows does
+// not repay.) Autovacuum, when it runs, usually analyzes sooner, so this
 // matters where it is off or behind: on the benchmark machine, whose
 // server runs without autovacuum, the plans made from a 2,000-instance
 // schema's statistics took the p99 of a paced run on 26,000 instances from
@@ -53,18 +65,13 @@ var warmTables = []string{"instances", "inbox", "events", "history",
 var warmBusTables = []string{"bus_events", "bus_routes", "bus_attempts"}
 
 const (
-	warmCore      = 4   // warmTables[:warmCore] end the warm-up
-	warmMinRows   = 200 // changed rows before a table is analyzed
+	warmCore = 4 // warmTables[:warmCore] end the warm-up
+	// warmMinPages is the size, in pages, from which a table's statistics
+	// make plans that look a key up in an index rather than scan the
+	// table: about twice the size at which PostgreSQL's default costs
+	// start to prefer the index for the ledger's and the histories' rows.
+	warmMinPages  = 16
 	warmEveryCall = 128 // writes between two checks
-	// warmOwnWrites is the number of this store's writes after which the
-	// warm-up analyzes a core table (tables[:core]) nobody has analyzed,
-	// even if pg_stat_user_tables does not show warmMinRows changes yet:
-	// a busy session reports its changes there at most once a second, and
-	// the first ANALYZE, which makes every session replan, would otherwise
-	// come a second or two after the first writes, in the middle of
-	// whatever the store does then. Other tables wait for their changes
-	// (one never written is not analyzed empty).
-	warmOwnWrites = 512
 	// restatsEvery is the least time between two checks once the warm-up
 	// is done.
 	restatsEvery = time.Second
@@ -86,10 +93,6 @@ type statsWarmer struct {
 	running   atomic.Bool
 	calls     atomic.Uint64
 	wg        sync.WaitGroup
-	// mine are the tables this warmer has analyzed, which
-	// pg_stat_user_tables may not show yet. Only check, one at a time,
-	// uses it.
-	mine map[string]bool
 }
 
 // note counts a write and, every warmEveryCall writes (at most once per
@@ -117,13 +120,20 @@ func (w *statsWarmer) note() {
 // wait waits for a check in progress (Close).
 func (w *statsWarmer) wait() { w.wg.Wait() }
 
-// warmCheckSQL lists, of the tables $2 of schema $1, whether each has been
-// analyzed, the rows changed since, its live rows now, and how many it held
-// when last analyzed or vacuumed (reltuples: -1 before either).
-const warmCheckSQL = `SELECT s.relname, s.last_analyze IS NOT NULL OR s.last_autoanalyze IS NOT NULL,
-	s.n_mod_since_analyze, s.n_live_tup, c.reltuples::float8
-	FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid
-	WHERE s.schemaname = $1 AND s.relname = ANY($2::text[])`
+// warmCheckSQL lists, of the tables $2 of schema $1, how many rows and
+// pages each held when last analyzed or vacuumed (reltuples: -1 before
+// either), its pages now (its file's size), and its live rows now (from
+// pg_stat_user_tables, up to a second behind).
+const warmCheckSQL = `SELECT c.relname, c.reltuples::float8, c.relpages::int8,
+	pg_relation_size(c.oid) / current_setting('block_size')::int8, COALESCE(s.n_live_tup, 0)
+	FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+	LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid
+	WHERE n.nspname = $1 AND c.relname = ANY($2::text[]) AND c.relkind = 'r'`
+
+// smallStats reports whether a table's statistics (tuples rows on pages
+// pages when taken) are missing or were taken while it spanned fewer than
+// warmMinPages pages.
+func smallStats(tuples float64, pages int64) bool { return tuples < 0 || pages < warmMinPages }
 
 // outgrown reports whether a table whose statistics counted tuples rows
 // has live rows now: at least minChange more or fewer, and twice or half as
@@ -151,22 +161,19 @@ func (w *statsWarmer) check() {
 	var todo []string
 	for rows.Next() {
 		var (
-			name   string
-			done   bool
-			mods   int64
-			live   int64
-			tuples float64
+			name       string
+			tuples     float64
+			pages, now int64
+			live       int64
 		)
-		if err := rows.Scan(&name, &done, &mods, &live, &tuples); err != nil {
+		if err := rows.Scan(&name, &tuples, &pages, &now, &live); err != nil {
 			rows.Close()
 			return
 		}
-		done = done || w.mine[name]
 		switch {
-		case !done:
-			core := slices.Contains(w.tables[:w.core], name)
-			if mods >= warmMinRows || (core && w.calls.Load() >= warmOwnWrites) {
-				todo = append(todo, name) // the first statistics
+		case smallStats(tuples, pages):
+			if now >= warmMinPages {
+				todo = append(todo, name)
 			}
 		case outgrown(live, tuples, w.minChange):
 			todo = append(todo, name)
@@ -183,10 +190,7 @@ func (w *statsWarmer) check() {
 		if _, err := w.s.pool.Exec(ctx, `ANALYZE (SKIP_LOCKED) "`+w.s.cfg.schema+`".`+name); err != nil {
 			return
 		}
-		if w.mine == nil {
-			w.mine = make(map[string]bool)
-		}
-		analyzed[name], w.mine[name] = true, true
+		analyzed[name] = true
 	}
 	for _, name := range w.tables[:w.core] {
 		if !analyzed[name] {

@@ -81,62 +81,100 @@ func TestStatsFollowGrowth(t *testing.T) {
 	}
 }
 
-// After warmOwnWrites writes through the store, the warm-up analyzes the
-// core tables nobody has analyzed even though pg_stat_user_tables shows
-// fewer than warmMinRows changes (a busy session reports them at most once
-// a second); the other tables still wait for changes of their own.
-func TestWarmUpCountsOwnWrites(t *testing.T) {
+// The warm-up analyzes a table once its file spans warmMinPages pages, and
+// not before: a table analyzed near empty makes plans that scan it for a
+// key lookup, kept as it grows. Statistics taken while a table was small
+// (here: events analyzed empty, as an earlier warm-up did) are taken again
+// once it has grown, and the warm-up ends only when every core table has
+// statistics from warmMinPages pages on.
+func TestWarmUpWaitsForPages(t *testing.T) {
 	ctx, s, url, schema := openInSchema(t, 30*time.Second)
 	conn := schemaConn(t, ctx, url, schema)
-	for i := range 10 {
-		if _, err := s.InstanceCreate(ctx, &storage.InstanceCreateParams{Tenant: "t", ID: fmt.Sprint("i", i),
-			Workflow: "wf", Now: time.Unix(0, 1)}); err != nil {
-			t.Fatal(err)
-		}
+	type stat struct {
+		tuples float64
+		pages  int64
 	}
-	analyzed := func() map[string]bool {
+	stats := func() map[string]stat {
 		t.Helper()
-		rows, err := conn.Query(ctx, `SELECT c.relname, c.reltuples >= 0 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-			WHERE n.nspname = $1 AND c.relname = ANY($2::text[])`, schema, warmTables[:warmCore])
+		rows, err := conn.Query(ctx, `SELECT c.relname, c.reltuples::float8, c.relpages::int8 FROM pg_class c
+			JOIN pg_namespace n ON n.oid = c.relnamespace
+			WHERE n.nspname = $1 AND c.relname = ANY($2::text[])`, schema, warmTables)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer rows.Close()
-		m := map[string]bool{}
+		m := map[string]stat{}
 		for rows.Next() {
-			var name string
-			var ok bool
-			if err := rows.Scan(&name, &ok); err != nil {
+			var (
+				name string
+				st   stat
+			)
+			if err := rows.Scan(&name, &st.tuples, &st.pages); err != nil {
 				t.Fatal(err)
 			}
-			m[name] = ok
+			m[name] = st
 		}
 		return m
 	}
-	s.warm.check()
-	for name, ok := range analyzed() {
-		if ok {
-			t.Fatalf("%s analyzed after 10 writes", name)
+	// grow fills table with n rows through SQL, the way the store's writes
+	// would, as far as the statistics are concerned.
+	grow := func(q string, n int) {
+		t.Helper()
+		if _, err := conn.Exec(ctx, q, n); err != nil {
+			t.Fatal(err)
 		}
 	}
-	s.warm.calls.Store(warmOwnWrites)
-	s.warm.check()
-	got := analyzed()
-	for _, name := range warmTables[:warmCore] {
-		if !got[name] {
-			t.Errorf("%s not analyzed after %d writes: %v", name, warmOwnWrites, got)
-		}
-	}
-	if !s.warm.done.Load() {
-		t.Error("the warm-up is not done after the core tables were analyzed")
-	}
-	// A table the writes did not touch is left alone, not analyzed empty.
-	var tuples float64
-	if err := conn.QueryRow(ctx, `SELECT c.reltuples::float8 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-		WHERE n.nspname = $1 AND c.relname = 'activities'`, schema).Scan(&tuples); err != nil {
+	const (
+		instances = `INSERT INTO instances (tenant, id, workflow, status, execution, created_at, updated_at)
+			SELECT 't', 'i' || g, 'wf', 'running', 1, g, g FROM generate_series(1, $1) g`
+		history = `INSERT INTO history (tenant, instance_id, execution, seq, kind, event)
+			SELECT 't', 'i' || g, 1, 1, 'started', '{"kind":"started","input":"' || repeat('x', 200) || '"}' FROM generate_series(1, $1) g`
+		inbox = `INSERT INTO inbox (tenant, instance_id, kind, visible_at, created_at)
+			SELECT 't', 'i' || g, 'kick', g, g FROM generate_series(1, $1) g`
+		events = `INSERT INTO events (tenant, event_id, instance_id, lane, name, fate, received_at, updated_at)
+			SELECT 't', 'e' || g, 'i' || g, 'positional', 'go', 'delivered', g, g FROM generate_series(1, $1) g`
+	)
+	grow(instances, 10)
+	if _, err := conn.Exec(ctx, `DELETE FROM instances`); err != nil { // the ids are taken again below
 		t.Fatal(err)
 	}
-	if tuples >= 0 {
-		t.Errorf("activities analyzed (reltuples %v) though nothing was written to it", tuples)
+	s.warm.check()
+	for name, st := range stats() {
+		if st.tuples >= 0 {
+			t.Errorf("%s analyzed at %d pages, %v rows", name, st.pages, st.tuples)
+		}
+	}
+	// events is analyzed while empty (by someone else); the others grow.
+	if _, err := conn.Exec(ctx, `ANALYZE events`); err != nil {
+		t.Fatal(err)
+	}
+	grow(instances, 3000)
+	grow(history, 3000)
+	grow(inbox, 3000)
+	s.warm.check()
+	got := stats()
+	for _, name := range []string{"instances", "history", "inbox"} {
+		if st := got[name]; st.tuples < 1000 || st.pages < warmMinPages {
+			t.Errorf("%s not analyzed at %d pages: %+v", name, warmMinPages, st)
+		}
+	}
+	if st := got["events"]; st.tuples != 0 {
+		t.Errorf("events analyzed again while empty: %+v", st)
+	}
+	for _, name := range []string{"activities", "correlated_waits"} {
+		if st := got[name]; st.tuples >= 0 {
+			t.Errorf("%s, never written, analyzed: %+v", name, st)
+		}
+	}
+	if s.warm.done.Load() {
+		t.Fatal("the warm-up ended with events' statistics taken while it was empty")
+	}
+	grow(events, 3000)
+	s.warm.check()
+	if st := stats()["events"]; st.tuples < 1000 || st.pages < warmMinPages {
+		t.Errorf("events' statistics from when it was empty not taken again at %d pages: %+v", warmMinPages, st)
+	}
+	if !s.warm.done.Load() {
+		t.Error("the warm-up is not done after every core table was analyzed at its size")
 	}
 }
