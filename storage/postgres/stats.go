@@ -54,14 +54,14 @@ import (
 // table).
 
 // warmTables are the tables analyzed by the workflows' warm-up; the first
-// four must have been analyzed for it to end.
+// four must have statistics from warmMinPages pages on for it to end.
 var warmTables = []string{"instances", "inbox", "events", "history",
 	"activities", "correlated_waits", "correlated_events", "correlated_produced"}
 
 // warmBusTables are the tables analyzed by the event bus's warm-up (its
 // own, so that a store whose workflows warmed up long ago still warms up
-// the bus's tables once the bus is used); all must have been analyzed for
-// it to end.
+// the bus's tables once the bus is used); all must have statistics from
+// warmMinPages pages on for it to end.
 var warmBusTables = []string{"bus_events", "bus_routes", "bus_attempts"}
 
 const (
@@ -72,6 +72,12 @@ const (
 	// start to prefer the index for the ledger's and the histories' rows.
 	warmMinPages  = 16
 	warmEveryCall = 128 // writes between two checks
+	// warmCheckEvery is the least time between two checks during the
+	// warm-up, which lasts until every core table has statistics from
+	// warmMinPages pages on: a table that stays smaller (no events in a
+	// deployment that only runs activities) keeps it going, and its checks
+	// then cost at most ten catalog reads a second.
+	warmCheckEvery = 100 * time.Millisecond
 	// restatsEvery is the least time between two checks once the warm-up
 	// is done.
 	restatsEvery = time.Second
@@ -81,8 +87,9 @@ const (
 )
 
 // statsWarmer runs the statistics checks, at most one at a time, from the
-// write path: every warmEveryCall writes until the core tables have
-// statistics (the warm-up), then at most once per restatsEvery.
+// write path: every warmEveryCall writes, at most once per warmCheckEvery
+// until the core tables have statistics (the warm-up), then at most once
+// per restatsEvery.
 type statsWarmer struct {
 	s         *Store
 	tables    []string // tables[:core] end the warm-up
@@ -101,8 +108,11 @@ func (w *statsWarmer) note() {
 	if w.calls.Add(1)%warmEveryCall != 0 || w.s.closed.Load() {
 		return
 	}
-	now := time.Now().UnixNano()
-	if w.done.Load() && now-w.lastCheck.Load() < int64(restatsEvery) {
+	now, every := time.Now().UnixNano(), warmCheckEvery
+	if w.done.Load() {
+		every = restatsEvery
+	}
+	if now-w.lastCheck.Load() < int64(every) {
 		return
 	}
 	if !w.running.CompareAndSwap(false, true) {
