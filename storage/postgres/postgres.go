@@ -91,12 +91,11 @@
 // one sensible choice: the indexes do not compete for (tenant, id) lookups
 // (migration 0003), claims update the rows they locked by ctid with
 // sequential and bitmap scans off, and ledger rows are updated one key at a
-// time. And the store analyzes its busiest tables itself, rather than
+// time. And the store analyzes its busiest tables itself, once, rather than
 // waiting for autovacuum, which may be off: a table without statistics, or
 // with statistics taken while it was nearly empty, once its file spans 16
 // pages (never before: plans made from an empty table's statistics scan it
-// for a key lookup), and again whenever a table's live rows have doubled
-// or halved since its statistics, by at least 10,000 rows (see stats.go).
+// for a key lookup; see stats.go).
 //
 // # Wake-ups
 //
@@ -442,8 +441,8 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 		ownPIDs: ownPIDs,
 		closing: make(chan struct{}),
 	}
-	s.warm = statsWarmer{s: s, tables: warmTables, core: warmCore, minChange: restatsMinRows}
-	s.warmBus = statsWarmer{s: s, tables: warmBusTables, core: len(warmBusTables), minChange: restatsMinRows}
+	s.warm = statsWarmer{s: s, tables: warmTables, core: warmCore}
+	s.warmBus = statsWarmer{s: s, tables: warmBusTables, core: len(warmBusTables)}
 	s.commits = combiner[*commitCall]{maxLeaders: maxCommitBatches, maxBatch: maxCommitBatch, run: s.commitBatch}
 	s.raises = combiner[*raiseCall]{maxLeaders: maxRaiseBatches, maxBatch: maxRaiseBatch, run: s.raiseBatch}
 	s.publishes = combiner[*publishCall]{maxLeaders: maxPublishBatches, maxBatch: maxPublishBatch, run: s.publishBatch}

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,21 +36,19 @@ import (
 // events ledger twice in every ending commit, 4,500 scans of 22 million
 // rows in a 20,000-instance round trip.)
 //
-// After that, at most once per restatsEvery, it analyzes again a table
-// whose live rows have doubled, or halved, since it was last analyzed (by
-// anyone), by at least restatsMinRows rows: statistics taken at a few
-// hundred rows make poor join estimates for a table a hundred times that
-// size. (A smaller change is left alone: an ANALYZE takes up to a tenth of
-// a second of the server's CPU, which a table of a few thousand rows does
-// not repay.) Autovacuum, when it runs, usually analyzes sooner, so this
-// matters where it is off or behind: on the benchmark machine, whose
-// server runs without autovacuum, the plans made from a 2,000-instance
-// schema's statistics took the p99 of a paced run on 26,000 instances from
-// 14.6 to 46.2 ms at 2,400 sends/s. A growing table is analyzed a few
-// times per tenfold growth; a table whose rows come and go at a steady
-// size (the inbox) is not analyzed again, however many rows pass through
-// it (each ANALYZE makes every session replan the statements that read the
-// table).
+// Once a table has such statistics, the store leaves it to autovacuum.
+// Plans made at 16 pages stay sound as the table grows (the planner scales
+// its row estimates by the file's size, and reads the ends of an index for
+// a range past the histogram), while every ANALYZE makes every session
+// replan every statement that reads the table, at once. An earlier rule
+// analyzed a table again each time its live rows had doubled, by 10,000
+// or more: in a paced run at 2,000 sends/s on the 2-core benchmark
+// machine, the replans after each such ANALYZE stalled the sends for
+// 30-90 ms (p99 over seven runs 12.9-160 ms, median 18.9; without the
+// rule 10.6-17.7 ms, median 14.7). That rule had been measured against
+// statistics of an empty events table, the failure the page rule above
+// removes. The checks go on once per restatsEvery after the warm-up, for a
+// table whose statistics someone took again while it was small.
 
 // warmTables are the tables analyzed by the workflows' warm-up; the first
 // four must have statistics from warmMinPages pages on for it to end.
@@ -81,9 +78,6 @@ const (
 	// restatsEvery is the least time between two checks once the warm-up
 	// is done.
 	restatsEvery = time.Second
-	// restatsMinRows is the least change in a table's live rows that
-	// makes it analyzed again after the warm-up.
-	restatsMinRows = 10_000
 )
 
 // statsWarmer runs the statistics checks, at most one at a time, from the
@@ -94,7 +88,6 @@ type statsWarmer struct {
 	s         *Store
 	tables    []string // tables[:core] end the warm-up
 	core      int
-	minChange int64        // restatsMinRows; tests make it smaller
 	done      atomic.Bool  // the warm-up is done
 	lastCheck atomic.Int64 // when the last check started, unix nanoseconds
 	running   atomic.Bool
@@ -132,26 +125,17 @@ func (w *statsWarmer) wait() { w.wg.Wait() }
 
 // warmCheckSQL lists, of the tables $2 of schema $1, how many rows and
 // pages each held when last analyzed or vacuumed (reltuples: -1 before
-// either), its pages now (its file's size), and its live rows now (from
-// pg_stat_user_tables, up to a second behind).
+// either) and its pages now (its file's size, which does not lag as
+// pg_stat_user_tables does).
 const warmCheckSQL = `SELECT c.relname, c.reltuples::float8, c.relpages::int8,
-	pg_relation_size(c.oid) / current_setting('block_size')::int8, COALESCE(s.n_live_tup, 0)
+	pg_relation_size(c.oid) / current_setting('block_size')::int8
 	FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-	LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid
 	WHERE n.nspname = $1 AND c.relname = ANY($2::text[]) AND c.relkind = 'r'`
 
 // smallStats reports whether a table's statistics (tuples rows on pages
 // pages when taken) are missing or were taken while it spanned fewer than
 // warmMinPages pages.
 func smallStats(tuples float64, pages int64) bool { return tuples < 0 || pages < warmMinPages }
-
-// outgrown reports whether a table whose statistics counted tuples rows
-// has live rows now: at least minChange more or fewer, and twice or half as
-// many.
-func outgrown(live int64, tuples float64, minChange int64) bool {
-	l := float64(live)
-	return math.Abs(l-tuples) >= float64(minChange) && (l >= 2*tuples || 2*l <= tuples)
-}
 
 func (w *statsWarmer) check() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -174,9 +158,8 @@ func (w *statsWarmer) check() {
 			name       string
 			tuples     float64
 			pages, now int64
-			live       int64
 		)
-		if err := rows.Scan(&name, &tuples, &pages, &now, &live); err != nil {
+		if err := rows.Scan(&name, &tuples, &pages, &now); err != nil {
 			rows.Close()
 			return
 		}
@@ -185,8 +168,6 @@ func (w *statsWarmer) check() {
 			if now >= warmMinPages {
 				todo = append(todo, name)
 			}
-		case outgrown(live, tuples, w.minChange):
-			todo = append(todo, name)
 		default:
 			analyzed[name] = true
 		}
