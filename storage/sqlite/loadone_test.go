@@ -37,7 +37,7 @@ func TestClaimOfOneReadsItsTurn(t *testing.T) {
 		if _, err := s.TurnCommit(ctx, &storage.TurnCommitParams{Tenant: "t", InstanceID: id, LockToken: first.LockToken,
 			Execution: 1, ConsumedMessages: messageIDs(first),
 			NewEvents: []history.Event{{Seq: 2, Kind: history.EventSubscribed, Name: "go", Time: now}},
-			Status: "running", Now: now}); err != nil {
+			Status:    "running", Now: now}); err != nil {
 			t.Fatal(err)
 		}
 		for i, ev := range []string{"e1", "e2"} {
