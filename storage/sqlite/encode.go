@@ -267,35 +267,39 @@ func lastSeq(w *wtx, tenant, id string, execution int) (int, error) {
 
 const messageCols = `id, kind, execution, task_seq, lane, event_id, name, key, payload, latest, result, failure, visible_at, created_at, trace`
 
-// loadMessages reads an instance's messages for a turn. Only timers wait
-// for their time: every other message is returned as soon as it is
-// committed, whatever now says, so a claim whose now was taken before a
-// concurrent raise committed still sees every message that precedes the
-// ones it returns (a first turn must see every event raised before start).
-func loadMessages(ctx context.Context, q querier, tenant, id string, now int64, limit int) ([]storage.Message, error) {
+// loadMessages reads an instance's messages for a turn, at most limit.
+// Only timers wait for their time: every other message is returned as soon
+// as it is committed, whatever now says, so a claim whose now was taken
+// before a concurrent raise committed still sees every message that
+// precedes the ones it returns (a first turn must see every event raised
+// before start). A message that does not decode is left out and reported
+// as bad (it fails the turn, not the read).
+func loadMessages(ctx context.Context, q querier, tenant, id string, now int64, limit int) (ms []storage.Message, bad, err error) {
 	rows, err := q.QueryContext(ctx, `SELECT `+messageCols+` FROM inbox
 		WHERE tenant = ? AND instance_id = ? AND (visible_at <= ? OR kind <> 'timer_fired')
 		ORDER BY id LIMIT +?`, tenant, id, now, limit)
 	if err != nil {
-		return nil, fmt.Errorf("load messages: %w", err)
+		return nil, nil, fmt.Errorf("load messages: %w", err)
 	}
 	defer rows.Close()
-	var ms []storage.Message
 	for rows.Next() {
 		var r backend.MessageRow
 		if err := rows.Scan(r.Dest()...); err != nil {
-			return nil, fmt.Errorf("load messages: %w", err)
+			return nil, nil, fmt.Errorf("load messages: %w", err)
 		}
 		m, err := r.Message()
 		if err != nil {
-			return nil, err
+			if bad == nil {
+				bad = fmt.Errorf("message %d: %w", m.ID, err)
+			}
+			continue
 		}
 		ms = append(ms, m)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("load messages: %w", err)
+		return nil, nil, fmt.Errorf("load messages: %w", err)
 	}
-	return ms, nil
+	return ms, bad, nil
 }
 
 // insertMessage adds a message to an instance's inbox.

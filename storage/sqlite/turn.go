@@ -225,29 +225,13 @@ func (s *Store) loadOne(ctx context.Context, r querier, t *storage.Turn, tenant 
 	if err != nil {
 		return nil, s.readErr(err)
 	}
-	rows, err := r.QueryContext(ctx, `SELECT `+messageCols+` FROM inbox
-		WHERE tenant = ? AND instance_id = ? AND (visible_at <= ? OR kind <> 'timer_fired')
-		ORDER BY id LIMIT +?`, tenant, id, nowN, maxMessages)
+	ms, bad, err := loadMessages(ctx, r, tenant, id, nowN, maxMessages)
 	if err != nil {
-		return nil, fmt.Errorf("load messages: %w", s.readErr(err))
+		return nil, s.readErr(err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var mr backend.MessageRow
-		if err := rows.Scan(mr.Dest()...); err != nil {
-			return nil, fmt.Errorf("load messages: %w", err)
-		}
-		m, err := mr.Message()
-		if err != nil {
-			if t.Err == nil {
-				t.Err = fmt.Errorf("instance %q: message %d: %w", id, m.ID, err)
-			}
-			continue
-		}
-		t.Messages = append(t.Messages, m)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("load messages: %w", s.readErr(err))
+	t.Messages = append(t.Messages, ms...)
+	if bad != nil && t.Err == nil {
+		t.Err = fmt.Errorf("instance %q: %w", id, bad)
 	}
 	return docs, nil
 }
