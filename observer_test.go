@@ -314,8 +314,18 @@ func (panickyObserver) Claimed(herald.ClaimReport) { panic("claimed") }
 // logged once.
 func TestObserver_PanicDoesNotStopTheEngine(t *testing.T) {
 	t.Parallel()
+	// The activity waits for the late event to be raised: otherwise the
+	// instance can end before the late raise reaches it.
+	var gate atomic.Pointer[chan struct{}]
 	b := setup(t, &herald.Config{ClientConfig: herald.ClientConfig{Observer: panickyObserver{}}}, func(rt *herald.Runtime) {
-		herald.RegisterActivity(rt, "act", func(ctx context.Context, s string) (string, error) { return s + "!", nil })
+		herald.RegisterActivity(rt, "act", func(ctx context.Context, s string) (string, error) {
+			select {
+			case <-*gate.Load():
+			case <-ctx.Done():
+				return "", ctx.Err()
+			}
+			return s + "!", nil
+		})
 		herald.RegisterWorkflow(rt, "wf", func(ctx *herald.Context, _ any) (string, error) {
 			var got string
 			if err := ctx.WaitEvent("go").Get(&got); err != nil {
@@ -328,9 +338,12 @@ func TestObserver_PanicDoesNotStopTheEngine(t *testing.T) {
 	})
 	for i := range 3 {
 		id := fmt.Sprintf("p-%d", i)
+		g := make(chan struct{})
+		gate.Store(&g)
 		b.start("wf", id, nil)
 		b.raise(id, "go", "hi", id+"/go")
 		b.raise(id, "go", "late", id+"/late") // dropped when the instance ends
+		close(g)
 		var out string
 		b.result(id, &out)
 		if out != "hi!" {
