@@ -244,7 +244,11 @@ func TestUndecodableRowFailsOnlyItsInstance(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			b := setup(t, nil, doorWorkflows)
+			// Without the history cache: with it, the store would not read
+			// again the history rows it read for the first turns, and the
+			// planted one would go unseen (the turns would run from the
+			// good copy in memory).
+			b := setupOn(t, testStoreUncached(t), nil, doorWorkflows)
 			for i := range 3 {
 				id := fmt.Sprintf("bad-%d", i)
 				if _, err := b.client.StartWorkflow(b.ctx, "echo", nil, herald.WithInstanceID(id)); err != nil {

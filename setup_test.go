@@ -17,6 +17,7 @@ import (
 	"github.com/heraldwf/herald/internal/testdb"
 	"github.com/heraldwf/herald/storage"
 	"github.com/heraldwf/herald/storage/postgres"
+	"github.com/heraldwf/herald/storage/sqlite"
 )
 
 // bundle is what an integration test gets from setup: a started runtime on a
@@ -71,6 +72,23 @@ func testStore(t testing.TB) storage.Store {
 	t.Helper()
 	loc := newLocation(t, testdb.Backend())
 	st, err := openStore(context.Background(), loc)
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	t.Cleanup(func() { st.Close() })
+	storeLocations.Store(st, loc)
+	return st
+}
+
+// testStoreUncached is testStore with the stores' history cache off (see
+// backend.HistoryCache), for a test that changes stored history behind the
+// store's back and wants the next turn to read it.
+func testStoreUncached(t testing.TB) storage.Store {
+	t.Helper()
+	loc := newLocation(t, testdb.Backend())
+	st, err := storeurl.Open(context.Background(), loc,
+		storeurl.WithPostgres(postgres.WithMaxConns(8), postgres.WithHistoryCache(0)),
+		storeurl.WithSQLite(sqlite.WithHistoryCache(0)))
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}

@@ -215,7 +215,7 @@ func (s *Store) raiseHandOff(ctx context.Context, c *raiseCall) (*storage.Turn, 
 		h handOffs
 	)
 	h.queueRaise(&b, c)
-	h.queueLoad(&b)
+	h.queueLoad(&b, s.hist)
 	if err := b.send(ctx, s.pool); err != nil {
 		s.releaseHandOffs(&h)
 		return nil, err
@@ -276,7 +276,7 @@ func (h *handOffs) queueRaise(b *batch, c *raiseCall) {
 // to b, after the last raise. They load the messages visible at the
 // earliest Now of the raises (a timer another raise's later Now would
 // show stays in the inbox for the next turn: it never fires early).
-func (h *handOffs) queueLoad(b *batch) {
+func (h *handOffs) queueLoad(b *batch, cache *backend.HistoryCache) {
 	if len(h.calls) == 0 {
 		return
 	}
@@ -288,6 +288,11 @@ func (h *handOffs) queueLoad(b *batch) {
 		}
 		return nil
 	}}
+	ids := make([]string, len(h.calls))
+	for i, c := range h.calls {
+		ids[i] = c.p.InstanceID
+	}
+	h.ld.know(cache, h.tenant, ids)
 	h.ld.queue(b, h.tenant, h.now.UnixNano(), h.maxMessages)
 }
 
@@ -312,6 +317,7 @@ func (s *Store) releaseHandOffs(h *handOffs) {
 func (s *Store) noteHandOffs(h *handOffs) {
 	for _, c := range h.calls {
 		if c.turn != nil {
+			h.ld.attach(s.hist, c.turn)
 			s.noteClaim(c.turn, h.maxMessages, h.ld.state[c.turn.Instance.ID])
 		}
 	}
@@ -362,7 +368,7 @@ func (s *Store) raiseBatch(calls []*combined[*raiseCall]) {
 			return row.Scan(&status, &c.stored)
 		}, raiseSQL, c.raiseArgs()...)
 	}
-	h.queueLoad(&b)
+	h.queueLoad(&b, s.hist)
 	ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
 	err := b.send(ctx, s.pool)
 	cancel()

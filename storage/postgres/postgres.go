@@ -271,6 +271,7 @@ type config struct {
 	// backend) instead of their one-statement SQL; tests only (see
 	// commitWaitSQL).
 	goCorrelated bool
+	histBytes    int64 // the history cache's budget; <= 0: none
 }
 
 // Option configures Open.
@@ -321,6 +322,20 @@ func WithPoolConfig(fn func(*pgxpool.Config)) Option {
 	return func(c *config) { c.poolConfig = fn }
 }
 
+// WithHistoryCache sets the budget, in bytes, of the cache of the
+// histories of the instances this store ran lately: a raise that hands an
+// instance off to this process reads only the events added since the
+// instance's last turn here (by this process or, on another node, by
+// another) instead of its whole history (see backend.HistoryCache). A
+// claim of several turns (TurnClaim) reads whole histories and fills the
+// cache. 0 or less: no cache. Default DefaultHistoryCacheBytes (32 MiB).
+func WithHistoryCache(bytes int64) Option {
+	return func(c *config) { c.histBytes = bytes }
+}
+
+// DefaultHistoryCacheBytes is WithHistoryCache's default.
+const DefaultHistoryCacheBytes = backend.DefaultHistoryCacheBytes
+
 var schemaName = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
 
 func (c *config) validate() error {
@@ -346,6 +361,7 @@ func (c *config) validate() error {
 // may share the schema. Close it when done.
 type Store struct {
 	cfg     config
+	hist    *backend.HistoryCache // recently run instances' histories (nil: none)
 	pool    *pgxpool.Pool
 	channel string // NOTIFY channel
 	lockKey uint64 // schema part of the per-instance advisory lock keys
@@ -376,7 +392,7 @@ var _ storage.Store = (*Store)(nil)
 // creates the schema if needed and applies pending migrations. ctx bounds
 // the connecting and the migrations only.
 func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
-	cfg := config{schema: DefaultSchema, maxRetries: DefaultMaxRetries}
+	cfg := config{schema: DefaultSchema, maxRetries: DefaultMaxRetries, histBytes: DefaultHistoryCacheBytes}
 	for _, o := range opts {
 		if o != nil {
 			o(&cfg)
@@ -440,6 +456,7 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 		lockKey: h.Sum64(),
 		ownPIDs: ownPIDs,
 		closing: make(chan struct{}),
+		hist:    backend.NewHistoryCache(cfg.histBytes),
 	}
 	s.warm = statsWarmer{s: s, tables: warmTables, core: warmCore}
 	s.warmBus = statsWarmer{s: s, tables: warmBusTables, core: len(warmBusTables)}

@@ -44,6 +44,14 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+// Two stores on one schema (two nodes): each turn carries its whole
+// history, however much of it the other node wrote.
+func TestHistoryAcrossStores(t *testing.T) {
+	testURL(t)
+	schema := newSchema(t)
+	storagetest.HistoryAcrossStores(t, open(t, schema), open(t, schema))
+}
+
 // The suite again with every subtest's store on one shared schema: tenants
 // keep them apart, as they keep Herald nodes' tenants apart.
 func TestConformanceSharedSchema(t *testing.T) {

@@ -59,20 +59,26 @@ const instanceColsI = `i.tenant, i.id, i.workflow, i.status, i.execution, i.inpu
 const claimedIDs = `unnest(COALESCE(NULLIF(current_setting('herald.claimed', true), ''), '{}')::text[])`
 
 // claimHistorySQL reads the current execution's history of the instances
-// claimed by the statement before it, of tenant $1. It runs after the claim
+// claimed by the statement before it, of tenant $1: of an instance named in
+// $2 whose execution is the one in $3 at the same place, only the events
+// after the Seq in $4 there (the history cache holds those before, see
+// claimLoad.known). It runs after the claim
 // in the claim's transaction, with a snapshot taken after the claim locked
 // the instances: every commit to their histories is in it, and none can
-// come until the leases are released. The lateral subquery (kept from being
-// flattened by OFFSET 0) makes it one primary-key range scan per instance,
-// whatever the statistics say: a generic plan made while the table was
+// come until the leases are released. The lateral subqueries (kept from
+// being flattened by OFFSET 0) make it one primary-key lookup and one
+// primary-key range scan per instance, whatever the statistics say: a
+// generic plan made while the table was
 // small would otherwise hash-join the tenant's whole history (or, joined
 // with instances, scan the tenant's instances).
 const claimHistorySQL = `SELECT c.id, h.event
 	FROM ` + claimedIDs + ` AS c(id)
+	CROSS JOIN LATERAL (SELECT execution FROM instances WHERE tenant = $1 AND id = c.id OFFSET 0) i
 	CROSS JOIN LATERAL (
 		SELECT seq, event FROM history
-		WHERE tenant = $1 AND instance_id = c.id
-		  AND execution = (SELECT execution FROM instances WHERE tenant = $1 AND id = c.id)
+		WHERE tenant = $1 AND instance_id = c.id AND execution = i.execution
+		  AND seq > COALESCE((SELECT k.after FROM unnest($2::text[], $3::bigint[], $4::bigint[]) AS k(id, execution, after)
+			WHERE k.id = c.id AND k.execution = i.execution), 0)
 		OFFSET 0
 	) h
 	ORDER BY c.id, h.seq`
@@ -172,6 +178,7 @@ func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*s
 		})
 		for _, c := range cs {
 			turns = append(turns, c.turn)
+			ld.attach(s.hist, c.turn)
 			s.noteClaim(c.turn, maxMessages, ld.state[c.turn.Instance.ID])
 		}
 		return nil
@@ -188,11 +195,60 @@ func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*s
 type claimLoad struct {
 	byID  func(id string) *storage.Turn // nil: not claimed
 	state map[string]claimState
+	// known is what the history cache held, when the batch was made, of
+	// instances the batch may claim: their histories are read from the
+	// event after it on (claimHistorySQL), and attach puts it in front.
+	known map[string]knownHistory
+}
+
+// knownHistory is what the history cache held of an instance: the events
+// of an execution up to Seq after.
+type knownHistory struct {
+	execution, after int
+	events           []history.Event
+}
+
+// know notes what the cache holds of the instances ids of tenant.
+func (ld *claimLoad) know(cache *backend.HistoryCache, tenant string, ids []string) {
+	for _, id := range ids {
+		execution, evs, after := cache.Latest(tenant, id)
+		if after == 0 {
+			continue
+		}
+		if ld.known == nil {
+			ld.known = make(map[string]knownHistory)
+		}
+		ld.known[id] = knownHistory{execution: execution, after: after, events: evs}
+	}
+}
+
+// attach puts in front of t's history (the events the batch read) what the
+// cache held of it, if that is of t's execution, and records the whole
+// history in the cache.
+func (ld *claimLoad) attach(cache *backend.HistoryCache, t *storage.Turn) {
+	if t.Err != nil {
+		t.History = nil
+		return
+	}
+	in := &t.Instance
+	k, ok := ld.known[in.ID]
+	if !ok || k.execution != in.Execution {
+		cache.Put(in.Tenant, in.ID, in.Execution, t.History)
+		return
+	}
+	tail := t.History
+	t.History = append(k.events, tail...) // the cache's slice ends at its length: this copies
+	cache.Append(in.Tenant, in.ID, in.Execution, tail)
 }
 
 // queue adds the three loading statements to b, for tenant's instances
 // claimed at now (unix nanos), at most maxMessages messages each.
 func (ld *claimLoad) queue(b *batch, tenant string, now int64, maxMessages int) {
+	ids := make([]string, 0, len(ld.known))
+	executions, afters := make([]int64, 0, len(ld.known)), make([]int64, 0, len(ld.known))
+	for id, k := range ld.known {
+		ids, executions, afters = append(ids, id), append(executions, int64(k.execution)), append(afters, int64(k.after))
+	}
 	b.query("load history", func(rows pgx.Rows) error {
 		for rows.Next() {
 			var (
@@ -218,7 +274,7 @@ func (ld *claimLoad) queue(b *batch, tenant string, now int64, maxMessages int) 
 			t.History = append(t.History, ev)
 		}
 		return nil
-	}, claimHistorySQL, tenant)
+	}, claimHistorySQL, tenant, ids, executions, afters)
 	b.query("load messages", func(rows pgx.Rows) error {
 		for rows.Next() {
 			var id string
@@ -391,7 +447,17 @@ func (s *Store) TurnCommit(ctx context.Context, p *storage.TurnCommitParams) ([]
 		c.err = s.commitOne(ctx, c)
 	}
 	if c.err != nil {
+		s.hist.Drop(p.Tenant, p.InstanceID)
 		return nil, fmt.Errorf("postgres: commit turn of %q: %w", p.InstanceID, c.err)
+	}
+	if c.ending() {
+		s.hist.Drop(p.Tenant, p.InstanceID)
+	} else if len(p.NewEvents) > 0 && s.hist.Continues(p.Tenant, p.InstanceID, p.Execution, p.NewEvents[0].Seq-1) {
+		// Encoded again (the commit's own documents stay inside its
+		// batch): only for an instance the cache holds.
+		if _, _, docs, err := historyArgs(p.NewEvents); err == nil {
+			s.hist.AppendCommitted(p.Tenant, p.InstanceID, p.Execution, p.NewEvents[0].Seq, docs)
+		}
 	}
 	s.warm.note()
 	if len(p.Publish) > 0 {

@@ -54,7 +54,7 @@ func (s *Store) EventRaise(ctx context.Context, p *storage.EventRaiseParams) (*s
 			delivered = make(chan struct{})
 			go func() {
 				defer close(delivered)
-				decodeClaimed([]*storage.Turn{t}, docs)
+				s.decodeClaimed([]*storage.Turn{t}, docs)
 				onClaimed(t)
 			}()
 		}
@@ -183,7 +183,7 @@ func (s *Store) EventRaise(ctx context.Context, p *storage.EventRaiseParams) (*s
 		return nil, fmt.Errorf("sqlite: raise event %q: %w", p.EventID, err)
 	}
 	if handOff != nil {
-		decodeClaimed([]*storage.Turn{handOff}, handOffDocs)
+		s.decodeClaimed([]*storage.Turn{handOff}, handOffDocs)
 		res.Turn = handOff
 	}
 	return res, nil

@@ -219,6 +219,7 @@ func (s *Store) InstanceTerminate(ctx context.Context, p *storage.InstanceTermin
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: terminate instance %q: %w", p.ID, err)
 	}
+	s.hist.Drop(p.Tenant, p.ID) // an ended instance runs no more turns
 	return dropped, nil
 }
 

@@ -155,6 +155,7 @@ type config struct {
 	readConns   int
 	maxBatch    int
 	maxLinger   time.Duration // see linger.go; tests change it
+	histBytes   int64         // the history cache's budget; <= 0: none
 }
 
 // Option configures Open.
@@ -196,6 +197,19 @@ func WithMaxBatch(n int) Option {
 	return func(c *config) { c.maxBatch = n }
 }
 
+// WithHistoryCache sets the budget, in bytes of stored history, of the
+// cache of recently run instances' histories: a turn of an instance it
+// holds reads only the events added since its last turn instead of the
+// whole history (see backend.HistoryCache). 0 or less: no cache. Default
+// DefaultHistoryCacheBytes (32 MiB; decoded events take about 256 bytes
+// more each).
+func WithHistoryCache(bytes int64) Option {
+	return func(c *config) { c.histBytes = bytes }
+}
+
+// DefaultHistoryCacheBytes is WithHistoryCache's default.
+const DefaultHistoryCacheBytes = backend.DefaultHistoryCacheBytes
+
 func (c *config) validate() error {
 	switch c.synchronous {
 	case SynchronousFull, SynchronousNormal, SynchronousOff:
@@ -220,11 +234,12 @@ type Store struct {
 	path string
 	cfg  config
 
-	wc        *wconn   // the single writer connection, owned by the writer goroutine
-	wcloseErr error    // closing wc; set before writerDone is closed
-	rdb       *sql.DB  // read-only pool for reads in a transaction
-	rpool     *rpool   // read-only connections for single-statement reads
-	rstmts    sync.Map // query -> *sql.Stmt on rdb
+	hist      *backend.HistoryCache // recently run instances' histories (nil: none)
+	wc        *wconn                // the single writer connection, owned by the writer goroutine
+	wcloseErr error                 // closing wc; set before writerDone is closed
+	rdb       *sql.DB               // read-only pool for reads in a transaction
+	rpool     *rpool                // read-only connections for single-statement reads
+	rstmts    sync.Map              // query -> *sql.Stmt on rdb
 
 	reqs       chan *writeReq // unbuffered: a request is either taken by the writer or not sent
 	closing    chan struct{}
@@ -284,6 +299,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		busyTimeout: DefaultBusyTimeout,
 		readConns:   DefaultReadConns,
 		maxBatch:    DefaultMaxBatch,
+		histBytes:   DefaultHistoryCacheBytes,
 		maxLinger:   maxLinger,
 	}
 	for _, o := range opts {
@@ -394,6 +410,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		wc:         wc,
 		rdb:        rdb,
 		rpool:      newRPool(rdsn, cfg.readConns),
+		hist:       backend.NewHistoryCache(cfg.histBytes),
 		reqs:       make(chan *writeReq),
 		closing:    make(chan struct{}),
 		writerDone: make(chan struct{}),

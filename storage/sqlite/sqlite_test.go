@@ -33,6 +33,13 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+// Two stores on one file (two processes on one database): each turn
+// carries its whole history, however much of it the other store wrote.
+func TestHistoryAcrossStores(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "herald.db")
+	storagetest.HistoryAcrossStores(t, open(t, path), open(t, path))
+}
+
 // The suite again with group commit off: every write in its own transaction.
 func TestConformanceNoGroupCommit(t *testing.T) {
 	storagetest.Run(t, func(t *testing.T) storage.Store {

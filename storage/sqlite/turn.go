@@ -117,22 +117,33 @@ func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*s
 	// Decoding runs on the caller's goroutine: the writer is the store's
 	// bottleneck, the callers are many. A document that does not decode
 	// fails its own turn (Turn.Err), not the claim.
-	decodeClaimed(turns, docs)
+	s.decodeClaimed(turns, docs)
 	return turns, nil
 }
 
 // decodeClaimed decodes each claimed turn's history documents (docs[i] are
-// turns[i]'s, as loadClaimed returns them); a document that does not decode
-// fails its own turn (Turn.Err).
-func decodeClaimed(turns []*storage.Turn, docs [][][]byte) {
+// turns[i]'s, as loadClaimed returns them) after the events the history
+// cache gave it (see loadClaimed), and records the whole history in the
+// cache; a document that does not decode fails its own turn (Turn.Err).
+func (s *Store) decodeClaimed(turns []*storage.Turn, docs [][][]byte) {
 	for i, t := range turns {
 		if t.Err != nil {
+			t.History = nil
 			continue
 		}
-		var err error
-		if t.History, err = decodeHistory(docs[i]); err != nil {
+		tail, err := decodeHistory(docs[i])
+		if err != nil {
 			t.History = nil
 			t.Err = fmt.Errorf("instance %q: %w", t.Instance.ID, err)
+			continue
+		}
+		in := &t.Instance
+		if len(t.History) == 0 {
+			t.History = tail
+			s.hist.Put(in.Tenant, in.ID, in.Execution, tail)
+		} else if len(tail) > 0 {
+			t.History = append(t.History, tail...) // the cache's slice ends at its length: this copies
+			s.hist.Append(in.Tenant, in.ID, in.Execution, tail)
 		}
 	}
 }
@@ -141,7 +152,11 @@ func decodeClaimed(turns []*storage.Turn, docs [][][]byte) {
 // for a raise that hands off) the histories (current execution) and visible
 // messages of a claim's instances, each in one statement for the whole claim; the
 // claim's rows are found by their lease_until (indexed) and token prefix.
-// It fills each turn's Messages and returns its history documents.
+// It fills each turn's Messages, sets its History to the events the history
+// cache holds of it (see backend.HistoryCache), and returns the documents of
+// the events after those: the whole history of an instance the cache does
+// not hold, read in the claim's statement, and the rest of one it holds,
+// read by the instance's key.
 func (s *Store) loadClaimed(ctx context.Context, r querier, turns []*storage.Turn, tenant string, untilN int64, prefix string,
 	nowN int64, maxMessages int) ([][][]byte, error) {
 	if len(turns) == 1 {
@@ -155,9 +170,33 @@ func (s *Store) loadClaimed(ctx context.Context, r querier, turns []*storage.Tur
 	const claimed = `i.tenant = ?1 AND i.lease_until = ?2 AND i.lock_token IS NOT NULL
 		AND substr(i.lock_token, 1, ?4) = ?3`
 	docs := make([][][]byte, len(turns))
+	// The instances whose history the cache holds read only what came
+	// after it, each by its key; the others, their whole history in one
+	// statement.
+	cached := []string{} // "[]", not "null": json_each('null') is one NULL, and NOT IN (NULL) is never true
+	for i, t := range turns {
+		if t.Err != nil {
+			continue
+		}
+		evs, after := s.hist.Get(tenant, t.Instance.ID, t.Instance.Execution)
+		if after == 0 {
+			continue
+		}
+		tail, err := loadHistoryDocs(ctx, r, tenant, t.Instance.ID, t.Instance.Execution, after, 0)
+		if err != nil {
+			return nil, s.readErr(err)
+		}
+		t.History, docs[i] = evs, tail
+		cached = append(cached, t.Instance.ID)
+	}
+	skip, err := jsonArg(cached)
+	if err != nil {
+		return nil, err
+	}
 	hrows, err := r.QueryContext(ctx, `SELECT h.instance_id, h.event FROM instances i
 		CROSS JOIN history h ON h.tenant = i.tenant AND h.instance_id = i.id AND h.execution = i.execution
-		WHERE `+claimed+` ORDER BY i.rid, h.seq`, tenant, untilN, prefix, len(prefix))
+		WHERE `+claimed+` AND i.id NOT IN (SELECT value FROM json_each(?5))
+		ORDER BY i.rid, h.seq`, tenant, untilN, prefix, len(prefix), skip)
 	if err != nil {
 		return nil, fmt.Errorf("load histories: %w", s.readErr(err))
 	}
@@ -221,10 +260,18 @@ func (s *Store) loadClaimed(ctx context.Context, r querier, turns []*storage.Tur
 // trip: 60 us for the two joins of a hand-off, 22 us for these).
 func (s *Store) loadOne(ctx context.Context, r querier, t *storage.Turn, tenant string, nowN int64, maxMessages int) ([][]byte, error) {
 	id := t.Instance.ID
-	docs, err := loadHistoryDocs(ctx, r, tenant, id, t.Instance.Execution, 0, 0)
+	var (
+		evs   []history.Event
+		after int
+	)
+	if t.Err == nil {
+		evs, after = s.hist.Get(tenant, id, t.Instance.Execution)
+	}
+	docs, err := loadHistoryDocs(ctx, r, tenant, id, t.Instance.Execution, after, 0)
 	if err != nil {
 		return nil, s.readErr(err)
 	}
+	t.History = evs
 	ms, bad, err := loadMessages(ctx, r, tenant, id, nowN, maxMessages)
 	if err != nil {
 		return nil, s.readErr(err)
@@ -281,7 +328,13 @@ func (s *Store) TurnCommit(ctx context.Context, p *storage.TurnCommitParams) ([]
 		return commitTurn(w, p, docs, status, now, &dropped)
 	})
 	if err != nil {
+		s.hist.Drop(p.Tenant, p.InstanceID)
 		return nil, fmt.Errorf("sqlite: commit turn of %q: %w", p.InstanceID, err)
+	}
+	if status.Terminal() || p.ContinueAsNew != nil {
+		s.hist.Drop(p.Tenant, p.InstanceID)
+	} else if len(p.NewEvents) > 0 {
+		s.hist.AppendCommitted(p.Tenant, p.InstanceID, p.Execution, p.NewEvents[0].Seq, docs.newEvents)
 	}
 	return dropped, nil
 }

@@ -48,6 +48,7 @@ func run(t *testing.T, newStore func(t *testing.T) storage.Store, only func(name
 		{"Attributes", testAttributes},
 		{"InstanceTerminate", testInstanceTerminate},
 		{"HistoryPaging", testHistoryPaging},
+		{"HistoryAcrossTurns", testHistoryAcrossTurns},
 		{"TurnClaimOrderAndLimits", testTurnClaimOrderAndLimits},
 		{"TurnCommitAtomic", testTurnCommitAtomic},
 		{"TurnCommitTerminalDropsEvents", testTurnCommitTerminalDropsEvents},

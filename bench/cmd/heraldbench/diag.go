@@ -20,9 +20,11 @@ var (
 )
 
 // loadDiag is what the paced load scenario records besides its latencies
-// (-trace, -load-cpuprofile, -load-dump; "" for none).
+// (-trace, -load-cpuprofile, -load-dump; "" for none), and whether to
+// split its sends into stages (-load-stages).
 type loadDiag struct {
 	trace, cpu, dump string
+	stages           bool
 }
 
 // runFile returns path for its first use and path.2, path.3, … after

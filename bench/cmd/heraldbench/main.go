@@ -46,7 +46,9 @@
 // -trace FILE records a runtime/trace of the paced part (go tool trace),
 // -load-cpuprofile FILE a CPU profile of it;
 // -load-dump FILE writes each send's scheduled time and latency as CSV, to
-// see whether the tail comes in bursts.
+// see whether the tail comes in bursts; -load-stages adds Herald's stage
+// breakdown (stages.go) of the paced sends: each stage's distribution, and
+// the mean of each stage over the slowest 1 % of the sends.
 //
 // A resumed time is taken when the turn that took the event has been
 // committed: the benchmark wraps the store Herald's runtime uses and notes
@@ -165,6 +167,7 @@ func main() {
 	flag.StringVar(&o.diag.trace, "trace", "", "write a runtime/trace of each paced load run to this file (go tool trace)")
 	flag.StringVar(&o.diag.cpu, "load-cpuprofile", "", "write a CPU profile of each paced load run to this file (not with -cpuprofile)")
 	flag.StringVar(&o.diag.dump, "load-dump", "", "write each paced send's scheduled offset and latency (CSV, ms) to this file")
+	flag.BoolVar(&o.diag.stages, "load-stages", false, "split Herald's paced sends into stages (rows of their own, and the slowest 1 % by stage)")
 	flag.DurationVar(&o.physicalFor, "physical-for", 3*time.Second, "how long each physical-limit run lasts")
 	flag.IntVar(&o.bus.n, "bus-n", 10000, "events per loaded bus run, and jobs per River run (1000 with -quick)")
 	flag.IntVar(&o.bus.publishers, "bus-publishers", 32, "concurrent publishers (River: producers) in the bus runs")

@@ -192,6 +192,14 @@ func underLoad(ctx context.Context, t *target, lane Lane, rate float64, pace str
 	sem := make(chan struct{}, 512)
 	errs := make(chan error, 1)
 	sched := make([]time.Time, n)
+	sent := make([]time.Time, n)
+	var rec *stageRecorder
+	if d.stages {
+		if rec = stagesOf(t.System); rec != nil {
+			rec.start()
+			defer rec.stop()
+		}
+	}
 	start := time.Now()
 	var nsent atomic.Int64
 	before := t.book.n()
@@ -207,6 +215,7 @@ func underLoad(ctx context.Context, t *target, lane Lane, rate float64, pace str
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem }()
+			sent[i] = time.Now()
 			if err := t.Send(ctx, lane, id); err != nil {
 				select {
 				case errs <- err:
@@ -244,10 +253,18 @@ func underLoad(ctx context.Context, t *target, lane Lane, rate float64, pace str
 	if settled != "" {
 		r.Note += "; " + settled
 	}
+	var stageReport string
+	if rec != nil {
+		stageReport = loadStages(rec, list, sched, sent, lat)
+	}
 	if d.dump != "" {
+		progress("  %s: paced load started at %s", t.Name(), start.UTC().Format("15:04:05.000"))
 		if err := dumpLoad(runFile(d.dump), start, sched, lat); err != nil {
 			progress("  %s: -load-dump: %v", t.Name(), err)
 		}
+	}
+	if stageReport != "" {
+		progress("  %s: stages of the paced sends (ms)\n%s", t.Name(), stageReport)
 	}
 	return r
 }

@@ -1,7 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"context"
+	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -173,4 +177,54 @@ func stageResults(base Result, per [][]time.Duration) []Result {
 		out[i] = r
 	}
 	return out
+}
+
+// loadStages splits the paced sends of the load scenario into stages
+// (-load-stages): "pacing" is the send's scheduled time → Send called (the
+// benchmark's own lag), then the stages of stageNames. It returns a table
+// of each stage's p50, p99 and max over the sends it could split, and the
+// mean of each stage over the slowest 1 % of them: which stage the tail
+// comes from.
+func loadStages(rec *stageRecorder, list []string, sched, sent []time.Time, lat dist) string {
+	names := append([]string{"pacing"}, stageNames...)
+	var per [][]time.Duration
+	var total []time.Duration
+	for i, id := range list {
+		st, ok := rec.take(id)
+		if !ok || sent[i].IsZero() {
+			continue
+		}
+		d, ok := st.durations(sent[i])
+		if !ok {
+			continue
+		}
+		per = append(per, append([]time.Duration{sent[i].Sub(sched[i])}, d...))
+		total = append(total, lat[i])
+	}
+	if len(per) == 0 {
+		return "    no send could be split into stages"
+	}
+	order := make([]int, len(per))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(total[b], total[a]) })
+	tail := order[:max(len(order)/100, 1)]
+	var b strings.Builder
+	fmt.Fprintf(&b, "    %d of %d sends split; the slowest 1 %% (%d) are from %.2f ms on\n", len(per), len(list), len(tail), ms(total[tail[len(tail)-1]]))
+	fmt.Fprintf(&b, "    %-8s %8s %8s %8s %12s\n", "stage", "p50", "p99", "max", "tail mean")
+	for k, name := range names {
+		d := make(dist, len(per))
+		for i, p := range per {
+			d[i] = p[k]
+		}
+		var r Result
+		d.fill(&r)
+		var sum time.Duration
+		for _, i := range tail {
+			sum += per[i][k]
+		}
+		fmt.Fprintf(&b, "    %-8s %8.2f %8.2f %8.2f %12.2f\n", name, r.P50, r.P99, r.Max, ms(sum/time.Duration(len(tail))))
+	}
+	return strings.TrimRight(b.String(), "\n")
 }
