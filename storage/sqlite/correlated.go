@@ -238,15 +238,25 @@ func (t *laneTx) LoadCorrelated(def, key string) (*heraldtype.CorrelatedEvent, e
 }
 
 func (t *laneTx) Deliveries(execution int, seqs []int, all bool) ([]backend.Delivery, error) {
-	seqsArg, err := jsonArg(seqs)
-	if err != nil {
-		return nil, err
+	const cols = `SELECT id, event_id, name, key, payload, trace FROM inbox
+		WHERE tenant = ? AND instance_id = ? AND kind = ? AND lane = ? AND execution = ?`
+	var (
+		rows rowsIter
+		err  error
+	)
+	if all {
+		// Every ending commit asks: without the seqs' json_each, which
+		// SQLite would build even when the OR does not need it.
+		rows, err = t.w.query(cols+` ORDER BY id`,
+			t.tenant, t.id, string(storage.MsgEvent), string(history.LaneCorrelated), execution)
+	} else {
+		var seqsArg any
+		if seqsArg, err = jsonArg(seqs); err != nil {
+			return nil, err
+		}
+		rows, err = t.w.query(cols+` AND task_seq IN (SELECT value FROM json_each(?)) ORDER BY id`,
+			t.tenant, t.id, string(storage.MsgEvent), string(history.LaneCorrelated), execution, seqsArg)
 	}
-	rows, err := t.w.query(`SELECT id, event_id, name, key, payload, trace FROM inbox
-		WHERE tenant = ? AND instance_id = ? AND kind = ? AND lane = ? AND execution = ?
-		  AND (? OR task_seq IN (SELECT value FROM json_each(?)))
-		ORDER BY id`,
-		t.tenant, t.id, string(storage.MsgEvent), string(history.LaneCorrelated), execution, all, seqsArg)
 	if err != nil {
 		return nil, err
 	}

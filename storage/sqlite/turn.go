@@ -360,15 +360,41 @@ func encodeTurn(p *storage.TurnCommitParams) (*turnDocs, error) {
 
 // commitTurn writes one turn; the instance_terminal drop breadcrumbs it adds
 // go to *dropped.
+//
+// The lease is checked last, by the update of the instance row, whose
+// WHERE names the lock token, the execution and a running status: the
+// common commit saves a read of the row. When that update finds no row, or
+// any statement before it fails, turnFence says what the row says, and a
+// lost lease is the error, before any other; the caller's savepoint (or
+// transaction) undoes what the commit wrote.
 func commitTurn(w *wtx, p *storage.TurnCommitParams, docs *turnDocs, status heraldtype.Status, now time.Time, dropped *[]history.Event) error {
-	tenant, id, nowN := p.Tenant, p.InstanceID, now.UnixNano()
+	err := commitTurnFenced(w, p, docs, status, now, dropped)
+	if err == nil {
+		return nil
+	}
+	if ferr := turnFence(w, p); ferr != nil {
+		return ferr
+	}
+	if errors.Is(err, errNotFenced) {
+		return fmt.Errorf("update instance: no row for the lock token, yet the instance holds it")
+	}
+	return err
+}
+
+// errNotFenced is commitTurnFenced's error when the instance update found
+// no row with the turn's token, execution and a running status.
+var errNotFenced = errors.New("the instance row is not the turn's")
+
+// turnFence checks that p's lock token holds the instance, that the
+// instance is not ended and is on p's execution: nil if so, else why not.
+func turnFence(w *wtx, p *storage.TurnCommitParams) error {
 	var (
 		token     sql.NullString
 		curStatus string
 		execution int
 	)
 	err := w.queryRow(`SELECT lock_token, status, execution FROM instances WHERE tenant = ? AND id = ?`,
-		tenant, id).Scan(&token, &curStatus, &execution)
+		p.Tenant, p.InstanceID).Scan(&token, &curStatus, &execution)
 	if errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("instance does not exist: %w", heraldtype.ErrLeaseLost)
 	}
@@ -384,6 +410,13 @@ func commitTurn(w *wtx, p *storage.TurnCommitParams, docs *turnDocs, status hera
 	if p.Execution != execution {
 		return fmt.Errorf("turn ran on execution %d but the instance is on execution %d", p.Execution, execution)
 	}
+	return nil
+}
+
+// commitTurnFenced is commitTurn without the explanation of a failure.
+func commitTurnFenced(w *wtx, p *storage.TurnCommitParams, docs *turnDocs, status heraldtype.Status, now time.Time, dropped *[]history.Event) error {
+	tenant, id, nowN := p.Tenant, p.InstanceID, now.UnixNano()
+	execution := p.Execution
 
 	if err := appendEncoded(w, tenant, id, execution, p.NewEvents, docs.newEvents); err != nil {
 		return err
@@ -523,13 +556,17 @@ func commitTurn(w *wtx, p *storage.TurnCommitParams, docs *turnDocs, status hera
 		return err
 	}
 	var ready sql.NullInt64
-	if err := w.queryRow(`UPDATE instances SET status = ?3, output = ?4, failure = ?5, updated_at = ?6,
+	err = w.queryRow(`UPDATE instances SET status = ?3, output = ?4, failure = ?5, updated_at = ?6,
 		execution = ?7, input = CASE WHEN ?8 THEN ?9 ELSE input END,
 		lock_token = NULL, lease_until = 0, not_before = 0, blocked = '', ready_at = `+readyAt+`
-		WHERE tenant = ?1 AND id = ?2
+		WHERE tenant = ?1 AND id = ?2 AND lock_token = ?10 AND execution = ?11 AND status IN `+nonTerminal+`
 		RETURNING ready_at`,
 		tenant, id, string(status), backend.RawArg(p.Output), failure, nowN,
-		next, p.ContinueAsNew != nil, input).Scan(&ready); err != nil {
+		next, p.ContinueAsNew != nil, input, p.LockToken, execution).Scan(&ready)
+	if errors.Is(err, sql.ErrNoRows) {
+		return errNotFenced
+	}
+	if err != nil {
 		return fmt.Errorf("update instance: %w", err)
 	}
 	if status.Terminal() && p.Family {

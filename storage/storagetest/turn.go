@@ -291,6 +291,9 @@ func testLeaseFencing(b *bundle) {
 	p.NewEvents = []history.Event{ev(2, history.TimerCreated, now)}
 	b.commit(p)
 	wantErr(t, "second commit with a spent token", errOf(b.s.TurnCommit(b.ctx, b.commitParams(second, now))), heraldtype.ErrLeaseLost)
+	// A stale commit whose events collide with the owner's is refused for
+	// its lease too, not for the collision.
+	wantErr(t, "stale commit of a seq the owner wrote", errOf(b.s.TurnCommit(b.ctx, stale)), heraldtype.ErrLeaseLost)
 	wantKinds(t, "history", b.history("i", 0), history.ExecutionStarted, history.TimerCreated)
 	b.claimNone(at(time.Hour))
 
