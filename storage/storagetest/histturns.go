@@ -23,23 +23,7 @@ func testHistoryAcrossTurns(b *bundle) {
 	t := b.t
 	step := 0
 	now := func() time.Time { step++; return at(time.Duration(step) * time.Second) }
-	// next commits turn with n more events of kind EventRaised (names
-	// tell the round), consuming its messages. Their times are not in UTC
-	// and their payloads not compact, as a caller may make them: the
-	// turns after get them as HistoryList does (as stored).
-	zone := time.FixedZone("east", 3600)
-	next := func(turn *storage.Turn, round string, n int, at time.Time) {
-		t.Helper()
-		b.wantWholeHistory(turn)
-		p := b.commitParams(turn, at)
-		last := turn.History[len(turn.History)-1].Seq
-		for i := range n {
-			e := ev(last+1+i, history.EventRaised, at.In(zone))
-			e.Name, e.Payload = round, json.RawMessage(fmt.Sprintf(`{ "n": %d }`, i))
-			p.NewEvents = append(p.NewEvents, e)
-		}
-		b.commit(p)
-	}
+	next := b.commitMore
 	ids := []string{"h1", "h2", "h3"}
 	for _, id := range ids {
 		b.create(id, at(0))
@@ -91,14 +75,7 @@ func testHistoryAcrossTurns(b *bundle) {
 	// history only.
 	r = now()
 	turn = b.wantHandOff(b.raiseHandOff("h1", "e-g1", r, 0), "h1", r, "event:e-g1")
-	b.wantWholeHistory(turn)
-	p := b.commitParams(turn, r)
-	can := ev(turn.History[len(turn.History)-1].Seq+1, history.ExecutionContinuedAsNew, r)
-	p.NewEvents = []history.Event{can}
-	started := ev(1, history.ExecutionStarted, r)
-	started.Workflow, started.Execution = "wf", 2
-	p.ContinueAsNew = &storage.ContinueAsNewParams{Input: json.RawMessage(`{"round":2}`), StartEvents: []history.Event{started}}
-	b.commit(p)
+	b.continueAsNew(turn, r)
 	r = now()
 	turn = b.claimOne("h1", r)
 	wantEqual(t, "execution after continue-as-new", turn.Instance.Execution, 2)
@@ -174,67 +151,78 @@ func HistoryAcrossStores(t *testing.T, a, b storage.Store) {
 	nb := &bundle{t: t, s: b, ctx: ctx, tenant: tenant}
 	step := 0
 	now := func() time.Time { step++; return at(time.Duration(step) * time.Second) }
-	commit := func(on *bundle, turn *storage.Turn, round string, n int, at time.Time) {
+	// turnOfEach raises to x and y on the store of on, then claims their
+	// turns there and commits n events to each.
+	turnOfEach := func(on *bundle, round string, n int) {
 		t.Helper()
-		on.wantWholeHistory(turn)
-		p := on.commitParams(turn, at)
-		last := turn.History[len(turn.History)-1].Seq
-		for i := range n {
-			e := ev(last+1+i, history.EventRaised, at)
-			e.Name = round
-			p.NewEvents = append(p.NewEvents, e)
+		r := now()
+		on.raise("x", "e-"+round+"-x", round, r)
+		on.raise("y", "e-"+round+"-y", round, r)
+		turns := on.claimN(r, 10)
+		wantEqual(t, "claim of round "+round, fmt.Sprint(turnIDs(turns)), "[x y]")
+		for _, turn := range turns {
+			on.commitMore(turn, round, n, r)
 		}
-		on.commit(p)
 	}
 	na.create("x", at(0))
 	na.create("y", at(0))
 	r := now()
 	for _, turn := range na.claimN(r, 10) { // a knows x and y
-		commit(na, turn, "a", 1, r)
+		na.commitMore(turn, "a", 1, r)
 	}
-	// b runs turns of both that a does not see.
-	r = now()
-	nb.raise("x", "e-b-x", "b", r)
-	nb.raise("y", "e-b-y", "b", r)
-	for _, turn := range nb.claimN(r, 10) {
-		commit(nb, turn, "b", 2, r)
-	}
-	// a: a hand-off of x, then a claim of several (x again and y).
+	// b runs turns of both that a does not see; then a: a hand-off of x,
+	// and after more turns on b, a claim of several (x again and y).
+	turnOfEach(nb, "b", 2)
 	r = now()
 	turn := na.wantHandOff(na.raiseHandOff("x", "e-c-x", r, 0), "x", r, "event:e-c-x")
-	commit(na, turn, "c", 1, r)
-	r = now()
-	nb.raise("x", "e-d-x", "d", r)
-	nb.raise("y", "e-d-y", "d", r)
-	for _, turn := range nb.claimN(r, 10) {
-		commit(nb, turn, "d", 1, r)
-	}
-	r = now()
-	na.raise("x", "e-e-x", "e", r)
-	na.raise("y", "e-e-y", "e", r)
-	turns := na.claimN(r, 10)
-	wantEqual(t, "claim on a", fmt.Sprint(turnIDs(turns)), "[x y]")
-	for _, turn := range turns {
-		commit(na, turn, "e", 1, r)
-	}
+	na.commitMore(turn, "c", 1, r)
+	turnOfEach(nb, "d", 1)
+	turnOfEach(na, "e", 1)
 	// b continues x as new and runs its first turn; a's next turn of x,
 	// a hand-off, is of execution 2, of which a knows nothing.
 	r = now()
 	nb.raise("x", "e-f-x", "f", r)
-	turn = nb.claimOne("x", r)
-	nb.wantWholeHistory(turn)
-	p := nb.commitParams(turn, r)
-	p.NewEvents = []history.Event{ev(turn.History[len(turn.History)-1].Seq+1, history.ExecutionContinuedAsNew, r)}
-	started := ev(1, history.ExecutionStarted, r)
-	started.Workflow, started.Execution = "wf", 2
-	p.ContinueAsNew = &storage.ContinueAsNewParams{Input: json.RawMessage(`{"round":2}`), StartEvents: []history.Event{started}}
-	nb.commit(p)
+	nb.continueAsNew(nb.claimOne("x", r), r)
 	r = now()
 	turn = nb.claimOne("x", r) // the kick of execution 2
 	wantEqual(t, "execution of b's turn after its continue-as-new", turn.Instance.Execution, 2)
-	commit(nb, turn, "g", 1, r)
+	nb.commitMore(turn, "g", 1, r)
 	r = now()
 	turn = na.wantHandOff(na.raiseHandOff("x", "e-h-x", r, 0), "x", r, "event:e-h-x")
 	wantEqual(t, "execution of a's hand-off after b's continue-as-new", turn.Instance.Execution, 2)
-	commit(na, turn, "h", 1, r)
+	na.commitMore(turn, "h", 1, r)
+}
+
+// commitMore requires turn to carry its whole history and commits it,
+// consuming its messages, with n more events of kind EventRaised named
+// round. Their times are not in UTC and their payloads not compact, as a
+// caller may make them: the turns after must get them as HistoryList does
+// (as stored).
+func (b *bundle) commitMore(turn *storage.Turn, round string, n int, at time.Time) {
+	b.t.Helper()
+	b.wantWholeHistory(turn)
+	p := b.commitParams(turn, at)
+	last := turn.History[len(turn.History)-1].Seq
+	for i := range n {
+		e := ev(last+1+i, history.EventRaised, at.In(histZone))
+		e.Name, e.Payload = round, json.RawMessage(fmt.Sprintf(`{ "n": %d }`, i))
+		p.NewEvents = append(p.NewEvents, e)
+	}
+	b.commit(p)
+}
+
+// histZone is the time zone of the events commitMore writes.
+var histZone = time.FixedZone("east", 3600)
+
+// continueAsNew requires turn to carry its whole history and commits it as
+// a continue-as-new into execution 2.
+func (b *bundle) continueAsNew(turn *storage.Turn, at time.Time) {
+	b.t.Helper()
+	b.wantWholeHistory(turn)
+	p := b.commitParams(turn, at)
+	p.NewEvents = []history.Event{ev(turn.History[len(turn.History)-1].Seq+1, history.ExecutionContinuedAsNew, at)}
+	started := ev(1, history.ExecutionStarted, at)
+	started.Workflow, started.Execution = "wf", 2
+	p.ContinueAsNew = &storage.ContinueAsNewParams{Input: json.RawMessage(`{"round":2}`), StartEvents: []history.Event{started}}
+	b.commit(p)
 }
