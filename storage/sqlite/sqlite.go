@@ -197,12 +197,12 @@ func WithMaxBatch(n int) Option {
 	return func(c *config) { c.maxBatch = n }
 }
 
-// WithHistoryCache sets the budget, in bytes of stored history, of the
-// cache of recently run instances' histories: a turn of an instance it
-// holds reads only the events added since its last turn instead of the
-// whole history (see backend.HistoryCache). 0 or less: no cache. Default
-// DefaultHistoryCacheBytes (32 MiB; decoded events take about 256 bytes
-// more each).
+// WithHistoryCache sets the budget, in bytes of memory (estimated: each
+// decoded event's struct, payloads and names), of the cache of recently
+// run instances' histories: a turn of an instance it holds reads only the
+// events added since its last turn instead of the whole history (see
+// backend.HistoryCache). 0 or less: no cache. Default
+// DefaultHistoryCacheBytes (32 MiB).
 func WithHistoryCache(bytes int64) Option {
 	return func(c *config) { c.histBytes = bytes }
 }

@@ -3,6 +3,7 @@ package backend
 import (
 	"container/list"
 	"sync"
+	"unsafe"
 
 	"github.com/heraldwf/herald/history"
 )
@@ -48,8 +49,9 @@ type histEntry struct {
 }
 
 // histEventOverhead is what an event costs in memory besides its payloads
-// and names (see eventSize): the decoded struct and the cache's share.
-const histEventOverhead = 256
+// and names (see eventSize): the decoded struct (384 bytes on 64-bit
+// platforms) and the cache's share of its slice.
+const histEventOverhead = int64(unsafe.Sizeof(history.Event{}))
 
 // DefaultHistoryCacheBytes is the budget of a store's history cache unless
 // its options say otherwise: 32 MiB.
@@ -60,7 +62,7 @@ func eventSize(ev *history.Event) int64 {
 	n := len(ev.Input) + len(ev.Result) + len(ev.Payload) + len(ev.Workflow) + len(ev.Name) + len(ev.EventID) +
 		len(ev.Key) + len(ev.Target) + len(ev.LastEventID) + len(ev.ChildID)
 	if ev.Failure != nil {
-		n += len(ev.Failure.Message) + 64
+		n += len(ev.Failure.Kind) + len(ev.Failure.Message) + len(ev.Failure.Detail) + int(unsafe.Sizeof(history.Failure{}))
 	}
 	return int64(n) + histEventOverhead
 }
