@@ -62,15 +62,14 @@ const claimedIDs = `unnest(COALESCE(NULLIF(current_setting('herald.claimed', tru
 // claimed by the statement before it, of tenant $1: of an instance named in
 // $2 whose execution is the one in $3 at the same place, only the events
 // after the Seq in $4 there (the history cache holds those before, see
-// claimLoad.known). It runs after the claim
-// in the claim's transaction, with a snapshot taken after the claim locked
-// the instances: every commit to their histories is in it, and none can
-// come until the leases are released. The lateral subqueries (kept from
-// being flattened by OFFSET 0) make it one primary-key lookup and one
-// primary-key range scan per instance, whatever the statistics say: a
-// generic plan made while the table was
-// small would otherwise hash-join the tenant's whole history (or, joined
-// with instances, scan the tenant's instances).
+// claimLoad.known). It runs after the claim in the claim's transaction,
+// with a snapshot taken after the claim locked the instances: every commit
+// to their histories is in it, and none can come until the leases are
+// released. The lateral subqueries (kept from being flattened by OFFSET 0)
+// make it one primary-key lookup and one primary-key range scan per
+// instance, whatever the statistics say: a generic plan made while the
+// table was small would otherwise hash-join the tenant's whole history (or,
+// joined with instances, scan the tenant's instances).
 const claimHistorySQL = `SELECT c.id, h.event
 	FROM ` + claimedIDs + ` AS c(id)
 	CROSS JOIN LATERAL (SELECT execution FROM instances WHERE tenant = $1 AND id = c.id OFFSET 0) i
