@@ -311,18 +311,30 @@ func insertMessage(w *wtx, tenant, id string, m *storage.Message, now int64) err
 // expiry time (unix nanoseconds, 0: never; see EventExpire). Only event
 // messages kept for an instance that does not exist yet get one.
 func insertExpiringMessage(w *wtx, tenant, id string, m *storage.Message, expiresAt, now int64) error {
+	_, err := insertMessageID(w, tenant, id, m, expiresAt, now)
+	return err
+}
+
+// insertMessageID is insertExpiringMessage that also returns the message's
+// id.
+func insertMessageID(w *wtx, tenant, id string, m *storage.Message, expiresAt, now int64) (int64, error) {
 	f, err := failureArg(m.Failure)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	if _, err := w.exec(`INSERT INTO inbox
+	res, err := w.exec(`INSERT INTO inbox
 		(tenant, instance_id, kind, execution, task_seq, lane, event_id, name, key, payload, latest, result, failure, visible_at, created_at, expires_at, trace)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		tenant, id, string(m.Kind), m.Execution, m.TaskSeq, string(m.Lane), m.EventID, m.Name, m.Key,
-		backend.RawArg(m.Payload), m.Latest, backend.RawArg(m.Result), f, backend.Nanos(m.VisibleAt), now, expiresAt, m.TraceParent); err != nil {
-		return fmt.Errorf("insert %s message: %w", m.Kind, err)
+		backend.RawArg(m.Payload), m.Latest, backend.RawArg(m.Result), f, backend.Nanos(m.VisibleAt), now, expiresAt, m.TraceParent)
+	if err != nil {
+		return 0, fmt.Errorf("insert %s message: %w", m.Kind, err)
 	}
-	return nil
+	mid, err := res.LastInsertId()
+	if err != nil {
+		return 0, fmt.Errorf("insert %s message: %w", m.Kind, err)
+	}
+	return mid, nil
 }
 
 // readyAt is the SQL expression of an instance's ready_at (the earliest

@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -106,8 +107,9 @@ func (s *Store) EventRaise(ctx context.Context, p *storage.EventRaiseParams) (*s
 		// added below, in one statement; with a hand-off, its lease too.
 		started := false
 		var status string
+		var alone bool // the inbox held nothing before this raise
 		if p.Claim != nil {
-			handOff, err = raiseLease(w, p, now, prefix, untilN)
+			handOff, alone, err = raiseLease(w, p, now, prefix, untilN)
 			if handOff != nil {
 				status = string(handOff.Instance.Status)
 			}
@@ -138,7 +140,7 @@ func (s *Store) EventRaise(ctx context.Context, p *storage.EventRaiseParams) (*s
 		if !exists {
 			expiresAt = backend.Nanos(p.ExpiresAt)
 		}
-		if err := insertExpiringMessage(w, p.Tenant, p.InstanceID, &storage.Message{
+		msg := storage.Message{
 			Kind:        storage.MsgEvent,
 			Lane:        p.Lane,
 			EventID:     p.EventID,
@@ -147,7 +149,8 @@ func (s *Store) EventRaise(ctx context.Context, p *storage.EventRaiseParams) (*s
 			Latest:      p.Latest,
 			TraceParent: p.TraceParent,
 			VisibleAt:   now,
-		}, expiresAt, now.UnixNano()); err != nil {
+		}
+		if msg.ID, err = insertMessageID(w, p.Tenant, p.InstanceID, &msg, expiresAt, now.UnixNano()); err != nil {
 			return err
 		}
 		if started {
@@ -163,10 +166,21 @@ func (s *Store) EventRaise(ctx context.Context, p *storage.EventRaiseParams) (*s
 			// writer: a read-pool round trip after the commit would cost
 			// the hand-off more than the few rows read here cost the
 			// writer (hand-offs happen only while the runtime is half idle).
-			turns := []*storage.Turn{handOff}
-			handOffDocs, err = s.loadClaimed(ctx, w, turns, p.Tenant, untilN, prefix, now.UnixNano(), backend.MaxMessages(p.Claim.MaxMessages))
-			if err != nil {
-				return fmt.Errorf("load the handed-off turn: %w", err)
+			if alone {
+				// The turn's one message is the one just inserted: it is
+				// not read back, but given as a read would return it.
+				var docs [][]byte
+				if docs, err = s.loadOneHistory(ctx, w, handOff, p.Tenant); err != nil {
+					return fmt.Errorf("load the handed-off turn: %w", err)
+				}
+				handOffDocs = [][][]byte{docs}
+				handOff.Messages = []storage.Message{storedMessage(&msg, now)}
+			} else {
+				turns := []*storage.Turn{handOff}
+				handOffDocs, err = s.loadClaimed(ctx, w, turns, p.Tenant, untilN, prefix, now.UnixNano(), backend.MaxMessages(p.Claim.MaxMessages))
+				if err != nil {
+					return fmt.Errorf("load the handed-off turn: %w", err)
+				}
 			}
 		}
 		if handOff == nil {
@@ -194,24 +208,26 @@ func (s *Store) EventRaise(ctx context.Context, p *storage.EventRaiseParams) (*s
 // the instance is terminal, leased (with a lease that has not run out) or
 // held back, leases it with token prefix+rid until untilN, as TurnClaim
 // would. It returns the instance's row as a turn whose LockToken is empty
-// when it did not lease it.
-func raiseLease(w *wtx, p *storage.EventRaiseParams, now time.Time, prefix string, untilN int64) (*storage.Turn, error) {
+// when it did not lease it, and whether the instance's inbox was empty
+// (before the raise adds its message).
+func raiseLease(w *wtx, p *storage.EventRaiseParams, now time.Time, prefix string, untilN int64) (*storage.Turn, bool, error) {
 	const take = `(lock_token IS NULL OR lease_until < ?3) AND not_before <= ?3 AND status IN ` + nonTerminal
 	var (
-		row     backend.InstanceRow
-		r       instanceRow
-		claimed bool
+		row            backend.InstanceRow
+		r              instanceRow
+		claimed, alone bool
 	)
 	err := w.queryRow(`UPDATE instances SET ready_at = MIN(COALESCE(ready_at, ?3), ?3),
 			lock_token = CASE WHEN `+take+` THEN ?4 || rid ELSE lock_token END,
 			lease_until = CASE WHEN `+take+` THEN ?5 ELSE lease_until END,
 			not_before = CASE WHEN `+take+` THEN 0 ELSE not_before END
 		WHERE tenant = ?1 AND id = ?2
-		RETURNING `+instanceCols+`, lease_until = ?5 AND substr(lock_token, 1, length(?4)) = ?4`,
+		RETURNING `+instanceCols+`, lease_until = ?5 AND substr(lock_token, 1, length(?4)) = ?4,
+			NOT EXISTS (SELECT 1 FROM inbox WHERE tenant = ?1 AND instance_id = ?2)`,
 		p.Tenant, p.InstanceID, now.UnixNano(), prefix, untilN).
-		Scan(append(row.Dest(), &r.lockToken, &r.leaseUntil, &claimed)...)
+		Scan(append(row.Dest(), &r.lockToken, &r.leaseUntil, &claimed, &alone)...)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	t := &storage.Turn{LeaseUntil: backend.FromNanos(untilN)}
 	t.Instance, t.Err = row.Instance()
@@ -221,7 +237,18 @@ func raiseLease(w *wtx, p *storage.EventRaiseParams, now time.Time, prefix strin
 	if claimed {
 		t.LockToken = r.lockToken.String
 	}
-	return t, nil
+	return t, alone, nil
+}
+
+// storedMessage returns m, inserted at now, as a read of the inbox returns
+// it (see backend.MessageRow): times in UTC, an empty payload nil, the
+// payload a copy.
+func storedMessage(m *storage.Message, now time.Time) storage.Message {
+	out := *m
+	out.Payload = backend.RawOf(bytes.Clone(m.Payload))
+	out.VisibleAt = backend.FromNanos(backend.Nanos(m.VisibleAt))
+	out.CreatedAt = backend.FromNanos(now.UnixNano())
+	return out
 }
 
 // EventGet: see storage.EventStore.

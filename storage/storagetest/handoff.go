@@ -1,6 +1,8 @@
 package storagetest
 
 import (
+	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/heraldwf/herald/heraldtype"
@@ -182,4 +184,71 @@ func testEventRaiseHandOff(b *bundle) {
 	wantKinds(t, "other tenant's history", ot.History, history.ExecutionStarted)
 	b.claimNone(now)
 	b.wantHandOff(b.raiseHandOffWith("i", "e9", now, 0, false), "i", now, "event:e9")
+}
+
+// testEventRaiseHandOffMessages: the messages of a handed-off turn are
+// field for field those a claim of the same turn reads (a store may hand
+// over the message it has just written without reading it back): on an
+// empty inbox and on one that held a message already, with a payload that
+// is not compact, a trace context, and a latest-value flag.
+func testEventRaiseHandOffMessages(b *bundle) {
+	t := b.t
+	zone := time.FixedZone("east", 3600)
+	for i, withEarlier := range []bool{false, true} {
+		id := fmt.Sprintf("m%d", i)
+		b.create(id, t0)
+		b.commit(b.commitParams(b.claimOne(id, t0), t0))
+		now := at(time.Duration(i+1) * time.Second).In(zone)
+		if withEarlier {
+			b.raise(id, id+"-earlier", "approve", now)
+		}
+		p := b.raiseParams(id, id+"-e", "approve", now)
+		p.Lane, p.Latest = history.LaneQueue, true
+		p.Payload = json.RawMessage(`{ "n": 1,  "s": "x" }`)
+		p.TraceParent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+		p.Claim = &storage.TurnClaimParams{Lease: lease}
+		res, err := b.s.EventRaise(b.ctx, p)
+		if err != nil {
+			t.Fatalf("EventRaise with a hand-off: %v", err)
+		}
+		handed := res.Turn
+		if handed == nil {
+			t.Fatalf("%s: no turn handed off", id)
+		}
+		if err := b.s.TurnAbandon(b.ctx, &storage.TurnAbandonParams{Tenant: b.tenant, InstanceID: id, LockToken: handed.LockToken}); err != nil {
+			t.Fatalf("TurnAbandon: %v", err)
+		}
+		claimed := b.claimOne(id, now)
+		if len(handed.Messages) != len(claimed.Messages) {
+			t.Fatalf("%s: %d messages handed off, a claim reads %d", id, len(handed.Messages), len(claimed.Messages))
+		}
+		for k := range claimed.Messages {
+			h, c := handed.Messages[k], claimed.Messages[k]
+			if d := messageDiff(&h, &c); d != "" {
+				t.Fatalf("%s: handed-off message %d differs from the claim's: %s", id, k, d)
+			}
+		}
+	}
+}
+
+// messageDiff says how got differs from want, down to the bytes of raw
+// JSON and the time zones' names.
+func messageDiff(got, want *storage.Message) string {
+	g, _ := json.Marshal(got)
+	w, _ := json.Marshal(want)
+	switch {
+	case string(g) != string(w):
+		return fmt.Sprintf("%s, want %s", g, w)
+	case string(got.Payload) != string(want.Payload) || string(got.Result) != string(want.Result):
+		return fmt.Sprintf("payload %q / result %q, want %q / %q", got.Payload, got.Result, want.Payload, want.Result)
+	}
+	for _, f := range []struct {
+		name      string
+		got, want time.Time
+	}{{"visible_at", got.VisibleAt, want.VisibleAt}, {"created_at", got.CreatedAt, want.CreatedAt}} {
+		if gz, wz := f.got.Format(time.RFC3339Nano+" MST"), f.want.Format(time.RFC3339Nano+" MST"); gz != wz {
+			return fmt.Sprintf("%s %s, want %s", f.name, gz, wz)
+		}
+	}
+	return ""
 }

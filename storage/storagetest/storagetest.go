@@ -69,6 +69,7 @@ func run(t *testing.T, newStore func(t *testing.T) storage.Store, only func(name
 		{"EventRaiseStartIfAbsent", testEventRaiseStartIfAbsent},
 		{"EventRaiseLatest", testEventRaiseLatest},
 		{"EventRaiseHandOff", testEventRaiseHandOff},
+		{"EventRaiseHandOffMessages", testEventRaiseHandOffMessages},
 		{"EventRaiseDefinitionCheck", testEventRaiseDefinitionCheck},
 		{"EventRaiseDefinitionCheckConcurrent", testEventRaiseDefinitionCheckConcurrent},
 		{"EventExpire", testEventExpire},
