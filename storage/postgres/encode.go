@@ -65,21 +65,27 @@ func scanInstance(row pgx.Row, extra ...any) (*instanceRow, error) {
 
 // ---- history ----
 
-// historyArgs encodes events for insertHistorySQL: their seqs, kinds and
-// JSON. Every Seq must be positive.
-func historyArgs(evs []history.Event) (seqs []int32, kinds, docs []string, err error) {
-	seqs = make([]int32, len(evs))
-	kinds = make([]string, len(evs))
-	docs = make([]string, len(evs))
+// encodedHistory is events encoded for insertHistorySQL: their seqs, kinds
+// and JSON documents.
+type encodedHistory struct {
+	seqs  []int32
+	kinds []string
+	docs  []string
+}
+
+// historyArgs encodes events for insertHistorySQL. Every Seq must be
+// positive.
+func historyArgs(evs []history.Event) (encodedHistory, error) {
+	h := encodedHistory{seqs: make([]int32, len(evs)), kinds: make([]string, len(evs)), docs: make([]string, len(evs))}
 	for i := range evs {
 		ev := &evs[i]
 		doc, err := backend.EncodeHistoryEvent(i, ev)
 		if err != nil {
-			return nil, nil, nil, err
+			return encodedHistory{}, err
 		}
-		seqs[i], kinds[i], docs[i] = int32(ev.Seq), string(ev.Kind), doc
+		h.seqs[i], h.kinds[i], h.docs[i] = int32(ev.Seq), string(ev.Kind), doc
 	}
-	return seqs, kinds, docs, nil
+	return h, nil
 }
 
 // insertHistorySQL appends events to an execution's history: $1 tenant, $2
@@ -91,12 +97,17 @@ const insertHistorySQL = `INSERT INTO history (tenant, instance_id, execution, s
 
 // queueHistory queues the insertion of evs into execution's history.
 func (b *batch) queueHistory(what, tenant, id string, execution int, evs []history.Event) error {
-	seqs, kinds, docs, err := historyArgs(evs)
+	h, err := historyArgs(evs)
 	if err != nil {
 		return err
 	}
-	b.exec(what, insertHistorySQL, tenant, id, execution, seqs, kinds, docs)
+	b.queueEncodedHistory(what, tenant, id, execution, h)
 	return nil
+}
+
+// queueEncodedHistory is queueHistory for events historyArgs encoded.
+func (b *batch) queueEncodedHistory(what, tenant, id string, execution int, h encodedHistory) {
+	b.exec(what, insertHistorySQL, tenant, id, execution, h.seqs, h.kinds, h.docs)
 }
 
 // historyConflict turns a duplicate history key into a readable error.

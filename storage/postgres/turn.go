@@ -437,7 +437,13 @@ func (s *Store) TurnCommit(ctx context.Context, p *storage.TurnCommitParams) ([]
 	if err := backend.ValidateAttributes(p.Attributes, true); err != nil {
 		return nil, fmt.Errorf("postgres: commit turn of %q: %w", p.InstanceID, err)
 	}
-	c := &commitCall{ctx: ctx, p: p, status: status, now: backend.NowOr(p.Now), seen: s.claims.take(p.LockToken)}
+	// The new events are encoded once, before any batch: each attempt of
+	// the commit and the history cache use the same documents.
+	newEvents, err := historyArgs(p.NewEvents)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: commit turn of %q: %w", p.InstanceID, err)
+	}
+	c := &commitCall{ctx: ctx, p: p, newEvents: newEvents, status: status, now: backend.NowOr(p.Now), seen: s.claims.take(p.LockToken)}
 	if c.batchable() && !s.closed.Load() {
 		if err := s.commits.do(ctx, c); err != nil {
 			c.err = err
@@ -451,12 +457,8 @@ func (s *Store) TurnCommit(ctx context.Context, p *storage.TurnCommitParams) ([]
 	}
 	if c.ending() {
 		s.hist.Drop(p.Tenant, p.InstanceID)
-	} else if len(p.NewEvents) > 0 && s.hist.Continues(p.Tenant, p.InstanceID, p.Execution, p.NewEvents[0].Seq-1) {
-		// Encoded again (the commit's own documents stay inside its
-		// batch): only for an instance the cache holds.
-		if _, _, docs, err := historyArgs(p.NewEvents); err == nil {
-			s.hist.AppendCommitted(p.Tenant, p.InstanceID, p.Execution, p.NewEvents[0].Seq, docs)
-		}
+	} else if len(p.NewEvents) > 0 {
+		s.hist.AppendCommitted(p.Tenant, p.InstanceID, p.Execution, p.NewEvents[0].Seq, newEvents.docs)
 	}
 	s.warm.note()
 	if len(p.Publish) > 0 {
@@ -489,11 +491,12 @@ func (s *Store) TurnCommit(ctx context.Context, p *storage.TurnCommitParams) ([]
 
 // commitCall is one TurnCommit.
 type commitCall struct {
-	ctx    context.Context
-	p      *storage.TurnCommitParams
-	status heraldtype.Status
-	now    time.Time
-	seen   claimState
+	ctx       context.Context
+	p         *storage.TurnCommitParams
+	newEvents encodedHistory // p.NewEvents, encoded
+	status    heraldtype.Status
+	now       time.Time
+	seen      claimState
 
 	res *commitResult
 	err error
@@ -547,7 +550,7 @@ func (s *Store) commitOne(ctx context.Context, c *commitCall) error {
 		// instance ends with events to drop (herald_end says so), again in
 		// an interactive transaction.
 		if len(gone) == 0 && len(c.p.ReturnedCorrelated) == 0 && !(s.cfg.goCorrelated && !c.ending() && len(backend.Waits(c.p)) > 0) {
-			if c.res, err = s.queueCommit(&b, c.p, c.status, nil, c.seen, c.now, nil); err != nil {
+			if c.res, err = s.queueCommit(&b, c, nil, nil); err != nil {
 				return err
 			}
 			if err = b.send(ctx, s.pool); pgCode(err) != codeEndDrops {
@@ -556,7 +559,7 @@ func (s *Store) commitOne(ctx context.Context, c *commitCall) error {
 		}
 		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 			lt := newLaneTx(ctx, tx, c.p.Tenant, c.p.InstanceID, c.now)
-			if c.res, err = s.queueCommit(lt.b, c.p, c.status, gone, c.seen, c.now, lt); err != nil {
+			if c.res, err = s.queueCommit(lt.b, c, gone, lt); err != nil {
 				return commitErr(err)
 			}
 			return commitErr(lt.flush())
@@ -604,7 +607,7 @@ func (s *Store) commitBatch(calls []*combined[*commitCall]) {
 	)
 	for _, cc := range calls {
 		c := cc.call
-		if c.res, err = s.queueCommit(&b, c.p, c.status, nil, c.seen, c.now, nil); err != nil {
+		if c.res, err = s.queueCommit(&b, c, nil, nil); err != nil {
 			break
 		}
 	}
@@ -657,7 +660,8 @@ func commitErr(err error) error {
 // rules that read as they go (backend.HandOnWithdrawn, HandOnReturned,
 // EndInstance); without, the commit is one batch and its caller has made
 // sure no delivery is to be handed on (gone and ReturnedCorrelated empty).
-func (s *Store) queueCommit(b *batch, p *storage.TurnCommitParams, status heraldtype.Status, gone []withdrawnWait, seen claimState, now time.Time, lt *laneTx) (res *commitResult, err error) {
+func (s *Store) queueCommit(b *batch, c *commitCall, gone []withdrawnWait, lt *laneTx) (res *commitResult, err error) {
+	p, status, seen, now := c.p, c.status, c.seen, c.now
 	tenant, id, execution, nowN := p.Tenant, p.InstanceID, p.Execution, now.UnixNano()
 	res = &commitResult{added: len(p.Activities) > 0 || len(p.Timers) > 0}
 
@@ -670,7 +674,7 @@ func (s *Store) queueCommit(b *batch, p *storage.TurnCommitParams, status herald
 		waits = backend.Waits(p)
 	}
 	if lt == nil && simpleCommit(p, gone) {
-		if err := s.queueSimpleCommit(b, res, p, status, seen, now); err != nil {
+		if err := s.queueSimpleCommit(b, res, c); err != nil {
 			return nil, err
 		}
 		// After herald_commit's fence: a lost lease aborts the batch first.
@@ -690,9 +694,7 @@ func (s *Store) queueCommit(b *batch, p *storage.TurnCommitParams, status herald
 	queueCancelChildren(b, tenant, id, p.CancelChildren, nowN)
 
 	if len(p.NewEvents) > 0 {
-		if err := b.queueHistory("append history", tenant, id, execution, p.NewEvents); err != nil {
-			return nil, err
-		}
+		b.queueEncodedHistory("append history", tenant, id, execution, c.newEvents)
 	}
 	b.queueAttributes(tenant, id, p.Attributes)
 	// A terminal commit deletes the whole inbox (queueClear); the consumed
@@ -903,11 +905,9 @@ const commitFuncSQL = `SELECT herald_commit($1, $2, $3, $4, $5, $6, $7, $8, $9, 
 
 // queueSimpleCommit queues a simple commit (simpleCommit) as one
 // herald_commit call; res is filled in as the batch runs.
-func (s *Store) queueSimpleCommit(b *batch, res *commitResult, p *storage.TurnCommitParams, status heraldtype.Status, seen claimState, now time.Time) error {
-	seqs, kinds, docs, err := historyArgs(p.NewEvents)
-	if err != nil {
-		return err
-	}
+func (s *Store) queueSimpleCommit(b *batch, res *commitResult, c *commitCall) error {
+	p, status, seen, now := c.p, c.status, c.seen, c.now
+	seqs, kinds, docs := c.newEvents.seqs, c.newEvents.kinds, c.newEvents.docs
 	// The last update of an event id wins, as if applied in order.
 	var (
 		ids, fates, reasons   []string

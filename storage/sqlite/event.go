@@ -241,13 +241,14 @@ func raiseLease(w *wtx, p *storage.EventRaiseParams, now time.Time, prefix strin
 }
 
 // storedMessage returns m, inserted at now, as a read of the inbox returns
-// it (see backend.MessageRow): times in UTC, an empty payload nil, the
-// payload a copy.
+// it (see backend.MessageRow): created at now, its payload a copy (nil if
+// empty). Its times need nothing more: now, and so m.VisibleAt, is the
+// store's time (backend.NowOr: UTC, no monotonic reading), which is what
+// the columns give back.
 func storedMessage(m *storage.Message, now time.Time) storage.Message {
 	out := *m
 	out.Payload = backend.RawOf(bytes.Clone(m.Payload))
-	out.VisibleAt = backend.FromNanos(backend.Nanos(m.VisibleAt))
-	out.CreatedAt = backend.FromNanos(now.UnixNano())
+	out.CreatedAt = now
 	return out
 }
 

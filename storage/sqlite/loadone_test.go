@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -68,6 +69,34 @@ func TestClaimOfOneReadsItsTurn(t *testing.T) {
 			if turn.Err == nil {
 				t.Fatalf("bad: a message that does not decode left the turn without an error: %+v", turn.Messages)
 			}
+		}
+	}
+}
+
+// A claim of several reads each instance's history by its key, from the
+// event after those the history cache holds: a range of the history's
+// primary key, not the whole history.
+func TestClaimHistoriesPlan(t *testing.T) {
+	s := openTest(t)
+	rows, err := s.rdb.QueryContext(context.Background(), "EXPLAIN QUERY PLAN "+claimHistoriesSQL, "t", 1, "p:", 2, `{"a":3}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, detail)
+	}
+	joined := strings.Join(plan, "\n")
+	for _, want := range []string{"SEARCH i USING INDEX instances_leased",
+		"SEARCH h USING PRIMARY KEY (tenant=? AND instance_id=? AND execution=? AND seq>?)"} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("plan lacks %q:\n%s", want, joined)
 		}
 	}
 }

@@ -148,15 +148,28 @@ func (s *Store) decodeClaimed(turns []*storage.Turn, docs [][][]byte) {
 	}
 }
 
+// claimedRows is the condition on instances i of the rows a claim of
+// tenant ?1 leased until ?2 with tokens that start with ?3 (of length ?4).
+const claimedRows = `i.tenant = ?1 AND i.lease_until = ?2 AND i.lock_token IS NOT NULL
+		AND substr(i.lock_token, 1, ?4) = ?3`
+
+// claimHistoriesSQL reads the current execution's history of each instance
+// a claim leased (claimedRows), from the event after the Seq the JSON
+// object ?5 gives for the instance's id on (from the first, for an id it
+// does not name).
+const claimHistoriesSQL = `SELECT h.instance_id, h.event FROM instances i
+		CROSS JOIN history h ON h.tenant = i.tenant AND h.instance_id = i.id AND h.execution = i.execution
+		  AND h.seq > COALESCE((SELECT k.value FROM json_each(?5) k WHERE k.key = i.id), 0)
+		WHERE ` + claimedRows + ` ORDER BY i.rid, h.seq`
+
 // loadClaimed reads through r (the read pool, or the writer's transaction
 // for a raise that hands off) the histories (current execution) and visible
 // messages of a claim's instances, each in one statement for the whole claim; the
 // claim's rows are found by their lease_until (indexed) and token prefix.
 // It fills each turn's Messages, sets its History to the events the history
 // cache holds of it (see backend.HistoryCache), and returns the documents of
-// the events after those: the whole history of an instance the cache does
-// not hold, read in the claim's statement, and the rest of one it holds,
-// read by the instance's key.
+// the events after those (the whole history of an instance the cache does
+// not hold).
 func (s *Store) loadClaimed(ctx context.Context, r querier, turns []*storage.Turn, tenant string, untilN int64, prefix string,
 	nowN int64, maxMessages int) ([][][]byte, error) {
 	if len(turns) == 1 {
@@ -167,36 +180,24 @@ func (s *Store) loadClaimed(ctx context.Context, r querier, turns []*storage.Tur
 	for i, t := range turns {
 		at[t.Instance.ID] = i
 	}
-	const claimed = `i.tenant = ?1 AND i.lease_until = ?2 AND i.lock_token IS NOT NULL
-		AND substr(i.lock_token, 1, ?4) = ?3`
 	docs := make([][][]byte, len(turns))
-	// The instances whose history the cache holds read only what came
-	// after it, each by its key; the others, their whole history in one
-	// statement.
-	cached := []string{} // "[]", not "null": json_each('null') is one NULL, and NOT IN (NULL) is never true
-	for i, t := range turns {
+	// Of an instance whose history the cache holds, only the events after
+	// it are read: the statement gets a JSON object of instance ids and
+	// Seqs.
+	after := map[string]int{}
+	for _, t := range turns {
 		if t.Err != nil {
 			continue
 		}
-		evs, after := s.hist.Get(tenant, t.Instance.ID, t.Instance.Execution)
-		if after == 0 {
-			continue
+		if evs, seq := s.hist.Get(tenant, t.Instance.ID, t.Instance.Execution); seq > 0 {
+			t.History, after[t.Instance.ID] = evs, seq
 		}
-		tail, err := loadHistoryDocs(ctx, r, tenant, t.Instance.ID, t.Instance.Execution, after, 0)
-		if err != nil {
-			return nil, s.readErr(err)
-		}
-		t.History, docs[i] = evs, tail
-		cached = append(cached, t.Instance.ID)
 	}
-	skip, err := jsonArg(cached)
+	known, err := jsonArg(after)
 	if err != nil {
 		return nil, err
 	}
-	hrows, err := r.QueryContext(ctx, `SELECT h.instance_id, h.event FROM instances i
-		CROSS JOIN history h ON h.tenant = i.tenant AND h.instance_id = i.id AND h.execution = i.execution
-		WHERE `+claimed+` AND i.id NOT IN (SELECT value FROM json_each(?5))
-		ORDER BY i.rid, h.seq`, tenant, untilN, prefix, len(prefix), skip)
+	hrows, err := r.QueryContext(ctx, claimHistoriesSQL, tenant, untilN, prefix, len(prefix), known)
 	if err != nil {
 		return nil, fmt.Errorf("load histories: %w", s.readErr(err))
 	}
@@ -221,7 +222,7 @@ func (s *Store) loadClaimed(ctx context.Context, r querier, turns []*storage.Tur
 	mrows, err := r.QueryContext(ctx, `SELECT m.instance_id, m.id, m.kind, m.execution, m.task_seq, m.lane, m.event_id,
 			m.name, m.key, m.payload, m.latest, m.result, m.failure, m.visible_at, m.created_at, m.trace
 		FROM instances i CROSS JOIN inbox m ON m.tenant = i.tenant AND m.instance_id = i.id
-		WHERE `+claimed+` AND (m.visible_at <= ?5 OR m.kind <> 'timer_fired')
+		WHERE `+claimedRows+` AND (m.visible_at <= ?5 OR m.kind <> 'timer_fired')
 		ORDER BY i.rid, m.id`, tenant, untilN, prefix, len(prefix), nowN)
 	if err != nil {
 		return nil, fmt.Errorf("load messages: %w", s.readErr(err))

@@ -88,22 +88,11 @@ func NewHistoryCache(budget int64) *HistoryCache {
 // if none) and the Seq of the last of them (0 if none). The caller reads
 // the events after that Seq and appends them.
 func (c *HistoryCache) Get(tenant, id string, execution int) ([]history.Event, int) {
-	if c == nil {
+	e, evs, after := c.Latest(tenant, id)
+	if e != execution {
 		return nil, 0
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	el := c.m[histKey{tenant, id}]
-	if el == nil {
-		return nil, 0
-	}
-	e := el.Value.(*histEntry)
-	if e.execution != execution {
-		return nil, 0
-	}
-	c.lru.MoveToFront(el)
-	n := len(e.events)
-	return e.events[:n:n], n
+	return evs, after
 }
 
 // Latest returns what the cache holds of the instance, whatever the
@@ -195,9 +184,9 @@ func (c *HistoryCache) Append(tenant, id string, execution int, evs []history.Ev
 	c.evict()
 }
 
-// Continues reports whether the cache holds the instance's execution up to
+// continues reports whether the cache holds the instance's execution up to
 // Seq seq exactly: whether events from seq+1 on would extend it.
-func (c *HistoryCache) Continues(tenant, id string, execution, seq int) bool {
+func (c *HistoryCache) continues(tenant, id string, execution, seq int) bool {
 	if c == nil {
 		return false
 	}
@@ -218,7 +207,7 @@ func (c *HistoryCache) Continues(tenant, id string, execution, seq int) bool {
 // whether its history came from the cache. It decodes nothing unless the
 // events extend an entry; one that does not decode drops the entry.
 func (c *HistoryCache) AppendCommitted(tenant, id string, execution, firstSeq int, docs []string) {
-	if len(docs) == 0 || !c.Continues(tenant, id, execution, firstSeq-1) {
+	if len(docs) == 0 || !c.continues(tenant, id, execution, firstSeq-1) {
 		return
 	}
 	evs := make([]history.Event, len(docs))
