@@ -60,7 +60,7 @@ func TestBusPlans(t *testing.T) {
 		{name: "TenantsReady", q: `SELECT tn.id FROM tenants tn WHERE ` + readyBusSQL, args: []any{1},
 			uses: []string{"bus_events_unrouted", "bus_routes_queued_due", "bus_routes_retrying_due", "bus_routes_running"}},
 		{name: "NextWake", q: nextWakeSQL, args: []any{"t", 1},
-			uses: []string{"bus_routes_queued_due", "bus_routes_retrying_due", "bus_routes_running"}},
+			uses: []string{"instances_ready", "bus_routes_queued_due", "bus_routes_retrying_due", "bus_routes_running"}},
 		{name: "backlog", q: busBacklogSQL, args: []any{"t", 100},
 			uses: []string{"bus_events_unrouted", "bus_routes_queued", "bus_routes_retrying", "bus_routes_running"}},
 		{name: "prune", q: busPrunableSQL, args: []any{"t", 1, 10},

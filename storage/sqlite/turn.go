@@ -628,8 +628,12 @@ func (s *Store) TurnAbandon(ctx context.Context, p *storage.TurnAbandonParams) e
 	return nil
 }
 
-// NextWake: see storage.Notifier. It leaves out no time: every message
-// counts, not only each instance's earliest.
+// NextWake: see storage.Notifier. It leaves out no time another process
+// on the file may need. An unleased instance's messages count by the
+// earliest (its ready_at, which every writer of its inbox keeps); a leased
+// instance's wait for the end of its lease. A lease that ran out never
+// hides a later message: a claim leases only an instance whose ready_at
+// has passed, and only a commit, which ends the lease, moves it later.
 func (s *Store) NextWake(ctx context.Context, p *storage.NextWakeParams) (time.Time, bool, error) {
 	if p == nil {
 		return time.Time{}, false, errors.New("sqlite: next wake: nil params")
@@ -658,9 +662,9 @@ func (s *Store) NextWake(ctx context.Context, p *storage.NextWakeParams) (time.T
 
 // nextWakeSQL is NextWake for tenant ?1 at ?2.
 const nextWakeSQL = `SELECT MIN(t) FROM (
-		SELECT MIN(m.visible_at) AS t FROM inbox m
-		  JOIN instances i ON i.tenant = m.tenant AND i.id = m.instance_id
-		  WHERE m.tenant = ?1 AND m.visible_at > ?2 AND i.status IN ` + nonTerminal + `
+		SELECT (SELECT ready_at FROM instances
+		  WHERE tenant = ?1 AND lock_token IS NULL AND ready_at IS NOT NULL AND ready_at > ?2 AND status IN ` + nonTerminal + `
+		  ORDER BY ready_at LIMIT 1) AS t
 		UNION ALL
 		SELECT MIN(visible_at) FROM activities
 		  WHERE tenant = ?1 AND lock_token IS NULL AND visible_at > ?2
