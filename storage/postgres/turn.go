@@ -900,7 +900,7 @@ func simpleCommit(p *storage.TurnCommitParams, gone []withdrawnWait) bool {
 	return simpleFields.Only(p) && len(gone) == 0
 }
 
-// commitFuncSQL calls herald_commit (migration 0007).
+// commitFuncSQL calls herald_commit (migration 0016).
 const commitFuncSQL = `SELECT herald_commit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)`
 
 // queueSimpleCommit queues a simple commit (simpleCommit) as one

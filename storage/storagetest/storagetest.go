@@ -56,6 +56,7 @@ func run(t *testing.T, newStore func(t *testing.T) storage.Store, only func(name
 		{"TurnCommitScopedToInstance", testTurnCommitScopedToInstance},
 		{"LeaseFencing", testLeaseFencing},
 		{"LeaseExpiredNotTakenOver", testLeaseExpiredNotTakenOver},
+		{"CommitWrongExecution", testCommitWrongExecution},
 		{"TurnAbandon", testTurnAbandon},
 		{"Timers", testTimers},
 		{"Activities", testActivities},

@@ -3,6 +3,7 @@ package storagetest
 import (
 	"encoding/json"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/heraldwf/herald/heraldtype"
@@ -311,6 +312,37 @@ func testLeaseExpiredNotTakenOver(b *bundle) {
 	now := at(10 * lease)
 	b.commit(b.commitParams(turn, now))
 	wantEqual(t, "Status", b.get("i").Status, heraldtype.StatusRunning)
+}
+
+// testCommitWrongExecution: a commit whose lease is the instance's but
+// whose Execution is not fails and writes nothing, both as a plain commit
+// (the backends' one-statement paths) and as one with an activity (their
+// general paths); the owner's commit then succeeds.
+func testCommitWrongExecution(b *bundle) {
+	t := b.t
+	b.create("i", t0)
+	turn := b.claimOne("i", t0)
+	plain := b.commitParams(turn, t0)
+	plain.Execution = turn.Instance.Execution + 1
+	plain.NewEvents = []history.Event{ev(2, history.ExecutionCompleted, t0)}
+	plain.Status = heraldtype.StatusCompleted
+	if _, err := b.s.TurnCommit(b.ctx, plain); err == nil || !strings.Contains(err.Error(), "execution") {
+		t.Fatalf("plain commit on another execution: got error %v, want one naming the execution", err)
+	}
+	general := b.commitParams(turn, t0)
+	general.Execution = turn.Instance.Execution + 1
+	general.NewEvents = []history.Event{ev(2, history.ActivityScheduled, t0)}
+	general.Activities = []storage.ActivityTask{{TaskSeq: 2, Name: "a"}}
+	if _, err := b.s.TurnCommit(b.ctx, general); err == nil || !strings.Contains(err.Error(), "execution") {
+		t.Fatalf("commit with an activity on another execution: got error %v, want one naming the execution", err)
+	}
+	wantKinds(t, "history after the refused commits", b.history("i", 0), history.ExecutionStarted)
+	wantEqual(t, "Status after the refused commits", b.get("i").Status, heraldtype.StatusPending)
+	p := b.commitParams(turn, t0)
+	p.NewEvents = []history.Event{ev(2, history.ExecutionCompleted, t0)}
+	p.Status = heraldtype.StatusCompleted
+	b.commit(p)
+	wantEqual(t, "Status after the owner's commit", b.get("i").Status, heraldtype.StatusCompleted)
 }
 
 func testTurnAbandon(b *bundle) {
