@@ -318,7 +318,7 @@ func (s *Store) noteHandOffs(h *handOffs) {
 	for _, c := range h.calls {
 		if c.turn != nil {
 			h.ld.attach(s.hist, c.turn)
-			s.noteClaim(c.turn, h.maxMessages, h.ld.state[c.turn.Instance.ID])
+			s.claims.Note(c.turn, h.maxMessages, h.ld.state[c.turn.Instance.ID])
 		}
 	}
 }

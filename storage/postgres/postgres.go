@@ -372,7 +372,7 @@ type Store struct {
 
 	ownPIDs   *sync.Map // uint32 backend pid → struct{}: the pool's connections
 	hub       backend.Hub
-	claims    claimNotes
+	claims    backend.ClaimNotes
 	commits   combiner[*commitCall]
 	raises    combiner[*raiseCall]
 	publishes combiner[*publishCall]

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -178,7 +177,7 @@ func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*s
 		for _, c := range cs {
 			turns = append(turns, c.turn)
 			ld.attach(s.hist, c.turn)
-			s.noteClaim(c.turn, maxMessages, ld.state[c.turn.Instance.ID])
+			s.claims.Note(c.turn, maxMessages, ld.state[c.turn.Instance.ID])
 		}
 		return nil
 	})
@@ -193,7 +192,7 @@ func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*s
 // of the instances the claim's statement named in herald.claimed.
 type claimLoad struct {
 	byID  func(id string) *storage.Turn // nil: not claimed
-	state map[string]claimState
+	state map[string]backend.ClaimState
 	// known is what the history cache held, when the batch was made, of
 	// instances the batch may claim: their histories are read from the
 	// event after it on (claimHistorySQL), and attach puts it in front.
@@ -299,95 +298,18 @@ func (ld *claimLoad) queue(b *batch, tenant string, now int64, maxMessages int) 
 		for rows.Next() {
 			var (
 				id string
-				st claimState
+				st backend.ClaimState
 			)
-			if err := rows.Scan(&id, &st.markers, &st.tasks); err != nil {
+			if err := rows.Scan(&id, &st.Markers, &st.Tasks); err != nil {
 				return err
 			}
 			if ld.state == nil {
-				ld.state = make(map[string]claimState)
+				ld.state = make(map[string]backend.ClaimState)
 			}
 			ld.state[id] = st
 		}
 		return nil
 	}, claimStateSQL, tenant)
-}
-
-// claimState is what a claim saw of an instance besides its history and
-// messages: whether it had correlation markers, activity tasks, and a
-// correlated-lane event in its inbox (unknown, so true, when the claim did
-// not load every message).
-type claimState struct {
-	markers, tasks, deliveries bool
-	blocked                    bool // the instance had a Blocked reason (see unblockSQL)
-}
-
-// claimNotes remembers, by lock token, what this store's claims saw of the
-// instances they leased. Only the lease holder's commits make markers and
-// activity tasks, and a correlated delivery needs a marker, so none of them
-// appears while the turn runs: a commit whose claim saw none skips what
-// would find nothing, findWithdrawn's round trip and herald_end's deletes.
-// Forgetting a note is always safe: the commit then looks, as it does for a
-// turn another store claimed.
-type claimNotes struct {
-	mu    sync.Mutex
-	notes map[string]claimNote // lock token → note
-}
-
-type claimNote struct {
-	claimState
-	leaseUntil int64 // unix nanos
-}
-
-// maxClaimNotes bounds the notes of turns that are never committed nor
-// abandoned (their worker died or gave up).
-const maxClaimNotes = 1 << 14
-
-func (n *claimNotes) add(token string, leaseUntil time.Time, st claimState) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.notes == nil {
-		n.notes = make(map[string]claimNote)
-	}
-	if len(n.notes) >= maxClaimNotes {
-		now := time.Now().UnixNano()
-		for t, note := range n.notes {
-			if note.leaseUntil < now {
-				delete(n.notes, t)
-			}
-		}
-		if len(n.notes) >= maxClaimNotes {
-			clear(n.notes)
-		}
-	}
-	n.notes[token] = claimNote{claimState: st, leaseUntil: leaseUntil.UnixNano()}
-}
-
-// take forgets token's note and returns it; without one, everything is
-// unknown (all true).
-func (n *claimNotes) take(token string) claimState {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	note, ok := n.notes[token]
-	if !ok {
-		return claimState{markers: true, tasks: true, deliveries: true, blocked: true}
-	}
-	delete(n.notes, token)
-	return note.claimState
-}
-
-// noteClaim notes what the claim of t saw: st, and whether one of its
-// messages is a correlated-lane event (or not all of them were loaded).
-func (s *Store) noteClaim(t *storage.Turn, maxMessages int, st claimState) {
-	st.deliveries = len(t.Messages) >= maxMessages
-	st.blocked = t.Instance.Blocked != ""
-	for i := range t.Messages {
-		if t.Messages[i].Lane == history.LaneCorrelated {
-			st.deliveries = true
-			break
-		}
-	}
-	s.claims.add(t.LockToken, t.LeaseUntil, st)
 }
 
 // releaseClaims gives back, as far as it can, leases whose turns could not
@@ -419,7 +341,7 @@ func (s *Store) releaseClaims(tenant string, turns []*storage.Turn) {
 // those waits' markers and deliveries (findWithdrawn) and takes their locks
 // too, in the same ascending order, before its fence; it skips that read
 // (a round trip) when this store claimed the turn and the instance then had
-// no correlation marker and no correlated event in its inbox (claimNotes).
+// no correlation marker and no correlated event in its inbox (backend.ClaimNotes).
 func (s *Store) TurnCommit(ctx context.Context, p *storage.TurnCommitParams) ([]history.Event, error) {
 	if p == nil {
 		return nil, errors.New("postgres: commit turn: nil params")
@@ -443,7 +365,7 @@ func (s *Store) TurnCommit(ctx context.Context, p *storage.TurnCommitParams) ([]
 	if err != nil {
 		return nil, fmt.Errorf("postgres: commit turn of %q: %w", p.InstanceID, err)
 	}
-	c := &commitCall{ctx: ctx, p: p, newEvents: newEvents, status: status, now: backend.NowOr(p.Now), seen: s.claims.take(p.LockToken)}
+	c := &commitCall{ctx: ctx, p: p, newEvents: newEvents, status: status, now: backend.NowOr(p.Now), seen: s.claims.Take(p.LockToken)}
 	if c.batchable() && !s.closed.Load() {
 		if err := s.commits.do(ctx, c); err != nil {
 			c.err = err
@@ -496,7 +418,7 @@ type commitCall struct {
 	newEvents encodedHistory // p.NewEvents, encoded
 	status    heraldtype.Status
 	now       time.Time
-	seen      claimState
+	seen      backend.ClaimState
 
 	res *commitResult
 	err error
@@ -524,7 +446,7 @@ func (c *commitCall) batchable() bool {
 		return false
 	}
 	if c.ending() {
-		return !c.seen.markers && !c.seen.deliveries
+		return !c.seen.Markers && !c.seen.Deliveries
 	}
 	return true
 }
@@ -541,7 +463,7 @@ func (s *Store) commitOne(ctx context.Context, c *commitCall) error {
 		// commit takes any lock, to learn which keys to lock; none if the
 		// instance had no correlated-lane state when the turn was claimed.
 		var gone []withdrawnWait
-		if c.seen.markers || c.seen.deliveries {
+		if c.seen.Markers || c.seen.Deliveries {
 			if gone, err = s.findWithdrawn(ctx, c.p, c.ending()); err != nil {
 				return err
 			}
@@ -679,7 +601,7 @@ func (s *Store) queueCommit(b *batch, c *commitCall, gone []withdrawnWait, lt *l
 		}
 		// After herald_commit's fence: a lost lease aborts the batch first.
 		b.queuePublish(tenant, p.Publish, nowN)
-		if seen.blocked {
+		if seen.Blocked {
 			b.exec("clear blocked", unblockSQL, tenant, id)
 		}
 		return res, nil
@@ -829,7 +751,7 @@ func (s *Store) queueCommit(b *batch, c *commitCall, gone []withdrawnWait, lt *l
 				return nil, err
 			}
 		}
-		b.queueClear(tenant, id, seen.tasks || len(p.Activities) > 0, seen.markers, lt == nil)
+		b.queueClear(tenant, id, seen.Tasks || len(p.Activities) > 0, seen.Markers, lt == nil)
 	}
 
 	next := execution
@@ -939,7 +861,7 @@ func (s *Store) queueSimpleCommit(b *batch, res *commitResult, c *commitCall) er
 	}, commitFuncSQL, p.Tenant, p.InstanceID, p.LockToken, p.Execution, seqs, kinds, docs, consumed,
 		ids, fates, reasons, execs, origins, waits,
 		string(status), backend.RawArg(p.Output), failure, now.UnixNano(),
-		seen.tasks, seen.markers)
+		seen.Tasks, seen.Markers)
 	return nil
 }
 
@@ -951,7 +873,7 @@ func (s *Store) TurnAbandon(ctx context.Context, p *storage.TurnAbandonParams) e
 	if p.LockToken == "" {
 		return fmt.Errorf("postgres: abandon turn of %q: empty lock token: %w", p.InstanceID, heraldtype.ErrLeaseLost)
 	}
-	s.claims.take(p.LockToken)
+	s.claims.Take(p.LockToken)
 	err := s.doUntilRoom(ctx, func(ctx context.Context) error {
 		ct, err := s.pool.Exec(ctx, `UPDATE instances SET lock_token = NULL, lease_until = 0, not_before = $4, blocked = $5
 			WHERE tenant = $1 AND id = $2 AND lock_token = $3`, p.Tenant, p.InstanceID, p.LockToken, backend.Nanos(p.RetryAt), p.Blocked)

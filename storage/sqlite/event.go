@@ -107,9 +107,10 @@ func (s *Store) EventRaise(ctx context.Context, p *storage.EventRaiseParams) (*s
 		// added below, in one statement; with a hand-off, its lease too.
 		started := false
 		var status string
-		var alone bool // the inbox held nothing before this raise
+		var alone bool              // the inbox held nothing before this raise
+		var seen backend.ClaimState // what the hand-off saw of the instance
 		if p.Claim != nil {
-			handOff, alone, err = raiseLease(w, p, now, prefix, untilN)
+			handOff, alone, seen, err = raiseLease(w, p, now, prefix, untilN)
 			if handOff != nil {
 				status = string(handOff.Instance.Status)
 			}
@@ -182,6 +183,7 @@ func (s *Store) EventRaise(ctx context.Context, p *storage.EventRaiseParams) (*s
 					return fmt.Errorf("load the handed-off turn: %w", err)
 				}
 			}
+			s.claims.Note(handOff, backend.MaxMessages(p.Claim.MaxMessages), seen)
 		}
 		if handOff == nil {
 			w.signalKinds(p.Tenant, storage.WorkTurns)
@@ -208,14 +210,16 @@ func (s *Store) EventRaise(ctx context.Context, p *storage.EventRaiseParams) (*s
 // the instance is terminal, leased (with a lease that has not run out) or
 // held back, leases it with token prefix+rid until untilN, as TurnClaim
 // would. It returns the instance's row as a turn whose LockToken is empty
-// when it did not lease it, and whether the instance's inbox was empty
-// (before the raise adds its message).
-func raiseLease(w *wtx, p *storage.EventRaiseParams, now time.Time, prefix string, untilN int64) (*storage.Turn, bool, error) {
+// when it did not lease it, whether the instance's inbox was empty
+// (before the raise adds its message), and whether the instance has
+// correlation markers and activity tasks (claimFlags).
+func raiseLease(w *wtx, p *storage.EventRaiseParams, now time.Time, prefix string, untilN int64) (*storage.Turn, bool, backend.ClaimState, error) {
 	const take = `(lock_token IS NULL OR lease_until < ?3) AND not_before <= ?3 AND status IN ` + nonTerminal
 	var (
 		row            backend.InstanceRow
 		r              instanceRow
 		claimed, alone bool
+		seen           backend.ClaimState
 	)
 	err := w.queryRow(`UPDATE instances SET ready_at = MIN(COALESCE(ready_at, ?3), ?3),
 			lock_token = CASE WHEN `+take+` THEN ?4 || rid ELSE lock_token END,
@@ -223,11 +227,11 @@ func raiseLease(w *wtx, p *storage.EventRaiseParams, now time.Time, prefix strin
 			not_before = CASE WHEN `+take+` THEN 0 ELSE not_before END
 		WHERE tenant = ?1 AND id = ?2
 		RETURNING `+instanceCols+`, lease_until = ?5 AND substr(lock_token, 1, length(?4)) = ?4,
-			NOT EXISTS (SELECT 1 FROM inbox WHERE tenant = ?1 AND instance_id = ?2)`,
+			NOT EXISTS (SELECT 1 FROM inbox WHERE tenant = ?1 AND instance_id = ?2), `+claimFlags,
 		p.Tenant, p.InstanceID, now.UnixNano(), prefix, untilN).
-		Scan(append(row.Dest(), &r.lockToken, &r.leaseUntil, &claimed, &alone)...)
+		Scan(append(row.Dest(), &r.lockToken, &r.leaseUntil, &claimed, &alone, &seen.Markers, &seen.Tasks)...)
 	if err != nil {
-		return nil, false, err
+		return nil, false, seen, err
 	}
 	t := &storage.Turn{LeaseUntil: backend.FromNanos(untilN)}
 	t.Instance, t.Err = row.Instance()
@@ -237,7 +241,7 @@ func raiseLease(w *wtx, p *storage.EventRaiseParams, now time.Time, prefix strin
 	if claimed {
 		t.LockToken = r.lockToken.String
 	}
-	return t, alone, nil
+	return t, alone, seen, nil
 }
 
 // storedMessage returns m, inserted at now, as a read of the inbox returns

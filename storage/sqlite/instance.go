@@ -201,7 +201,7 @@ func (s *Store) InstanceTerminate(ctx context.Context, p *storage.InstanceTermin
 		if err := appendHistory(w, p.Tenant, p.ID, inst.Execution, []history.Event{ev}); err != nil {
 			return err
 		}
-		if dropped, err = endInstance(w, p.Tenant, p.ID, inst.Execution, now.UnixNano()); err != nil {
+		if dropped, err = endInstance(w, p.Tenant, p.ID, inst.Execution, now.UnixNano(), true, true); err != nil {
 			return err
 		}
 		if _, err := w.exec(`UPDATE instances SET status = ?, failure = ?, updated_at = ?,
@@ -225,10 +225,11 @@ func (s *Store) InstanceTerminate(ctx context.Context, p *storage.InstanceTermin
 
 // endInstance does what every terminal transition does after the final
 // history event: the instance's undelivered events are dropped as
-// backend.EndInstance says, and the inbox, activity tasks and correlation
-// markers are deleted. The caller updates the instance row (its ready_at
-// becomes NULL).
-func endInstance(w *wtx, tenant, id string, execution int, now int64) ([]history.Event, error) {
+// backend.EndInstance says, and the inbox, activity tasks (unless tasks
+// says it has none) and correlation markers (unless markers says so) are
+// deleted. The caller updates the instance row (its ready_at becomes
+// NULL).
+func endInstance(w *wtx, tenant, id string, execution int, now int64, tasks, markers bool) ([]history.Event, error) {
 	dropped, err := backend.EndInstance(&laneTx{w: w, tenant: tenant, id: id, now: now}, execution, backend.FromNanos(now))
 	if err != nil {
 		return nil, err
@@ -236,11 +237,15 @@ func endInstance(w *wtx, tenant, id string, execution int, now int64) ([]history
 	if _, err := w.exec(`DELETE FROM inbox WHERE tenant = ? AND instance_id = ?`, tenant, id); err != nil {
 		return nil, fmt.Errorf("clear inbox: %w", err)
 	}
-	if _, err := w.exec(`DELETE FROM activities WHERE tenant = ? AND instance_id = ?`, tenant, id); err != nil {
-		return nil, fmt.Errorf("clear activities: %w", err)
+	if tasks {
+		if _, err := w.exec(`DELETE FROM activities WHERE tenant = ? AND instance_id = ?`, tenant, id); err != nil {
+			return nil, fmt.Errorf("clear activities: %w", err)
+		}
 	}
-	if err := deleteMarkers(w, tenant, id); err != nil {
-		return nil, err
+	if markers {
+		if err := deleteMarkers(w, tenant, id); err != nil {
+			return nil, err
+		}
 	}
 	return dropped, nil
 }

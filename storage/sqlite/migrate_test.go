@@ -139,3 +139,81 @@ func TestEventExpireUsesIndex(t *testing.T) {
 		t.Fatalf("%d expiring messages after create, want 0", n)
 	}
 }
+
+// Migration 0013 sets the flags of the instances that already have activity
+// tasks or correlation markers, and a claim of such an instance then ends
+// it with its tasks deleted.
+func TestMigrateInstanceFlags(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "v12.db")
+	ms, err := loadMigrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_txlock=immediate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `CREATE TABLE schema_migrations (
+		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		if m.Version >= 13 {
+			break
+		}
+		if err := applyMigration(ctx, db, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, q := range []string{
+		`INSERT INTO instances (tenant, id, workflow, status, execution, created_at, updated_at)
+			VALUES ('t', 'tasks', 'wf', 'running', 1, 1, 1), ('t', 'markers', 'wf', 'running', 1, 1, 1),
+			       ('t', 'none', 'wf', 'running', 1, 1, 1)`,
+		`INSERT INTO activities (tenant, instance_id, execution, task_seq, name, attempt, visible_at, created_at)
+			VALUES ('t', 'tasks', 1, 2, 'a', 1, 1, 1)`,
+		`INSERT INTO correlated_waits (tenant, instance_id, execution, task_seq, def, key, created_at)
+			VALUES ('t', 'markers', 1, 2, 'd', 'k', 1)`,
+	} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s, err := Open(ctx, path)
+	if err != nil {
+		t.Fatalf("Open of a version-12 database: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	for id, want := range map[string][2]bool{"tasks": {true, false}, "markers": {false, true}, "none": {false, false}} {
+		var got [2]bool
+		if err := s.rdb.QueryRowContext(ctx, `SELECT has_tasks, has_markers FROM instances WHERE tenant = 't' AND id = ?`, id).
+			Scan(&got[0], &got[1]); err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Errorf("%s: has_tasks, has_markers = %v, want %v", id, got, want)
+		}
+	}
+	now := time.Unix(10, 0)
+	if _, err := s.EventRaise(ctx, &storage.EventRaiseParams{Tenant: "t", InstanceID: "tasks", EventID: "e", Name: "go", Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	turns, err := s.TurnClaim(ctx, &storage.TurnClaimParams{Tenant: "t", Now: now})
+	if err != nil || len(turns) != 1 {
+		t.Fatalf("TurnClaim: %v, %v", turns, err)
+	}
+	if _, err := s.TurnCommit(ctx, &storage.TurnCommitParams{Tenant: "t", InstanceID: "tasks", LockToken: turns[0].LockToken,
+		Execution: 1, Now: now, ConsumedMessages: []int64{turns[0].Messages[0].ID},
+		Fates:     []storage.FateUpdate{{EventID: "e", Fate: history.FateDelivered}},
+		NewEvents: []history.Event{{Seq: 1, Kind: history.ExecutionCompleted, Time: now}}, Status: heraldtype.StatusCompleted}); err != nil {
+		t.Fatalf("TurnCommit: %v", err)
+	}
+	tasks, err := s.ActivityClaim(ctx, &storage.ActivityClaimParams{Tenant: "t", Now: now.Add(time.Hour), Max: 10})
+	if err != nil || len(tasks) != 0 {
+		t.Fatalf("ActivityClaim after the instance ended: %v, %v; want none", tasks, err)
+	}
+}

@@ -235,6 +235,7 @@ type Store struct {
 	cfg  config
 
 	hist      *backend.HistoryCache // recently run instances' histories (nil: none)
+	claims    backend.ClaimNotes    // what this store's claims saw of the instances they leased
 	wc        *wconn                // the single writer connection, owned by the writer goroutine
 	wcloseErr error                 // closing wc; set before writerDone is closed
 	rdb       *sql.DB               // read-only pool for reads in a transaction

@@ -29,8 +29,9 @@ func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*s
 	maxMessages := backend.MaxMessages(p.MaxMessages)
 	leaseUntil := now.Add(lease)
 	var (
-		turns []*storage.Turn
-		docs  [][][]byte // each turn's history documents, decoded outside the writer
+		turns  []*storage.Turn
+		docs   [][][]byte           // each turn's history documents, decoded outside the writer
+		states []backend.ClaimState // what the claim saw of each turn's instance
 	)
 	// One random prefix per claim; each instance's token is the prefix and
 	// its row id, so that turns never share a token and the claim's rows are
@@ -54,13 +55,14 @@ func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*s
 					  AND not_before <= ?2 AND status IN `+nonTerminal+`
 					ORDER BY ready_at, rid LIMIT +?3)
 			) ORDER BY ready_at, rid LIMIT +?3)
-			RETURNING `+instanceCols+`, ready_at, rid`, p.Tenant, nowN, max, prefix, untilN)
+			RETURNING `+instanceCols+`, ready_at, rid, `+claimFlags, p.Tenant, nowN, max, prefix, untilN)
 		if err != nil {
 			return fmt.Errorf("lease instances: %w", err)
 		}
 		type leased struct {
 			inst         *instanceRow
 			readyAt, rid int64
+			st           backend.ClaimState
 			err          error // the row did not decode
 		}
 		var ls []leased
@@ -70,7 +72,7 @@ func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*s
 				row backend.InstanceRow
 				r   instanceRow
 			)
-			if err := rows.Scan(append(row.Dest(), &r.lockToken, &r.leaseUntil, &l.readyAt, &l.rid)...); err != nil {
+			if err := rows.Scan(append(row.Dest(), &r.lockToken, &r.leaseUntil, &l.readyAt, &l.rid, &l.st.Markers, &l.st.Tasks)...); err != nil {
 				return fmt.Errorf("lease instances: %w", err)
 			}
 			if r.Instance, l.err = row.Instance(); l.err != nil {
@@ -88,7 +90,9 @@ func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*s
 			}
 			return cmp.Compare(a.rid, b.rid)
 		})
+		states = states[:0]
 		for _, l := range ls {
+			states = append(states, l.st)
 			turns = append(turns, &storage.Turn{
 				Instance:   l.inst.Instance,
 				LockToken:  l.inst.lockToken.String,
@@ -118,8 +122,16 @@ func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*s
 	// bottleneck, the callers are many. A document that does not decode
 	// fails its own turn (Turn.Err), not the claim.
 	s.decodeClaimed(turns, docs)
+	for i, t := range turns {
+		s.claims.Note(t, maxMessages, states[i])
+	}
 	return turns, nil
 }
+
+// claimFlags are the columns a claim's RETURNING adds for its ClaimState
+// (see backend.ClaimNotes): whether the instance may have correlation
+// markers, and activity tasks (migration 0013).
+const claimFlags = `has_markers, has_tasks`
 
 // decodeClaimed decodes each claimed turn's history documents (docs[i] are
 // turns[i]'s, as loadClaimed returns them) after the events the history
@@ -334,10 +346,11 @@ func (s *Store) TurnCommit(ctx context.Context, p *storage.TurnCommitParams) ([]
 		return nil, fmt.Errorf("sqlite: commit turn of %q: %w", p.InstanceID, err)
 	}
 	var dropped []history.Event
+	seen := s.claims.Take(p.LockToken)
 	err = s.write(ctx, func(w *wtx) error {
 		dropped = nil
 		s.turnBack(p.LockToken)
-		return commitTurn(w, p, docs, status, now, &dropped)
+		return commitTurn(w, p, docs, status, now, seen, &dropped)
 	})
 	if err != nil {
 		s.hist.Drop(p.Tenant, p.InstanceID)
@@ -379,8 +392,9 @@ func encodeTurn(p *storage.TurnCommitParams) (*turnDocs, error) {
 // any statement before it fails, turnFence says what the row says, and a
 // lost lease is the error, before any other; the caller's savepoint (or
 // transaction) undoes what the commit wrote.
-func commitTurn(w *wtx, p *storage.TurnCommitParams, docs *turnDocs, status heraldtype.Status, now time.Time, dropped *[]history.Event) error {
-	err := commitTurnFenced(w, p, docs, status, now, dropped)
+func commitTurn(w *wtx, p *storage.TurnCommitParams, docs *turnDocs, status heraldtype.Status, now time.Time,
+	seen backend.ClaimState, dropped *[]history.Event) error {
+	err := commitTurnFenced(w, p, docs, status, now, seen, dropped)
 	if err == nil {
 		return nil
 	}
@@ -425,8 +439,13 @@ func turnFence(w *wtx, p *storage.TurnCommitParams) error {
 	return nil
 }
 
-// commitTurnFenced is commitTurn without the explanation of a failure.
-func commitTurnFenced(w *wtx, p *storage.TurnCommitParams, docs *turnDocs, status heraldtype.Status, now time.Time, dropped *[]history.Event) error {
+// commitTurnFenced is commitTurn without the explanation of a failure. An
+// ending commit skips the statements that would find nothing, by what the
+// claim saw (seen, see backend.ClaimNotes): the withdrawn waits'
+// deliveries without markers or a correlated event, the deletes of
+// activity tasks and markers without them.
+func commitTurnFenced(w *wtx, p *storage.TurnCommitParams, docs *turnDocs, status heraldtype.Status, now time.Time,
+	seen backend.ClaimState, dropped *[]history.Event) error {
 	tenant, id, nowN := p.Tenant, p.InstanceID, now.UnixNano()
 	execution := p.Execution
 
@@ -519,15 +538,17 @@ func commitTurnFenced(w *wtx, p *storage.TurnCommitParams, docs *turnDocs, statu
 		if err := commitCorrelated(lt, p, execution); err != nil {
 			return err
 		}
-	} else if err := backend.HandOnWithdrawn(lt, execution, nil, true, now); err != nil {
-		return err
+	} else if seen.Markers || seen.Deliveries {
+		if err := backend.HandOnWithdrawn(lt, execution, nil, true, now); err != nil {
+			return err
+		}
 	}
 	if err := backend.HandOnReturned(lt, p.ReturnedCorrelated, ending, now); err != nil {
 		return err
 	}
 
 	if status.Terminal() {
-		d, err := endInstance(w, tenant, id, execution, nowN)
+		d, err := endInstance(w, tenant, id, execution, nowN, seen.Tasks || len(p.Activities) > 0, seen.Markers)
 		if err != nil {
 			return err
 		}
@@ -561,8 +582,9 @@ func commitTurnFenced(w *wtx, p *storage.TurnCommitParams, docs *turnDocs, statu
 		}
 	}
 
-	// Status, output, failure, the next execution, the lease released and
-	// ready_at recomputed, in one statement.
+	// Status, output, failure, the next execution, the lease released,
+	// ready_at recomputed and the flags of the tasks and markers the commit
+	// made (see claimFlags), in one statement.
 	failure, err := failureArg(p.Failure)
 	if err != nil {
 		return err
@@ -570,11 +592,13 @@ func commitTurnFenced(w *wtx, p *storage.TurnCommitParams, docs *turnDocs, statu
 	var ready sql.NullInt64
 	err = w.queryRow(`UPDATE instances SET status = ?3, output = ?4, failure = ?5, updated_at = ?6,
 		execution = ?7, input = CASE WHEN ?8 THEN ?9 ELSE input END,
-		lock_token = NULL, lease_until = 0, not_before = 0, blocked = '', ready_at = `+readyAt+`
+		lock_token = NULL, lease_until = 0, not_before = 0, blocked = '', ready_at = `+readyAt+`,
+		has_tasks = has_tasks OR ?12, has_markers = has_markers OR ?13
 		WHERE tenant = ?1 AND id = ?2 AND lock_token = ?10 AND execution = ?11 AND status IN `+nonTerminal+`
 		RETURNING ready_at`,
 		tenant, id, string(status), backend.RawArg(p.Output), failure, nowN,
-		next, p.ContinueAsNew != nil, input, p.LockToken, execution).Scan(&ready)
+		next, p.ContinueAsNew != nil, input, p.LockToken, execution,
+		len(p.Activities) > 0, !ending && len(backend.Waits(p)) > 0).Scan(&ready)
 	if errors.Is(err, sql.ErrNoRows) {
 		return errNotFenced
 	}
@@ -607,6 +631,7 @@ func (s *Store) TurnAbandon(ctx context.Context, p *storage.TurnAbandonParams) e
 	if p.LockToken == "" {
 		return fmt.Errorf("sqlite: abandon turn of %q: empty lock token: %w", p.InstanceID, heraldtype.ErrLeaseLost)
 	}
+	s.claims.Take(p.LockToken)
 	err := s.writeUntilRoom(ctx, func(w *wtx) error {
 		s.turnBack(p.LockToken)
 		res, err := w.exec(`UPDATE instances SET lock_token = NULL, lease_until = 0, not_before = ?, blocked = ?

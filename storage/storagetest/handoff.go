@@ -252,3 +252,48 @@ func messageDiff(got, want *storage.Message) string {
 	}
 	return ""
 }
+
+// testTurnEndDeletesTasks: a turn that ends its instance deletes the
+// instance's activity tasks, leased or not, whether a claim or a raise's
+// hand-off leased the instance (a store may skip the delete when its claim
+// saw no task, never when it saw one).
+func testTurnEndDeletesTasks(b *bundle) {
+	t := b.t
+	for i, handOff := range []bool{false, true} {
+		id := fmt.Sprintf("tasks%d", i)
+		b.create(id, t0)
+		p := b.commitParams(b.claimOne(id, t0), t0)
+		a2, a3 := ev(2, history.ActivityScheduled, t0), ev(3, history.ActivityScheduled, t0)
+		a2.TaskSeq, a3.TaskSeq = 2, 3
+		p.NewEvents = []history.Event{a2, a3}
+		p.Activities = []storage.ActivityTask{{TaskSeq: 2, Name: "a"}, {TaskSeq: 3, Name: "a"}}
+		b.commit(p)
+		if tasks := b.claimActivities(t0, 1); len(tasks) != 1 {
+			t.Fatalf("%s: ActivityClaim: %v, want one task", id, taskSeqs(tasks))
+		}
+		now := at(time.Second)
+		var turn *storage.Turn
+		if handOff {
+			rp := b.raiseParams(id, id+"-e", "approve", now)
+			rp.Claim = &storage.TurnClaimParams{Lease: lease}
+			res, err := b.s.EventRaise(b.ctx, rp)
+			if err != nil {
+				t.Fatalf("%s: EventRaise with a hand-off: %v", id, err)
+			}
+			if turn = res.Turn; turn == nil {
+				t.Fatalf("%s: no turn handed off", id)
+			}
+		} else {
+			b.raise(id, id+"-e", "approve", now)
+			turn = b.claimOne(id, now)
+		}
+		end := b.commitParams(turn, now)
+		end.NewEvents = []history.Event{ev(4, history.ExecutionCompleted, now)}
+		end.Fates = []storage.FateUpdate{{EventID: id + "-e", Fate: history.FateDelivered}}
+		end.Status = heraldtype.StatusCompleted
+		b.commit(end)
+		if tasks := b.claimActivities(at(time.Hour), 10); len(tasks) != 0 {
+			t.Fatalf("%s: ActivityClaim after the instance ended: %v, want none", id, taskSeqs(tasks))
+		}
+	}
+}

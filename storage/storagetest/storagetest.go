@@ -57,6 +57,7 @@ func run(t *testing.T, newStore func(t *testing.T) storage.Store, only func(name
 		{"LeaseFencing", testLeaseFencing},
 		{"LeaseExpiredNotTakenOver", testLeaseExpiredNotTakenOver},
 		{"CommitWrongExecution", testCommitWrongExecution},
+		{"TurnEndDeletesTasks", testTurnEndDeletesTasks},
 		{"TurnAbandon", testTurnAbandon},
 		{"Timers", testTimers},
 		{"Activities", testActivities},
