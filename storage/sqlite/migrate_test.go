@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,7 +19,6 @@ import (
 // tables and columns work.
 func TestMigrateFromVersion1(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "v1.db")
 	ms, err := loadMigrations()
 	if err != nil {
 		t.Fatal(err)
@@ -26,31 +26,12 @@ func TestMigrateFromVersion1(t *testing.T) {
 	if ms[0].Version != 1 {
 		t.Fatalf("first migration is %s", ms[0].Name)
 	}
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_txlock=immediate")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.ExecContext(ctx, `CREATE TABLE schema_migrations (
-		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`); err != nil {
-		t.Fatal(err)
-	}
-	if err := applyMigration(ctx, db, ms[0]); err != nil {
-		t.Fatal(err)
-	}
 	// What a version-1 EventRaise wrote for an instance that does not exist.
-	for _, q := range []string{
+	path := legacyDB(t, 2,
 		`INSERT INTO events (tenant, event_id, instance_id, lane, name, fate, received_at, updated_at)
 			VALUES ('t', 'old', 'later', 'positional', 'go', 'pending', 1, 1)`,
 		`INSERT INTO inbox (tenant, instance_id, kind, lane, event_id, name, payload, visible_at, created_at)
-			VALUES ('t', 'later', 'event', 'positional', 'old', 'go', '1', 1, 1)`,
-	} {
-		if _, err := db.ExecContext(ctx, q); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
+			VALUES ('t', 'later', 'event', 'positional', 'old', 'go', '1', 1, 1)`)
 
 	s, err := Open(ctx, path)
 	if err != nil {
@@ -145,43 +126,14 @@ func TestEventExpireUsesIndex(t *testing.T) {
 // it with its tasks deleted.
 func TestMigrateInstanceFlags(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "v12.db")
-	ms, err := loadMigrations()
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_txlock=immediate")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.ExecContext(ctx, `CREATE TABLE schema_migrations (
-		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`); err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range ms {
-		if m.Version >= 13 {
-			break
-		}
-		if err := applyMigration(ctx, db, m); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, q := range []string{
+	path := legacyDB(t, 13,
 		`INSERT INTO instances (tenant, id, workflow, status, execution, created_at, updated_at)
 			VALUES ('t', 'tasks', 'wf', 'running', 1, 1, 1), ('t', 'markers', 'wf', 'running', 1, 1, 1),
 			       ('t', 'none', 'wf', 'running', 1, 1, 1)`,
 		`INSERT INTO activities (tenant, instance_id, execution, task_seq, name, attempt, visible_at, created_at)
 			VALUES ('t', 'tasks', 1, 2, 'a', 1, 1, 1)`,
 		`INSERT INTO correlated_waits (tenant, instance_id, execution, task_seq, def, key, created_at)
-			VALUES ('t', 'markers', 1, 2, 'd', 'k', 1)`,
-	} {
-		if _, err := db.ExecContext(ctx, q); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
+			VALUES ('t', 'markers', 1, 2, 'd', 'k', 1)`)
 
 	s, err := Open(ctx, path)
 	if err != nil {
@@ -216,4 +168,42 @@ func TestMigrateInstanceFlags(t *testing.T) {
 	if err != nil || len(tasks) != 0 {
 		t.Fatalf("ActivityClaim after the instance ended: %v, %v; want none", tasks, err)
 	}
+}
+
+// legacyDB makes a database file in a temporary directory with the
+// migrations before version before applied, runs stmts in it, and returns
+// its path: what an older Herald left behind.
+func legacyDB(t *testing.T, before int, stmts ...string) string {
+	t.Helper()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), fmt.Sprintf("v%d.db", before-1))
+	ms, err := loadMigrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_txlock=immediate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `CREATE TABLE schema_migrations (
+		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		if m.Version >= before {
+			break
+		}
+		if err := applyMigration(ctx, db, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, q := range stmts {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

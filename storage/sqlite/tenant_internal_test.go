@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -16,42 +15,13 @@ import (
 // in place: every tenant it held data of is registered.
 func TestMigrateRegistersExistingTenants(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "v3.db")
-	ms, err := loadMigrations()
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_txlock=immediate")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.ExecContext(ctx, `CREATE TABLE schema_migrations (
-		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`); err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range ms {
-		if m.Version >= 4 {
-			break
-		}
-		if err := applyMigration(ctx, db, m); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, q := range []string{
+	path := legacyDB(t, 4,
 		`INSERT INTO instances (tenant, id, workflow, status, execution, created_at, updated_at) VALUES ('t-inst', 'i', 'wf', 'pending', 1, 1, 1)`,
 		`INSERT INTO instances (tenant, id, workflow, status, execution, created_at, updated_at) VALUES ('t-inst', 'j', 'wf', 'pending', 1, 1, 1)`,
 		`INSERT INTO inbox (tenant, instance_id, kind, visible_at, created_at) VALUES ('t-inbox', 'i', 'event', 1, 1)`,
 		`INSERT INTO events (tenant, event_id, instance_id, lane, name, fate, received_at, updated_at) VALUES ('t-event', 'e', 'i', 'positional', 'go', 'pending', 1, 1)`,
 		`INSERT INTO correlated_events (tenant, def, key, created_at, updated_at) VALUES ('t-corr', 'd', 'k', 1, 1)`,
-		`INSERT INTO event_definitions (tenant, name, buffer, version, created_at, updated_at) VALUES ('t-def', 'n', 'fifo', 1, 1, 1)`,
-	} {
-		if _, err := db.ExecContext(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
+		`INSERT INTO event_definitions (tenant, name, buffer, version, created_at, updated_at) VALUES ('t-def', 'n', 'fifo', 1, 1, 1)`)
 	s, err := Open(ctx, path)
 	if err != nil {
 		t.Fatalf("Open of a version-3 database: %v", err)
