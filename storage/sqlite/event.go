@@ -211,7 +211,7 @@ func (s *Store) EventRaise(ctx context.Context, p *storage.EventRaiseParams) (*s
 // held back, leases it with token prefix+rid until untilN, as TurnClaim
 // would. It returns the instance's row as a turn whose LockToken is empty
 // when it did not lease it, whether the instance's inbox was empty
-// (before the raise adds its message), and whether the instance has
+// (before the raise adds its message), and whether the instance may have
 // correlation markers and activity tasks (claimFlags).
 func raiseLease(w *wtx, p *storage.EventRaiseParams, now time.Time, prefix string, untilN int64) (*storage.Turn, bool, backend.ClaimState, error) {
 	const take = `(lock_token IS NULL OR lease_until < ?3) AND not_before <= ?3 AND status IN ` + nonTerminal
