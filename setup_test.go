@@ -70,14 +70,7 @@ func openStore(ctx context.Context, loc string, opts ...postgres.Option) (storag
 // tests run on every backend.
 func testStore(t testing.TB) storage.Store {
 	t.Helper()
-	loc := newLocation(t, testdb.Backend())
-	st, err := openStore(context.Background(), loc)
-	if err != nil {
-		t.Fatalf("open store: %v", err)
-	}
-	t.Cleanup(func() { st.Close() })
-	storeLocations.Store(st, loc)
-	return st
+	return testStoreWith(t)
 }
 
 // testStoreUncached is testStore with the stores' history cache off (see
@@ -85,10 +78,15 @@ func testStore(t testing.TB) storage.Store {
 // store's back and wants the next turn to read it.
 func testStoreUncached(t testing.TB) storage.Store {
 	t.Helper()
+	return testStoreWith(t, storeurl.WithPostgres(postgres.WithHistoryCache(0)), storeurl.WithSQLite(sqlite.WithHistoryCache(0)))
+}
+
+// testStoreWith is testStore with opts after the tests' PostgreSQL pool
+// size.
+func testStoreWith(t testing.TB, opts ...storeurl.Option) storage.Store {
+	t.Helper()
 	loc := newLocation(t, testdb.Backend())
-	st, err := storeurl.Open(context.Background(), loc,
-		storeurl.WithPostgres(postgres.WithMaxConns(8), postgres.WithHistoryCache(0)),
-		storeurl.WithSQLite(sqlite.WithHistoryCache(0)))
+	st, err := storeurl.Open(context.Background(), loc, append([]storeurl.Option{storeurl.WithPostgres(postgres.WithMaxConns(8))}, opts...)...)
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}

@@ -229,14 +229,11 @@ func (ld *claimLoad) attach(cache *backend.HistoryCache, t *storage.Turn) {
 		return
 	}
 	in := &t.Instance
-	k, ok := ld.known[in.ID]
-	if !ok || k.execution != in.Execution {
-		cache.Put(in.Tenant, in.ID, in.Execution, t.History)
-		return
+	var held []history.Event
+	if k, ok := ld.known[in.ID]; ok && k.execution == in.Execution {
+		held = k.events
 	}
-	tail := t.History
-	t.History = append(k.events, tail...) // the cache's slice ends at its length: this copies
-	cache.Append(in.Tenant, in.ID, in.Execution, tail)
+	t.History = cache.Attach(in.Tenant, in.ID, in.Execution, held, t.History)
 }
 
 // queue adds the three loading statements to b, for tenant's instances
@@ -373,14 +370,9 @@ func (s *Store) TurnCommit(ctx context.Context, p *storage.TurnCommitParams) ([]
 	} else {
 		c.err = s.commitOne(ctx, c)
 	}
+	s.hist.Committed(p, newEvents.docs, c.err == nil)
 	if c.err != nil {
-		s.hist.Drop(p.Tenant, p.InstanceID)
 		return nil, fmt.Errorf("postgres: commit turn of %q: %w", p.InstanceID, c.err)
-	}
-	if c.ending() {
-		s.hist.Drop(p.Tenant, p.InstanceID)
-	} else if len(p.NewEvents) > 0 {
-		s.hist.AppendCommitted(p.Tenant, p.InstanceID, p.Execution, p.NewEvents[0].Seq, newEvents.docs)
 	}
 	s.warm.note()
 	if len(p.Publish) > 0 {

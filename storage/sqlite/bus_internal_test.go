@@ -23,24 +23,7 @@ func TestBusPlans(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	plan := func(q string, args ...any) string {
-		t.Helper()
-		rows, err := s.rdb.QueryContext(ctx, "EXPLAIN QUERY PLAN "+q, args...)
-		if err != nil {
-			t.Fatalf("%v\n%s", err, q)
-		}
-		defer rows.Close()
-		var lines []string
-		for rows.Next() {
-			var id, parent, notused int
-			var detail string
-			if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
-				t.Fatal(err)
-			}
-			lines = append(lines, detail)
-		}
-		return strings.Join(lines, "\n")
-	}
+	plan := func(q string, args ...any) string { t.Helper(); return queryPlan(t, s, q, args...) }
 	type check struct {
 		name   string
 		q      string

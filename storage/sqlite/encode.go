@@ -304,20 +304,15 @@ func loadMessages(ctx context.Context, q querier, tenant, id string, now int64, 
 
 // insertMessage adds a message to an instance's inbox.
 func insertMessage(w *wtx, tenant, id string, m *storage.Message, now int64) error {
-	return insertExpiringMessage(w, tenant, id, m, 0, now)
-}
-
-// insertExpiringMessage adds a message to an instance's inbox with an
-// expiry time (unix nanoseconds, 0: never; see EventExpire). Only event
-// messages kept for an instance that does not exist yet get one.
-func insertExpiringMessage(w *wtx, tenant, id string, m *storage.Message, expiresAt, now int64) error {
-	_, err := insertMessageID(w, tenant, id, m, expiresAt, now)
+	_, err := insertExpiringMessage(w, tenant, id, m, 0, now)
 	return err
 }
 
-// insertMessageID is insertExpiringMessage that also returns the message's
-// id.
-func insertMessageID(w *wtx, tenant, id string, m *storage.Message, expiresAt, now int64) (int64, error) {
+// insertExpiringMessage adds a message to an instance's inbox with an
+// expiry time (unix nanoseconds, 0: never; see EventExpire), and returns
+// its id. Only event messages kept for an instance that does not exist yet
+// get an expiry time.
+func insertExpiringMessage(w *wtx, tenant, id string, m *storage.Message, expiresAt, now int64) (int64, error) {
 	f, err := failureArg(m.Failure)
 	if err != nil {
 		return 0, err

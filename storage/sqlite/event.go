@@ -151,7 +151,7 @@ func (s *Store) EventRaise(ctx context.Context, p *storage.EventRaiseParams) (*s
 			TraceParent: p.TraceParent,
 			VisibleAt:   now,
 		}
-		if msg.ID, err = insertMessageID(w, p.Tenant, p.InstanceID, &msg, expiresAt, now.UnixNano()); err != nil {
+		if msg.ID, err = insertExpiringMessage(w, p.Tenant, p.InstanceID, &msg, expiresAt, now.UnixNano()); err != nil {
 			return err
 		}
 		if started {

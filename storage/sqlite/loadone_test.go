@@ -78,21 +78,7 @@ func TestClaimOfOneReadsItsTurn(t *testing.T) {
 // primary key, not the whole history.
 func TestClaimHistoriesPlan(t *testing.T) {
 	s := openTest(t)
-	rows, err := s.rdb.QueryContext(context.Background(), "EXPLAIN QUERY PLAN "+claimHistoriesSQL, "t", 1, "p:", 2, `{"a":3}`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var plan []string
-	for rows.Next() {
-		var id, parent, unused int
-		var detail string
-		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-			t.Fatal(err)
-		}
-		plan = append(plan, detail)
-	}
-	joined := strings.Join(plan, "\n")
+	joined := queryPlan(t, s, claimHistoriesSQL, "t", 1, "p:", 2, `{"a":3}`)
 	for _, want := range []string{"SEARCH i USING INDEX instances_leased",
 		"SEARCH h USING PRIMARY KEY (tenant=? AND instance_id=? AND execution=? AND seq>?)"} {
 		if !strings.Contains(joined, want) {

@@ -72,20 +72,7 @@ func TestMigrateFromVersion1(t *testing.T) {
 func TestEventExpireUsesIndex(t *testing.T) {
 	ctx := context.Background()
 	s := openTest(t)
-	rows, err := s.rdb.QueryContext(ctx, `EXPLAIN QUERY PLAN `+expiredEventsQuery, "t", 1, 10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var plan []string
-	for rows.Next() {
-		var id, parent, unused int
-		var detail string
-		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-			t.Fatal(err)
-		}
-		plan = append(plan, detail)
-	}
-	rows.Close()
+	plan := strings.Split(queryPlan(t, s, expiredEventsQuery, "t", 1, 10), "\n")
 	t.Logf("plan: %q", plan)
 	if len(plan) == 0 || !strings.Contains(plan[0], "inbox_expiring") {
 		t.Fatalf("query plan %q does not start with the inbox_expiring index", plan)

@@ -57,7 +57,7 @@ func sendTurn(w *wtx, tenant, sender string, sends []storage.TurnSend, nowN int6
 		if status == "" {
 			expiresAt = backend.Nanos(p.ExpiresAt)
 		}
-		if err := insertExpiringMessage(w, tenant, p.InstanceID, &storage.Message{
+		if _, err := insertExpiringMessage(w, tenant, p.InstanceID, &storage.Message{
 			Kind: storage.MsgEvent, Lane: p.Lane, EventID: p.EventID, Name: p.Name, Payload: p.Payload,
 			Latest: p.Latest, TraceParent: p.TraceParent, VisibleAt: backend.FromNanos(nowN),
 		}, expiresAt, nowN); err != nil {

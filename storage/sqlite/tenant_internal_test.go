@@ -57,24 +57,7 @@ func TestTenantsReadyAndListPlans(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	plan := func(q string, args ...any) string {
-		t.Helper()
-		rows, err := s.rdb.QueryContext(ctx, "EXPLAIN QUERY PLAN "+q, args...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rows.Close()
-		var lines []string
-		for rows.Next() {
-			var id, parent, notused int
-			var detail string
-			if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
-				t.Fatal(err)
-			}
-			lines = append(lines, detail)
-		}
-		return strings.Join(lines, "\n")
-	}
+	plan := func(q string, args ...any) string { t.Helper(); return queryPlan(t, s, q, args...) }
 	q := `SELECT tn.id FROM tenants tn WHERE ` + readyTurnsSQL + ` OR ` + readyActivitiesSQL + ` ORDER BY tn.id`
 	p := plan(q, 1)
 	for _, idx := range []string{"instances_ready", "instances_leased", "activities_ready", "activities_leased"} {

@@ -150,13 +150,7 @@ func (s *Store) decodeClaimed(turns []*storage.Turn, docs [][][]byte) {
 			continue
 		}
 		in := &t.Instance
-		if len(t.History) == 0 {
-			t.History = tail
-			s.hist.Put(in.Tenant, in.ID, in.Execution, tail)
-		} else if len(tail) > 0 {
-			t.History = append(t.History, tail...) // the cache's slice ends at its length: this copies
-			s.hist.Append(in.Tenant, in.ID, in.Execution, tail)
-		}
+		t.History = s.hist.Attach(in.Tenant, in.ID, in.Execution, t.History, tail)
 	}
 }
 
@@ -352,14 +346,9 @@ func (s *Store) TurnCommit(ctx context.Context, p *storage.TurnCommitParams) ([]
 		s.turnBack(p.LockToken)
 		return commitTurn(w, p, docs, status, now, seen, &dropped)
 	})
+	s.hist.Committed(p, docs.newEvents, err == nil)
 	if err != nil {
-		s.hist.Drop(p.Tenant, p.InstanceID)
 		return nil, fmt.Errorf("sqlite: commit turn of %q: %w", p.InstanceID, err)
-	}
-	if status.Terminal() || p.ContinueAsNew != nil {
-		s.hist.Drop(p.Tenant, p.InstanceID)
-	} else if len(p.NewEvents) > 0 {
-		s.hist.AppendCommitted(p.Tenant, p.InstanceID, p.Execution, p.NewEvents[0].Seq, docs.newEvents)
 	}
 	return dropped, nil
 }

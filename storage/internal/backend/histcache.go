@@ -6,6 +6,7 @@ import (
 	"unsafe"
 
 	"github.com/heraldwf/herald/history"
+	"github.com/heraldwf/herald/storage"
 )
 
 // HistoryCache keeps the decoded histories of the instances whose turns a
@@ -220,6 +221,34 @@ func (c *HistoryCache) AppendCommitted(tenant, id string, execution, firstSeq in
 		evs[i] = ev
 	}
 	c.Append(tenant, id, execution, evs)
+}
+
+// Attach returns the whole history of the instance's execution from held,
+// what the cache gave a claim of it (Get, or Latest for that execution;
+// nil if nothing), and read, the events the claim read after those, and
+// records it: read extends the entry when held came from it, and replaces
+// the entry otherwise.
+func (c *HistoryCache) Attach(tenant, id string, execution int, held, read []history.Event) []history.Event {
+	if len(held) == 0 {
+		c.Put(tenant, id, execution, read)
+		return read
+	}
+	c.Append(tenant, id, execution, read)
+	return append(held[:len(held):len(held)], read...) // a copy: held stays as the cache has it
+}
+
+// Committed records the outcome of a store's commit of p, whose new events
+// the store wrote as docs: they extend the entry if the commit succeeded
+// (ok) and the instance goes on in the same execution; otherwise the entry
+// goes (the instance ended or continued as new, or the commit failed and
+// nothing says what the history now holds).
+func (c *HistoryCache) Committed(p *storage.TurnCommitParams, docs []string, ok bool) {
+	switch {
+	case !ok || p.Status.Terminal() || p.ContinueAsNew != nil:
+		c.Drop(p.Tenant, p.InstanceID)
+	case len(p.NewEvents) > 0:
+		c.AppendCommitted(p.Tenant, p.InstanceID, p.Execution, p.NewEvents[0].Seq, docs)
+	}
 }
 
 // Drop forgets the instance's entry, if any.

@@ -5,7 +5,9 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/heraldwf/herald/heraldtype"
 	"github.com/heraldwf/herald/history"
+	"github.com/heraldwf/herald/storage"
 )
 
 func evs(from, to int) []history.Event {
@@ -172,5 +174,73 @@ func TestHistoryCache_Concurrent(t *testing.T) {
 	wg.Wait()
 	if _, after := c.Get("t", "a", 1); after != 500 {
 		t.Fatalf("after the appends: last seq %d, want 500", after)
+	}
+}
+
+// Attach hands a claim the whole history from what the cache gave it and
+// what it read after, and leaves the cache holding that whole history.
+func TestHistoryCache_Attach(t *testing.T) {
+	c := NewHistoryCache(1 << 20)
+	if got := c.Attach("t", "a", 1, nil, evs(1, 2)); fmt.Sprint(seqs(got)) != "[1 2]" {
+		t.Fatalf("nothing held: %v", seqs(got))
+	}
+	held, _ := c.Get("t", "a", 1)
+	got := c.Attach("t", "a", 1, held, evs(3, 4))
+	if fmt.Sprint(seqs(got)) != "[1 2 3 4]" {
+		t.Fatalf("held [1 2], read [3 4]: %v", seqs(got))
+	}
+	if cached, after := c.Get("t", "a", 1); after != 4 || fmt.Sprint(seqs(cached)) != "[1 2 3 4]" {
+		t.Fatalf("cache after Attach: %v, %d", seqs(cached), after)
+	}
+	// The caller's history is its own: the cache's later appends do not
+	// show in it.
+	c.Append("t", "a", 1, evs(5, 5))
+	if fmt.Sprint(seqs(got)) != "[1 2 3 4]" {
+		t.Fatalf("a turn's history changed under it: %v", seqs(got))
+	}
+}
+
+// Committed extends the entry with a successful commit's events, and drops
+// it when the commit failed, ended the instance or continued as new.
+func TestHistoryCache_Committed(t *testing.T) {
+	docs := func(from, to int) []string {
+		var out []string
+		for i, ev := range evs(from, to) {
+			d, err := EncodeHistoryEvent(i, &ev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, d)
+		}
+		return out
+	}
+	commit := func(status heraldtype.Status, can bool) *storage.TurnCommitParams {
+		p := &storage.TurnCommitParams{Tenant: "t", InstanceID: "a", Execution: 1, Status: status, NewEvents: evs(3, 4)}
+		if can {
+			p.ContinueAsNew = &storage.ContinueAsNewParams{}
+		}
+		return p
+	}
+	c := NewHistoryCache(1 << 20)
+	c.Put("t", "a", 1, evs(1, 2))
+	c.Committed(commit(heraldtype.StatusRunning, false), docs(3, 4), true)
+	if got, after := c.Get("t", "a", 1); after != 4 || fmt.Sprint(seqs(got)) != "[1 2 3 4]" {
+		t.Fatalf("after a running commit: %v, %d", seqs(got), after)
+	}
+	for _, tc := range []struct {
+		name   string
+		status heraldtype.Status
+		can    bool
+		ok     bool
+	}{
+		{"a failed commit", heraldtype.StatusRunning, false, false},
+		{"an ending commit", heraldtype.StatusCompleted, false, true},
+		{"a continue-as-new", heraldtype.StatusRunning, true, true},
+	} {
+		c.Put("t", "a", 1, evs(1, 2))
+		c.Committed(commit(tc.status, tc.can), docs(3, 4), tc.ok)
+		if got, after := c.Get("t", "a", 1); after != 0 {
+			t.Errorf("after %s: the cache still holds %v", tc.name, seqs(got))
+		}
 	}
 }
