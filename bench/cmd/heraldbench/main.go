@@ -167,7 +167,7 @@ func main() {
 	flag.StringVar(&o.diag.trace, "trace", "", "write a runtime/trace of each paced load run to this file (go tool trace)")
 	flag.StringVar(&o.diag.cpu, "load-cpuprofile", "", "write a CPU profile of each paced load run to this file (not with -cpuprofile)")
 	flag.StringVar(&o.diag.dump, "load-dump", "", "write each paced send's scheduled offset and latency (CSV, ms) to this file")
-	flag.BoolVar(&o.diag.stages, "load-stages", false, "split Herald's paced sends into stages (rows of their own, and the slowest 1 % by stage)")
+	flag.BoolVar(&o.diag.stages, "load-stages", false, "print the stages of Herald's paced sends: each stage's p50, p99 and max, and its mean over the slowest 1 %")
 	flag.DurationVar(&o.physicalFor, "physical-for", 3*time.Second, "how long each physical-limit run lasts")
 	flag.IntVar(&o.bus.n, "bus-n", 10000, "events per loaded bus run, and jobs per River run (1000 with -quick)")
 	flag.IntVar(&o.bus.publishers, "bus-publishers", 32, "concurrent publishers (River: producers) in the bus runs")
