@@ -7,10 +7,10 @@
 // Every write goes through one connection owned by one writer goroutine
 // (several writer connections starve each other with SQLITE_BUSY under load).
 // Write calls made concurrently are queued to that goroutine, which merges
-// the calls waiting at that moment into one transaction (group commit). Each
-// call runs inside its own savepoint, so a call that fails (ErrLeaseLost, a
-// duplicate history seq, ...) is rolled back alone and writes nothing, while
-// the others commit. A write call returns once its transaction has committed;
+// the calls waiting at that moment into one transaction (group commit). A
+// call that fails (ErrLeaseLost, a duplicate history seq, ...) writes
+// nothing, while the others commit: the group is rolled back and the others
+// run again, each in a savepoint of its own (see runGroup). A write call returns once its transaction has committed;
 // with the default synchronous=FULL that means it is durable on disk, and one
 // fsync is shared by every call of the batch. WithMaxBatch(1) gives one
 // transaction per call.
@@ -272,6 +272,10 @@ type Store struct {
 	ckptMu    sync.Mutex            // held by a checkpoint, and by recoverWAL
 	lastTry   time.Time             // writer-owned: the last recoverWAL it asked for
 	ckptOff   atomic.Bool           // tests: no background checkpoints
+
+	// savepointGroups (writer-owned) is how many more groups run with a
+	// savepoint for each request (see runGroup).
+	savepointGroups int
 
 	// Hand-offs whose turn has not come back (see linger.go).
 	t0         time.Time                  // the origin of pendTurn.until and lingerMark.until (monotonic)
