@@ -280,8 +280,10 @@ type EventRaiseParams struct {
 	Claim *TurnClaimParams
 	// OnClaimed, with Claim, lets a store hand the claimed turn over
 	// before the raise is durable. A store that can (SQLite with its sync
-	// pipeline) calls it once, on a goroutine of its own, as soon as the
-	// raise's transaction has committed, and the result's Turn is then nil.
+	// pipeline; PostgreSQL, whose raise then commits without waiting for
+	// the WAL flush) calls it once, not on a goroutine the store needs
+	// back, as soon as the raise's transaction has committed, and the
+	// result's Turn is then nil.
 	// EventRaise returns only after OnClaimed has returned, so it must not
 	// block (start the turn and return); it is called even if the raise
 	// then fails to become durable (the turn's commit then fails too). A

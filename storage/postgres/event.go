@@ -65,14 +65,14 @@ const raiseDefinitionCheck = `($10::bigint < 0 OR $10::bigint = COALESCE((SELECT
 // herald.claimed for the loading statements that follow in its batch
 // (claimLoad), which may hold other raises that hand off (raiseBatch).
 // After the instance come the instance's status and whether the event was
-// stored, then that setting and the plan settings of a claim's loading
-// statements (scanPlans), set for the rest of the transaction. Without
+// stored, then that setting, synchronous_commit (off once a raise that
+// may defer its flush, $13, has leased its instance: see walmark.go) and
+// the plan settings of a claim's loading statements (scanPlans), set for
+// the rest of the transaction. Without
 // them each hand-off planned three of its loading statements anew:
 // PostgreSQL's estimate of their generic plans is worse than that of the
 // custom ones (on the 2-core benchmark machine at 1,000 hand-offs/s that
-// planning was a tenth of the server's CPU). The commit keeps the
-// database's synchronous_commit: the event must be durable when the raise
-// returns.
+// planning was a tenth of the server's CPU).
 const raiseClaimSQL = `WITH inst AS MATERIALIZED (
 	SELECT status, (lock_token IS NULL OR lease_until < $8) AND not_before <= $8 AS take
 	FROM instances WHERE tenant = $1 AND id = $2 FOR NO KEY UPDATE
@@ -88,6 +88,8 @@ SELECT ` + instanceColsI + `, (SELECT status FROM inst), EXISTS (SELECT 1 FROM m
 	set_config('herald.claimed', CASE WHEN i.claimed
 		THEN array_append(COALESCE(NULLIF(current_setting('herald.claimed', true), ''), '{}')::text[], $2::text)::text
 		ELSE COALESCE(current_setting('herald.claimed', true), '') END, true),
+	set_config('synchronous_commit', CASE WHEN i.claimed AND $13::boolean
+		THEN 'off' ELSE current_setting('synchronous_commit') END, true),
 	` + scanPlans + `
 FROM (SELECT 1) one LEFT JOIN ready i ON i.claimed`
 
@@ -96,13 +98,13 @@ FROM (SELECT 1) one LEFT JOIN ready i ON i.claimed`
 // (herald.claimed and scanPlans's), which nobody reads.
 var (
 	instanceColCount   = strings.Count(instanceCols, ",") + 1
-	raiseClaimSettings = 1 + strings.Count(scanPlans, "set_config(")
+	raiseClaimSettings = 2 + strings.Count(scanPlans, "set_config(")
 )
 
 // raiseFast is the fast path's guard: raiseSQL handles these fields of
 // EventRaiseParams (ExpiresAt and StartIfAbsent matter only for an instance
-// that does not exist, which raiseSQL leaves to the general path; Claim is
-// raiseClaimSQL's (OnClaimed is ignored: the turn comes in the result);
+// that does not exist, which raiseSQL leaves to the general path; Claim and
+// OnClaimed are raiseClaimSQL's);
 // CheckDefinition and DefinitionVersion are raiseDefinitionCheck's, and a
 // raise it refuses takes the general path); a raise that sets any other
 // field takes the general path.
@@ -146,6 +148,22 @@ func (s *Store) EventRaise(ctx context.Context, p *storage.EventRaiseParams) (*s
 			s.signal(p.Tenant, storage.WorkTurns)
 		}
 	}
+	if c.deferred {
+		// The raise's transaction committed without waiting for the WAL
+		// flush: hand the turn over, then wait until a commit has flushed
+		// the raise too (walmark.go).
+		if c.res.Turn != nil && p.OnClaimed != nil {
+			t := c.res.Turn
+			c.res.Turn = nil
+			p.OnClaimed(t)
+		}
+		s.deferred.RLock()
+		err := s.awaitDurable(ctx, c.need)
+		s.deferred.RUnlock()
+		if err != nil {
+			return nil, fmt.Errorf("postgres: raise event %q: committed, but not known to be durable: %w", p.EventID, err)
+		}
+	}
 	return c.res, nil
 }
 
@@ -165,6 +183,35 @@ type raiseCall struct {
 	token      string
 	leaseUntil time.Time
 	turn       *storage.Turn
+
+	// deferred: the raise's transaction committed without waiting for the
+	// WAL flush; it is durable once the store's walMark reaches need.
+	deferred bool
+	need     int64
+}
+
+// defers reports whether c may commit without waiting for the WAL flush
+// when it hands its instance off: the caller takes the turn at commit
+// (OnClaimed), and its commit will flush the raise (walmark.go).
+func (c *raiseCall) defers() bool { return c.p.Claim != nil && c.p.OnClaimed != nil }
+
+// noteDeferred marks the stored raises of a batch whose transaction just
+// committed as deferred if it committed without waiting for the WAL flush:
+// if one of its raises that defers leased its instance.
+func (s *Store) noteDeferred(calls []*raiseCall) {
+	async := false
+	for _, c := range calls {
+		async = async || (c.turn != nil && c.defers())
+	}
+	if !async {
+		return
+	}
+	need := s.wal.next()
+	for _, c := range calls {
+		if c.stored {
+			c.deferred, c.need = true, need
+		}
+	}
 }
 
 // raiseArgs are raiseSQL's arguments for c.
@@ -183,6 +230,7 @@ func (c *raiseCall) raiseArgs() []any {
 // off when c asks for it.
 func (s *Store) raiseOne(ctx context.Context, c *raiseCall) error {
 	return s.do(ctx, func(ctx context.Context) error {
+		c.deferred, c.need = false, 0
 		var (
 			status *string
 			turn   *storage.Turn
@@ -221,6 +269,7 @@ func (s *Store) raiseHandOff(ctx context.Context, c *raiseCall) (*storage.Turn, 
 		return nil, err
 	}
 	s.noteHandOffs(&h)
+	s.noteDeferred([]*raiseCall{c})
 	return c.turn, nil
 }
 
@@ -269,7 +318,7 @@ func (h *handOffs) queueRaise(b *batch, c *raiseCall) {
 			c.turn = &storage.Turn{Instance: r.Instance, LockToken: c.token, LeaseUntil: c.leaseUntil, Err: err}
 		}
 		return nil
-	}, raiseClaimSQL, append(c.raiseArgs(), c.token, c.leaseUntil.UnixNano())...)
+	}, raiseClaimSQL, append(c.raiseArgs(), c.token, c.leaseUntil.UnixNano(), c.defers())...)
 }
 
 // queueLoad adds the loading statements of the instances the raises leased
@@ -376,6 +425,13 @@ func (s *Store) raiseBatch(calls []*combined[*raiseCall]) {
 		s.releaseHandOffs(&h)
 	} else {
 		s.noteHandOffs(&h)
+		stored := make([]*raiseCall, 0, len(calls))
+		for _, cc := range calls {
+			if cc.call.stored {
+				stored = append(stored, cc.call)
+			}
+		}
+		s.noteDeferred(stored)
 	}
 	for _, cc := range calls {
 		c := cc.call
@@ -492,6 +548,13 @@ func ledgerReceipt(ctx context.Context, tx pgx.Tx, p *storage.EventRaiseParams) 
 	if instanceID != p.InstanceID || lane != string(p.Lane) || name != p.Name {
 		return nil, fmt.Errorf("first raised for instance %q, lane %q, name %q: %w",
 			instanceID, lane, name, heraldtype.ErrEventIDConflict)
+	}
+	// The first raise may have committed without waiting for the WAL flush
+	// (walmark.go) and be waiting for it still: the receipt vouches for the
+	// event, so this transaction takes an id, and its commit then flushes
+	// the WAL up to its own commit record, after the first raise's.
+	if _, err := tx.Exec(ctx, `SELECT pg_current_xact_id()`); err != nil {
+		return nil, fmt.Errorf("check event id: %w", err)
 	}
 	return &storage.EventRaiseResult{EventID: p.EventID, ReceivedAt: backend.FromNanos(receivedAt), Duplicate: true}, nil
 }

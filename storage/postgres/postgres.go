@@ -74,8 +74,9 @@
 // on lease_until. A claim is committed with synchronous_commit off: losing
 // one in a database crash only loses the lease, and the token it handed out
 // then fails to commit (heraldtype.ErrLeaseLost), so nothing is duplicated.
-// Every other write is committed with the database's synchronous_commit
-// setting. A turn claim is one round trip: the statement that leases the
+// So is a raise that hands its turn over at commit (OnClaimed), which then
+// returns only once a later commit has flushed it (walmark.go). Every other
+// write is committed with the database's synchronous_commit setting. A turn claim is one round trip: the statement that leases the
 // instances, then, in the same transaction (each statement with a snapshot
 // taken after the leases are locked), the reads of their histories,
 // messages and correlation markers.
@@ -272,6 +273,8 @@ type config struct {
 	// commitWaitSQL).
 	goCorrelated bool
 	histBytes    int64 // the history cache's budget; <= 0: none
+	// raiseLinger: see raiseLinger (walmark.go); tests change it.
+	raiseLinger time.Duration
 }
 
 // Option configures Open.
@@ -383,6 +386,13 @@ type Store struct {
 	listener  listener
 
 	tenantsSeen sync.Map // tenant id → struct{}: known to be registered
+
+	// Raises whose commit did not wait for the WAL flush (walmark.go):
+	// the mark that says when they are durable; each holds deferred's read
+	// lock while it waits, so that Close lets them finish before it closes
+	// the pool.
+	wal      walMark
+	deferred sync.RWMutex
 }
 
 var _ storage.Store = (*Store)(nil)
@@ -392,7 +402,8 @@ var _ storage.Store = (*Store)(nil)
 // creates the schema if needed and applies pending migrations. ctx bounds
 // the connecting and the migrations only.
 func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
-	cfg := config{schema: DefaultSchema, maxRetries: DefaultMaxRetries, histBytes: DefaultHistoryCacheBytes}
+	cfg := config{schema: DefaultSchema, maxRetries: DefaultMaxRetries, histBytes: DefaultHistoryCacheBytes,
+		raiseLinger: raiseLinger}
 	for _, o := range opts {
 		if o != nil {
 			o(&cfg)
@@ -481,7 +492,9 @@ func (s *Store) Close() error {
 		s.notifier.stop()
 		s.warm.wait()
 		s.warmBus.wait()
+		s.deferred.Lock()
 		s.pool.Close()
+		s.deferred.Unlock()
 	})
 	return nil
 }

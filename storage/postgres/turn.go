@@ -363,6 +363,10 @@ func (s *Store) TurnCommit(ctx context.Context, p *storage.TurnCommitParams) ([]
 		return nil, fmt.Errorf("postgres: commit turn of %q: %w", p.InstanceID, err)
 	}
 	c := &commitCall{ctx: ctx, p: p, newEvents: newEvents, status: status, now: backend.NowOr(p.Now), seen: s.claims.Take(p.LockToken)}
+	// A commit writes (it updates the instance row at least) and waits for
+	// its WAL flush: once it has committed, so is every raise that had
+	// committed without waiting before it began (walmark.go).
+	n := s.wal.begin()
 	if c.batchable() && !s.closed.Load() {
 		if err := s.commits.do(ctx, c); err != nil {
 			c.err = err
@@ -374,6 +378,7 @@ func (s *Store) TurnCommit(ctx context.Context, p *storage.TurnCommitParams) ([]
 	if c.err != nil {
 		return nil, fmt.Errorf("postgres: commit turn of %q: %w", p.InstanceID, c.err)
 	}
+	s.wal.done(n)
 	s.warm.note()
 	if len(p.Publish) > 0 {
 		s.warmBus.note()
