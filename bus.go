@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/heraldwf/herald/bus"
@@ -195,7 +194,7 @@ func (c *Client) Publish(ctx context.Context, eventType string, data any, opts .
 	}
 	id := o.eventID
 	if id == "" {
-		id = uuid.NewString()
+		id = newID()
 	}
 	ctx, span := c.startSendSpan(ctx, "herald.publish", func() []attribute.KeyValue {
 		return []attribute.KeyValue{attrEventType.String(eventType), attrEventID.String(id)}

@@ -60,6 +60,15 @@ func infoOf(in *storage.Instance) *InstanceInfo {
 		Blocked: in.Blocked, ParentID: in.ParentID, Attributes: attributeMap(in.Attributes)}
 }
 
+// newID returns a new id for an instance or an event the caller did not
+// name: a UUID of version 7 (RFC 9562), whose first bits are the time, so
+// that the ids a process generates sort in the order it made them. The
+// stores index instances and events by id: a time-ordered id lands next
+// to the previous one, on a page the store just wrote, where a random one
+// would dirty (and, on PostgreSQL after a checkpoint, log in full) another
+// page of the index for each event.
+func newID() string { return uuid.Must(uuid.NewV7()).String() }
+
 // StartWorkflow starts an instance of the named workflow with input (encoded
 // as JSON) and returns its id. If WithInstanceID names an existing
 // instance, the IDReusePolicy decides: ErrInstanceExists (the default), or
@@ -75,7 +84,7 @@ func (c *Client) StartWorkflow(ctx context.Context, workflow string, input any, 
 	}
 	id := o.instanceID
 	if id == "" {
-		id = uuid.NewString()
+		id = newID()
 	}
 	reasons := textReasons(nil, "workflow name", workflow, MaxNameBytes)
 	if o.reuse != IDReuseFail && o.reuse != IDReuseUseExisting {
@@ -164,7 +173,7 @@ func (c *Client) send(ctx context.Context, lane history.Lane, instanceID, name s
 	id := o.eventID
 	if id == "" {
 		// Chosen once: a retry after a lost connection resends the same id.
-		id = uuid.NewString()
+		id = newID()
 	}
 	spanName := "herald.raise_event"
 	if lane == history.LaneQueue {

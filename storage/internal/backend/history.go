@@ -33,5 +33,6 @@ func DecodeHistoryEvent(b []byte) (history.Event, error) {
 }
 
 // NewCorrelatedEventID returns a new id of an event a correlated event
-// produces: "corr-" and a random UUID.
-func NewCorrelatedEventID() string { return "corr-" + uuid.NewString() }
+// produces: "corr-" and a time-ordered UUID (version 7; see the client's
+// newID).
+func NewCorrelatedEventID() string { return "corr-" + uuid.Must(uuid.NewV7()).String() }
