@@ -27,8 +27,8 @@ import (
 // ExecutionStarted JSON.
 const startChildSQL = `WITH inst AS (
 	INSERT INTO instances (tenant, id, workflow, status, execution, input, created_at, updated_at, ready_at,
-		parent_id, parent_execution, parent_seq, parent_close)
-	VALUES ($1, $2, $3, 'pending', 1, $4, $5, $5, LEAST($5, ` + readyAtSQL + `), $8, $9, $10, $11)
+		parent_id, parent_execution, parent_seq, parent_close, history_seq)
+	VALUES ($1, $2, $3, 'pending', 1, $4, $5, $5, LEAST($5, ` + readyAtSQL + `), $8, $9, $10, $11, 1)
 	ON CONFLICT (tenant, id) DO NOTHING
 	RETURNING id
 ), started AS (

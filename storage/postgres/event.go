@@ -62,19 +62,28 @@ const raiseDefinitionCheck = `($10::bigint < 0 OR $10::bigint = COALESCE((SELECT
 // lease ran out) nor held back, the same update leases the instance with
 // token $11 until $12, as claimTurnsSQL would, returns the leased row
 // (instanceColsI; NULLs when it leased nothing), and adds its id to
-// herald.claimed for the loading statements that follow in its batch
+// herald.claimed for the loading statements that may follow in its batch
 // (claimLoad), which may hold other raises that hand off (raiseBatch).
 // After the instance come the instance's status and whether the event was
-// stored, then that setting, synchronous_commit (off once a raise that
-// may defer its flush, $13, has leased its instance: see walmark.go) and
-// the plan settings of a claim's loading statements (scanPlans), set for
-// the rest of the transaction. Without
-// them each hand-off planned three of its loading statements anew:
-// PostgreSQL's estimate of their generic plans is worse than that of the
-// custom ones (on the 2-core benchmark machine at 1,000 hand-offs/s that
-// planning was a tenth of the server's CPU).
+// stored; then what the loading statements would otherwise read of the
+// instance (migration 0017): whether it may have markers and tasks, the
+// Seq that ends its history, whether its inbox was empty before this
+// event (alone) and the new message's id; then that setting,
+// synchronous_commit (off once a raise that may defer its flush, $13, has
+// leased its instance: see walmark.go) and the plan settings of a claim's
+// loading statements (scanPlans), set for the rest of the transaction.
+// Without them each hand-off that loads planned its loading statements
+// anew: PostgreSQL's estimate of their generic plans is worse than that of
+// the custom ones (on the 2-core benchmark machine at 1,000 hand-offs/s
+// that planning was a tenth of the server's CPU).
+//
+// The row comes from the statement's lock of it (inst, and the update's
+// RETURNING): a commit that the lock waited for is in it, where a
+// subquery of the same statement, which reads the snapshot taken before
+// the wait, would miss it. So the flags, history_seq and alone are those
+// of the instance as the lease found it.
 const raiseClaimSQL = `WITH inst AS MATERIALIZED (
-	SELECT status, (lock_token IS NULL OR lease_until < $8) AND not_before <= $8 AS take
+	SELECT status, (lock_token IS NULL OR lease_until < $8) AND not_before <= $8 AS take, ready_at IS NULL AS alone
 	FROM instances WHERE tenant = $1 AND id = $2 FOR NO KEY UPDATE
 ` + raiseStoreCTEs + `
 	UPDATE instances SET ready_at = LEAST(COALESCE(ready_at, $8), $8),
@@ -82,9 +91,10 @@ const raiseClaimSQL = `WITH inst AS MATERIALIZED (
 		lease_until = CASE WHEN (SELECT take FROM inst) THEN $12::bigint ELSE lease_until END,
 		not_before = CASE WHEN (SELECT take FROM inst) THEN 0 ELSE not_before END
 	WHERE tenant = $1 AND id = $2 AND EXISTS (SELECT 1 FROM msg)
-	RETURNING lock_token = $11::text AS claimed, ` + instanceCols + `
+	RETURNING lock_token = $11::text AS claimed, ` + instanceCols + `, has_markers, has_tasks, history_seq
 )
 SELECT ` + instanceColsI + `, (SELECT status FROM inst), EXISTS (SELECT 1 FROM msg),
+	i.has_markers, i.has_tasks, i.history_seq, (SELECT alone FROM inst), (SELECT id FROM msg),
 	set_config('herald.claimed', CASE WHEN i.claimed
 		THEN array_append(COALESCE(NULLIF(current_setting('herald.claimed', true), ''), '{}')::text[], $2::text)::text
 		ELSE COALESCE(current_setting('herald.claimed', true), '') END, true),
@@ -184,6 +194,18 @@ type raiseCall struct {
 	leaseUntil time.Time
 	turn       *storage.Turn
 
+	// What raiseClaimSQL returned besides the row of the instance it
+	// leased (leased): its flags, the end of its history (nil: unknown),
+	// whether its inbox was empty before the raise, and the message's id.
+	leased  bool
+	seen    backend.ClaimState
+	histSeq *int32
+	alone   bool
+	msgID   int64
+	// Of a turn handed off: what the batch did not load and must be read
+	// after it (noteHandOffs).
+	lateHistory, lateMessages bool
+
 	// deferred: the raise's transaction committed without waiting for the
 	// WAL flush; it is durable once the store's walMark reaches need.
 	deferred bool
@@ -201,7 +223,7 @@ func (c *raiseCall) defers() bool { return c.p.Claim != nil && c.p.OnClaimed != 
 func (s *Store) noteDeferred(calls []*raiseCall) {
 	async := false
 	for _, c := range calls {
-		async = async || (c.turn != nil && c.defers())
+		async = async || (c.leased && c.defers())
 	}
 	if !async {
 		return
@@ -254,9 +276,9 @@ func (s *Store) raiseOne(ctx context.Context, c *raiseCall) error {
 }
 
 // raiseHandOff runs raiseClaimSQL for c and, in the same batch (one round
-// trip, one transaction, committed durably like any raise), loads the
-// instance it leased as TurnClaim would. It sets c.stored and returns the
-// claimed turn, or nil when the raise did not lease the instance.
+// trip, one transaction), loads what it must of the instance it leased
+// (handOffs.queueLoad). It sets c.stored and returns the claimed turn, or
+// nil when the raise did not lease the instance.
 func (s *Store) raiseHandOff(ctx context.Context, c *raiseCall) (*storage.Turn, error) {
 	var (
 		b batch
@@ -268,21 +290,24 @@ func (s *Store) raiseHandOff(ctx context.Context, c *raiseCall) (*storage.Turn, 
 		s.releaseHandOffs(&h)
 		return nil, err
 	}
-	s.noteHandOffs(&h)
 	s.noteDeferred([]*raiseCall{c})
+	s.noteHandOffs(ctx, &h)
 	return c.turn, nil
 }
 
 // handOffs are the raises of one batch that hand their instances off, all
-// of one tenant: each runs raiseClaimSQL with a token of its own, and one
-// set of a claim's loading statements (claimLoad) after them loads every
-// instance they leased.
+// of one tenant: each runs raiseClaimSQL with a token of its own, and a
+// claim's loading statements (claimLoad) after them load, of every
+// instance they leased, what the raises' own rows do not tell
+// (queueLoad).
 type handOffs struct {
 	tenant      string
 	maxMessages int
 	now         time.Time // the earliest Now of the raises: the loads' (see queueLoad)
 	calls       []*raiseCall
 	ld          claimLoad
+	// The loading statements queued: of the histories, of the messages.
+	history, messages bool
 }
 
 // accepts reports whether c can hand off in this batch: it asks for a
@@ -301,10 +326,17 @@ func (h *handOffs) queueRaise(b *batch, c *raiseCall) {
 	h.tenant, h.maxMessages = c.p.Tenant, backend.MaxMessages(c.p.Claim.MaxMessages)
 	h.calls = append(h.calls, c)
 	c.token, c.leaseUntil, c.turn = backend.NewToken(), c.now.Add(backend.Lease(c.p.Claim.Lease)), nil
+	c.leased, c.seen, c.histSeq, c.alone, c.msgID = false, backend.ClaimState{}, nil, false, 0
 	b.query("", func(rows pgx.Rows) error {
 		for rows.Next() {
-			var status *string
-			tail := append([]any{&status, &c.stored}, make([]any, raiseClaimSettings)...)
+			var (
+				status         *string
+				markers, tasks *bool
+				alone          *bool
+				msgID          *int64
+			)
+			tail := append([]any{&status, &c.stored, &markers, &tasks, &c.histSeq, &alone, &msgID},
+				make([]any, raiseClaimSettings)...)
 			if rows.RawValues()[1] == nil { // the id: it leased nothing
 				if err := rows.Scan(append(make([]any, instanceColCount), tail...)...); err != nil {
 					return err
@@ -315,16 +347,29 @@ func (h *handOffs) queueRaise(b *batch, c *raiseCall) {
 			if err != nil && (r == nil || !errors.Is(err, heraldtype.ErrCorrupt)) {
 				return err
 			}
+			c.leased = true
+			c.seen = backend.ClaimState{Markers: markers == nil || *markers, Tasks: tasks == nil || *tasks}
+			c.alone = alone != nil && *alone
+			if msgID != nil {
+				c.msgID = *msgID
+			}
 			c.turn = &storage.Turn{Instance: r.Instance, LockToken: c.token, LeaseUntil: c.leaseUntil, Err: err}
 		}
 		return nil
 	}, raiseClaimSQL, append(c.raiseArgs(), c.token, c.leaseUntil.UnixNano(), c.defers())...)
 }
 
-// queueLoad adds the loading statements of the instances the raises leased
-// to b, after the last raise. They load the messages visible at the
-// earliest Now of the raises (a timer another raise's later Now would
-// show stays in the inbox for the next turn: it never fires early).
+// queueLoad adds to b, after the last raise, the loading statements of the
+// instances the raises will lease that their own rows will not do without.
+// The batch is sent before anyone knows, so it bets on what the store
+// knows of each instance: a history the cache holds is whole (the row's
+// history_seq says whether it is), and an inbox this store's last commit
+// of the instance left empty is empty still but for the raise's message
+// (the row's alone says whether it was). A statement is queued if one of
+// the raises cannot bet; a bet the rows lose is settled by a read after
+// the batch (noteHandOffs). The messages are those visible at the
+// earliest Now of the raises (a timer another raise's later Now would show
+// stays in the inbox for the next turn: it never fires early).
 func (h *handOffs) queueLoad(b *batch, cache *backend.HistoryCache) {
 	if len(h.calls) == 0 {
 		return
@@ -340,9 +385,16 @@ func (h *handOffs) queueLoad(b *batch, cache *backend.HistoryCache) {
 	ids := make([]string, len(h.calls))
 	for i, c := range h.calls {
 		ids[i] = c.p.InstanceID
+		h.messages = h.messages || !cache.InboxEmpty(h.tenant, c.p.InstanceID)
 	}
 	h.ld.know(cache, h.tenant, ids)
-	h.ld.queue(b, h.tenant, h.now.UnixNano(), h.maxMessages)
+	h.history = len(h.ld.known) < len(h.calls)
+	if h.history {
+		h.ld.queueHistory(b, h.tenant)
+	}
+	if h.messages {
+		h.ld.queueMessages(b, h.tenant, h.now.UnixNano(), h.maxMessages)
+	}
 }
 
 // releaseHandOffs gives back the leases of h's raises after their batch
@@ -362,13 +414,120 @@ func (s *Store) releaseHandOffs(h *handOffs) {
 	s.signal(h.tenant, storage.WorkTurns)
 }
 
-// noteHandOffs notes what the loads saw of each instance h's raises leased.
-func (s *Store) noteHandOffs(h *handOffs) {
+// noteHandOffs completes the turn of each instance h's raises leased, from
+// what the batch read and what the raises' rows said (queueLoad), and
+// notes what the hand-off saw of it. A turn whose rows lost queueLoad's
+// bet is read now, after the batch, by the instance's key (the lease keeps
+// its history as it is); if that read fails, its lease is given back and
+// the raise hands nothing off.
+func (s *Store) noteHandOffs(ctx context.Context, h *handOffs) {
+	var late []*raiseCall
 	for _, c := range h.calls {
-		if c.turn != nil {
-			h.ld.attach(s.hist, c.turn)
-			s.claims.Note(c.turn, h.maxMessages, h.ld.state[c.turn.Instance.ID])
+		t := c.turn
+		if t == nil {
+			continue
 		}
+		c.lateHistory, c.lateMessages = false, false
+		if t.Err == nil {
+			if !h.history {
+				k := h.ld.known[t.Instance.ID]
+				c.lateHistory = k.execution != t.Instance.Execution || c.histSeq == nil || int(*c.histSeq) != k.after
+			}
+			if !h.messages {
+				if c.alone {
+					t.Messages = []storage.Message{backend.StoredMessage(&storage.Message{ID: c.msgID, Kind: storage.MsgEvent,
+						Lane: c.p.Lane, EventID: c.p.EventID, Name: c.p.Name, Payload: c.p.Payload, Latest: c.p.Latest,
+						TraceParent: c.p.TraceParent, VisibleAt: c.now}, c.now)}
+				} else {
+					c.lateMessages = true
+				}
+			}
+		}
+		if c.lateHistory || c.lateMessages {
+			late = append(late, c)
+			continue
+		}
+		h.ld.attach(s.hist, t)
+		s.claims.Note(t, h.maxMessages, c.seen)
+	}
+	if len(late) > 0 {
+		s.loadLate(ctx, h, late)
+	}
+}
+
+// loadLate reads the turns of the raises in late whose history (the
+// events after what the cache holds of it) or messages the batch did not
+// load, in one round trip by each instance's key, and notes them; a turn it
+// cannot read is given back.
+func (s *Store) loadLate(ctx context.Context, h *handOffs, late []*raiseCall) {
+	var b batch
+	for _, c := range late {
+		t := c.turn
+		id, execution := t.Instance.ID, t.Instance.Execution
+		after := 0
+		if k, ok := h.ld.known[id]; ok && k.execution == execution {
+			after = k.after
+		}
+		if c.lateHistory {
+			t.History = nil
+			b.query("load history", func(rows pgx.Rows) error {
+				for rows.Next() {
+					var doc []byte
+					if err := rows.Scan(&doc); err != nil {
+						return err
+					}
+					if t.Err != nil {
+						continue
+					}
+					ev, err := backend.DecodeHistoryEvent(doc)
+					if err != nil {
+						t.History, t.Err = nil, fmt.Errorf("instance %q: %w", id, err)
+						continue
+					}
+					t.History = append(t.History, ev)
+				}
+				return nil
+			}, `SELECT event FROM history WHERE tenant = $1 AND instance_id = $2 AND execution = $3 AND seq > $4 ORDER BY seq`,
+				h.tenant, id, execution, after)
+		}
+		if c.lateMessages {
+			t.Messages = nil
+			b.query("load messages", func(rows pgx.Rows) error {
+				for rows.Next() {
+					m, err := scanMessage(rows)
+					if err != nil {
+						if !errors.Is(err, heraldtype.ErrCorrupt) {
+							return err
+						}
+						if t.Err == nil {
+							t.Err = fmt.Errorf("instance %q: message %d: %w", id, m.ID, err)
+						}
+						continue
+					}
+					t.Messages = append(t.Messages, m)
+				}
+				return nil
+			}, `SELECT `+messageCols+` FROM inbox WHERE tenant = $1 AND instance_id = $2
+				AND (visible_at <= $3 OR kind <> 'timer_fired') ORDER BY id LIMIT $4`,
+				h.tenant, id, h.now.UnixNano(), h.maxMessages)
+		}
+	}
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batchTimeout)
+	err := b.send(lctx, s.pool)
+	cancel()
+	if err != nil {
+		ts := make([]*storage.Turn, len(late))
+		for i, c := range late {
+			ts[i] = c.turn
+			c.turn = nil
+		}
+		s.releaseClaims(h.tenant, ts)
+		s.signal(h.tenant, storage.WorkTurns)
+		return
+	}
+	for _, c := range late {
+		h.ld.attach(s.hist, c.turn)
+		s.claims.Note(c.turn, h.maxMessages, c.seen)
 	}
 }
 
@@ -424,7 +583,6 @@ func (s *Store) raiseBatch(calls []*combined[*raiseCall]) {
 	if err != nil {
 		s.releaseHandOffs(&h)
 	} else {
-		s.noteHandOffs(&h)
 		stored := make([]*raiseCall, 0, len(calls))
 		for _, cc := range calls {
 			if cc.call.stored {
@@ -432,6 +590,9 @@ func (s *Store) raiseBatch(calls []*combined[*raiseCall]) {
 			}
 		}
 		s.noteDeferred(stored)
+		ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
+		s.noteHandOffs(ctx, &h)
+		cancel()
 	}
 	for _, cc := range calls {
 		c := cc.call

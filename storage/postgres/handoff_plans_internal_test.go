@@ -44,7 +44,6 @@ func TestHandOffLoadsUseGenericPlans(t *testing.T) {
 	for _, c := range []struct{ name, sql string }{
 		{"history", claimHistorySQL},
 		{"messages", claimMessagesSQL},
-		{"state", claimStateSQL},
 	} {
 		var generic, custom int64
 		if err := conn.QueryRow(ctx, `SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement = $1`,

@@ -56,8 +56,8 @@ func createErr(err error) error {
 // fails on instances_pkey (the other inserts wait for that one) and writes
 // nothing.
 const createInstanceSQL = `WITH inst AS (
-	INSERT INTO instances (tenant, id, workflow, status, execution, input, created_at, updated_at, ready_at)
-	VALUES ($1, $2, $3, 'pending', 1, $4, $5, $5, LEAST($5, ` + readyAtSQL + `))
+	INSERT INTO instances (tenant, id, workflow, status, execution, input, created_at, updated_at, ready_at, history_seq)
+	VALUES ($1, $2, $3, 'pending', 1, $4, $5, $5, LEAST($5, ` + readyAtSQL + `), 1)
 	RETURNING id
 ), started AS (
 	INSERT INTO history (tenant, instance_id, execution, seq, kind, event)

@@ -68,7 +68,6 @@ func TestHotPlansOnEmptySchema(t *testing.T) {
 		{"claim", scans, claimTurnsSQL},
 		{"claim history", scans, claimHistorySQL},
 		{"claim messages", scans, claimMessagesSQL},
-		{"claim state", scans, claimStateSQL},
 		{"next wake", scans, nextWakeSQL},
 		{"activity claim", scans, claimActivitiesSQL},
 		{"bus publish", plain, publishSQL},

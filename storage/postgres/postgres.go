@@ -76,10 +76,15 @@
 // then fails to commit (heraldtype.ErrLeaseLost), so nothing is duplicated.
 // So is a raise that hands its turn over at commit (OnClaimed), which then
 // returns only once a later commit has flushed it (walmark.go). Every other
-// write is committed with the database's synchronous_commit setting. A turn claim is one round trip: the statement that leases the
-// instances, then, in the same transaction (each statement with a snapshot
-// taken after the leases are locked), the reads of their histories,
-// messages and correlation markers.
+// write is committed with the database's synchronous_commit setting.
+//
+// A turn claim is one round trip: the statement that leases the instances
+// (and returns, with each row, whether it may have activity tasks and
+// correlation markers: migration 0017), then, in the same transaction
+// (each statement with a snapshot taken after the leases are locked), the
+// reads of their histories and messages. A raise that hands its instance
+// off reads only what its own statement's row does not tell
+// (handOffs.queueLoad).
 //
 // # Plans
 //

@@ -45,7 +45,7 @@ const claimTurnsSQL = `WITH ready AS MATERIALIZED (
 ), claimed AS (
 	UPDATE instances i SET lock_token = replace(gen_random_uuid()::text, '-', ''), lease_until = $4, not_before = 0
 	WHERE i.ctid = ANY(ARRAY(SELECT ctid FROM pick))
-	RETURNING ` + instanceColsI + `, i.ready_at, i.rid
+	RETURNING ` + instanceColsI + `, i.ready_at, i.rid, i.has_markers, i.has_tasks
 )
 SELECT c.*, s.ids FROM claimed c
 CROSS JOIN (SELECT set_config('herald.claimed', (SELECT array_agg(id)::text FROM claimed), true) AS ids) s`
@@ -96,15 +96,6 @@ const claimMessagesSQL = `SELECT c.id, ` + messageColsM + `
 	) m
 	ORDER BY c.id, m.id`
 
-// claimStateSQL returns which of the instances claimed by the statement
-// before it, of tenant $1, have correlation markers or activity tasks (only
-// those that have either). The lateral LIMITs make it two index probes per
-// instance, whatever the statistics say.
-const claimStateSQL = `SELECT c.id, w.x IS NOT NULL, a.x IS NOT NULL FROM ` + claimedIDs + ` AS c(id)
-	LEFT JOIN LATERAL (SELECT 1 AS x FROM correlated_waits w WHERE w.tenant = $1 AND w.instance_id = c.id LIMIT 1) w ON true
-	LEFT JOIN LATERAL (SELECT 1 AS x FROM activities a WHERE a.tenant = $1 AND a.instance_id = c.id LIMIT 1) a ON true
-	WHERE w.x IS NOT NULL OR a.x IS NOT NULL`
-
 const messageColsM = `m.id, m.kind, m.execution, m.task_seq, m.lane, m.event_id, m.name, m.key, m.payload, m.latest, m.result, m.failure, m.visible_at, m.created_at, m.trace`
 
 // TurnClaim: see storage.TurnStore. Instances another transaction holds at
@@ -125,6 +116,7 @@ func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*s
 		turn    *storage.Turn
 		readyAt int64
 		rid     int64
+		st      backend.ClaimState
 	}
 	var turns []*storage.Turn
 	err := s.do(ctx, func(ctx context.Context) error {
@@ -141,7 +133,7 @@ func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*s
 					c   claimed
 					ids *string
 				)
-				r, err := scanInstance(rows, &c.readyAt, &c.rid, &ids)
+				r, err := scanInstance(rows, &c.readyAt, &c.rid, &c.st.Markers, &c.st.Tasks, &ids)
 				if err != nil && (r == nil || !errors.Is(err, heraldtype.ErrCorrupt)) {
 					return err
 				}
@@ -155,7 +147,8 @@ func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*s
 			return nil
 		}, claimTurnsSQL, p.Tenant, now.UnixNano(), max, leaseUntil.UnixNano())
 		ld := claimLoad{byID: func(id string) *storage.Turn { return byID[id] }}
-		ld.queue(&b, p.Tenant, now.UnixNano(), maxMessages)
+		ld.queueHistory(&b, p.Tenant)
+		ld.queueMessages(&b, p.Tenant, now.UnixNano(), maxMessages)
 		if err := b.send(ctx, s.pool); err != nil {
 			if len(cs) > 0 {
 				// The transaction may have committed before a row failed to
@@ -177,7 +170,7 @@ func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*s
 		for _, c := range cs {
 			turns = append(turns, c.turn)
 			ld.attach(s.hist, c.turn)
-			s.claims.Note(c.turn, maxMessages, ld.state[c.turn.Instance.ID])
+			s.claims.Note(c.turn, maxMessages, c.st)
 		}
 		return nil
 	})
@@ -188,11 +181,11 @@ func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*s
 }
 
 // claimLoad reads, in the batch of a claim (TurnClaim, or a raise that
-// hands off its instance), the histories, messages and markers/tasks state
-// of the instances the claim's statement named in herald.claimed.
+// hands off its instance), the histories and messages of the instances the
+// claim's statement named in herald.claimed. (Whether they have markers or
+// tasks, the claim's statement returns: has_markers, has_tasks.)
 type claimLoad struct {
-	byID  func(id string) *storage.Turn // nil: not claimed
-	state map[string]backend.ClaimState
+	byID func(id string) *storage.Turn // nil: not claimed
 	// known is what the history cache held, when the batch was made, of
 	// instances the batch may claim: their histories are read from the
 	// event after it on (claimHistorySQL), and attach puts it in front.
@@ -236,9 +229,10 @@ func (ld *claimLoad) attach(cache *backend.HistoryCache, t *storage.Turn) {
 	t.History = cache.Attach(in.Tenant, in.ID, in.Execution, held, t.History)
 }
 
-// queue adds the three loading statements to b, for tenant's instances
-// claimed at now (unix nanos), at most maxMessages messages each.
-func (ld *claimLoad) queue(b *batch, tenant string, now int64, maxMessages int) {
+// queueHistory adds to b the statement that reads the histories of
+// tenant's claimed instances (of those ld.known names, the events after
+// what the cache holds).
+func (ld *claimLoad) queueHistory(b *batch, tenant string) {
 	ids := make([]string, 0, len(ld.known))
 	executions, afters := make([]int64, 0, len(ld.known)), make([]int64, 0, len(ld.known))
 	for id, k := range ld.known {
@@ -270,6 +264,12 @@ func (ld *claimLoad) queue(b *batch, tenant string, now int64, maxMessages int) 
 		}
 		return nil
 	}, claimHistorySQL, tenant, ids, executions, afters)
+}
+
+// queueMessages adds to b the statement that reads the messages of
+// tenant's claimed instances visible at now (unix nanos), at most
+// maxMessages each.
+func (ld *claimLoad) queueMessages(b *batch, tenant string, now int64, maxMessages int) {
 	b.query("load messages", func(rows pgx.Rows) error {
 		for rows.Next() {
 			var id string
@@ -291,22 +291,6 @@ func (ld *claimLoad) queue(b *batch, tenant string, now int64, maxMessages int) 
 		}
 		return nil
 	}, claimMessagesSQL, tenant, now, maxMessages)
-	b.query("load markers and tasks", func(rows pgx.Rows) error {
-		for rows.Next() {
-			var (
-				id string
-				st backend.ClaimState
-			)
-			if err := rows.Scan(&id, &st.Markers, &st.Tasks); err != nil {
-				return err
-			}
-			if ld.state == nil {
-				ld.state = make(map[string]backend.ClaimState)
-			}
-			ld.state[id] = st
-		}
-		return nil
-	}, claimStateSQL, tenant)
 }
 
 // releaseClaims gives back, as far as it can, leases whose turns could not
@@ -379,6 +363,8 @@ func (s *Store) TurnCommit(ctx context.Context, p *storage.TurnCommitParams) ([]
 		return nil, fmt.Errorf("postgres: commit turn of %q: %w", p.InstanceID, c.err)
 	}
 	s.wal.done(n)
+	// A hint for the instance's next hand-off (handOffs.queueLoad).
+	s.hist.NoteInbox(p.Tenant, p.InstanceID, c.res.ready == nil)
 	s.warm.note()
 	if len(p.Publish) > 0 {
 		s.warmBus.note()
@@ -783,17 +769,30 @@ func (s *Store) queueCommit(b *batch, c *commitCall, gone []withdrawnWait, lt *l
 		return nil, err
 	}
 	var input any
+	// The history's end (history_seq, migration 0017): the last new event,
+	// or the start events of the next execution; nil keeps it.
+	var last *int32
+	evs := p.NewEvents
 	if p.ContinueAsNew != nil {
 		input = backend.RawArg(p.ContinueAsNew.Input)
+		evs = p.ContinueAsNew.StartEvents
+	}
+	for i := range evs {
+		if seq := int32(evs[i].Seq); last == nil || seq > *last {
+			last = &seq
+		}
 	}
 	b.queryRow("update instance", func(row pgx.Row) error {
 		return row.Scan(&res.ready)
 	}, `UPDATE instances SET status = $3, output = $4, failure = $5, updated_at = $6,
 			execution = $7, input = CASE WHEN $8 THEN $9 ELSE input END,
-			lock_token = NULL, lease_until = 0, not_before = 0, blocked = '', ready_at = `+readyAtSQL+`
+			lock_token = NULL, lease_until = 0, not_before = 0, blocked = '', ready_at = `+readyAtSQL+`,
+			history_seq = CASE WHEN $8 THEN $10::integer ELSE COALESCE($10::integer, history_seq) END,
+			has_tasks = has_tasks OR $11, has_markers = has_markers OR $12
 		WHERE tenant = $1 AND id = $2
 		RETURNING ready_at`,
-		tenant, id, string(status), backend.RawArg(p.Output), failure, nowN, next, p.ContinueAsNew != nil, input)
+		tenant, id, string(status), backend.RawArg(p.Output), failure, nowN, next, p.ContinueAsNew != nil, input,
+		last, len(p.Activities) > 0, len(waits) > 0)
 	if status.Terminal() && p.Family {
 		if err := queueFamilyEnd(b, tenant, id, status, p.Output, p.Failure, now); err != nil {
 			return nil, err

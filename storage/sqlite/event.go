@@ -1,7 +1,6 @@
 package sqlite
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -175,7 +174,7 @@ func (s *Store) EventRaise(ctx context.Context, p *storage.EventRaiseParams) (*s
 					return fmt.Errorf("load the handed-off turn: %w", err)
 				}
 				handOffDocs = [][][]byte{docs}
-				handOff.Messages = []storage.Message{storedMessage(&msg, now)}
+				handOff.Messages = []storage.Message{backend.StoredMessage(&msg, now)}
 			} else {
 				turns := []*storage.Turn{handOff}
 				handOffDocs, err = s.loadClaimed(ctx, w, turns, p.Tenant, untilN, prefix, now.UnixNano(), backend.MaxMessages(p.Claim.MaxMessages))
@@ -242,18 +241,6 @@ func raiseLease(w *wtx, p *storage.EventRaiseParams, now time.Time, prefix strin
 		t.LockToken = r.lockToken.String
 	}
 	return t, alone, seen, nil
-}
-
-// storedMessage returns m, inserted at now, as a read of the inbox returns
-// it (see backend.MessageRow): created at now, its payload a copy (nil if
-// empty). Its times need nothing more: now, and so m.VisibleAt, is the
-// store's time (backend.NowOr: UTC, no monotonic reading), which is what
-// the columns give back.
-func storedMessage(m *storage.Message, now time.Time) storage.Message {
-	out := *m
-	out.Payload = backend.RawOf(bytes.Clone(m.Payload))
-	out.CreatedAt = now
-	return out
 }
 
 // EventGet: see storage.EventStore.

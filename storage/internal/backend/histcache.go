@@ -47,6 +47,9 @@ type histEntry struct {
 	execution int
 	events    []history.Event
 	size      int64
+	// inboxEmpty: the last commit this store made of the instance left
+	// its inbox empty (NoteInbox).
+	inboxEmpty bool
 }
 
 // histEventOverhead is what an event costs in memory besides its payloads
@@ -249,6 +252,33 @@ func (c *HistoryCache) Committed(p *storage.TurnCommitParams, docs []string, ok 
 	case len(p.NewEvents) > 0:
 		c.AppendCommitted(p.Tenant, p.InstanceID, p.Execution, p.NewEvents[0].Seq, docs)
 	}
+}
+
+// NoteInbox records, on the instance's entry if the cache holds one,
+// whether the commit the store just made of it left its inbox empty. It
+// is a hint for the next hand-off of the instance (InboxEmpty): one that
+// expects an empty inbox need not plan to read it, and checks.
+func (c *HistoryCache) NoteInbox(tenant, id string, empty bool) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el := c.m[histKey{tenant, id}]; el != nil {
+		el.Value.(*histEntry).inboxEmpty = empty
+	}
+}
+
+// InboxEmpty reports what NoteInbox last recorded of the instance's
+// entry: false if nothing, or if the cache holds no entry.
+func (c *HistoryCache) InboxEmpty(tenant, id string) bool {
+	if c == nil {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el := c.m[histKey{tenant, id}]
+	return el != nil && el.Value.(*histEntry).inboxEmpty
 }
 
 // Drop forgets the instance's entry, if any.

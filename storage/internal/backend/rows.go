@@ -1,6 +1,7 @@
 package backend
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -113,6 +114,19 @@ type MessageRow struct {
 func (r *MessageRow) Dest() []any {
 	return []any{&r.m.ID, &r.kind, &r.m.Execution, &r.m.TaskSeq, &r.lane, &r.m.EventID, &r.m.Name, &r.m.Key,
 		&r.payload, &r.m.Latest, &r.result, &r.failure, &r.visibleAt, &r.createdAt, &r.m.TraceParent}
+}
+
+// StoredMessage returns m, inserted at now, as a read of the inbox returns
+// it (see MessageRow): created at now, its payload a copy (nil if empty),
+// so that a store that just inserted a message can hand it to a turn
+// without reading it back. Its times need nothing more: now, and so
+// m.VisibleAt, is the store's time (NowOr: UTC, no monotonic reading),
+// which is what the columns give back.
+func StoredMessage(m *storage.Message, now time.Time) storage.Message {
+	out := *m
+	out.Payload = RawOf(bytes.Clone(m.Payload))
+	out.CreatedAt = now
+	return out
 }
 
 // Message decodes the scanned row.
