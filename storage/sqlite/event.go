@@ -107,9 +107,10 @@ func (s *Store) EventRaise(ctx context.Context, p *storage.EventRaiseParams) (*s
 		started := false
 		var status string
 		var alone bool              // the inbox held nothing before this raise
+		histEnd := -1               // the Seq that ends the instance's history (raiseLease)
 		var seen backend.ClaimState // what the hand-off saw of the instance
 		if p.Claim != nil {
-			handOff, alone, seen, err = raiseLease(w, p, now, prefix, untilN)
+			handOff, alone, seen, histEnd, err = raiseLease(w, p, now, prefix, untilN)
 			if handOff != nil {
 				status = string(handOff.Instance.Status)
 			}
@@ -170,7 +171,7 @@ func (s *Store) EventRaise(ctx context.Context, p *storage.EventRaiseParams) (*s
 				// The turn's one message is the one just inserted: it is
 				// not read back, but given as a read would return it.
 				var docs [][]byte
-				if docs, err = s.loadOneHistory(ctx, w, handOff, p.Tenant); err != nil {
+				if docs, err = s.loadOneHistory(ctx, w, handOff, p.Tenant, histEnd); err != nil {
 					return fmt.Errorf("load the handed-off turn: %w", err)
 				}
 				handOffDocs = [][][]byte{docs}
@@ -210,15 +211,19 @@ func (s *Store) EventRaise(ctx context.Context, p *storage.EventRaiseParams) (*s
 // held back, leases it with token prefix+rid until untilN, as TurnClaim
 // would. It returns the instance's row as a turn whose LockToken is empty
 // when it did not lease it, whether the instance's inbox was empty
-// (before the raise adds its message), and whether the instance may have
-// correlation markers and activity tasks (claimFlags).
-func raiseLease(w *wtx, p *storage.EventRaiseParams, now time.Time, prefix string, untilN int64) (*storage.Turn, bool, backend.ClaimState, error) {
+// (before the raise adds its message), whether the instance may have
+// correlation markers and activity tasks (claimFlags), and the Seq that
+// ends its current execution's history (-1 if it has none), which tells
+// whether the history cache holds all of it (on the single writer nothing
+// comes between this statement and the reads after it).
+func raiseLease(w *wtx, p *storage.EventRaiseParams, now time.Time, prefix string, untilN int64) (*storage.Turn, bool, backend.ClaimState, int, error) {
 	const take = `(lock_token IS NULL OR lease_until < ?3) AND not_before <= ?3 AND status IN ` + nonTerminal
 	var (
 		row            backend.InstanceRow
 		r              instanceRow
 		claimed, alone bool
 		seen           backend.ClaimState
+		end            sql.NullInt64
 	)
 	err := w.queryRow(`UPDATE instances SET ready_at = MIN(COALESCE(ready_at, ?3), ?3),
 			lock_token = CASE WHEN `+take+` THEN ?4 || rid ELSE lock_token END,
@@ -226,11 +231,12 @@ func raiseLease(w *wtx, p *storage.EventRaiseParams, now time.Time, prefix strin
 			not_before = CASE WHEN `+take+` THEN 0 ELSE not_before END
 		WHERE tenant = ?1 AND id = ?2
 		RETURNING `+instanceCols+`, lease_until = ?5 AND substr(lock_token, 1, length(?4)) = ?4,
-			NOT EXISTS (SELECT 1 FROM inbox WHERE tenant = ?1 AND instance_id = ?2), `+claimFlags,
+			NOT EXISTS (SELECT 1 FROM inbox WHERE tenant = ?1 AND instance_id = ?2), `+claimFlags+`,
+			(SELECT MAX(seq) FROM history WHERE tenant = ?1 AND instance_id = ?2 AND execution = instances.execution)`,
 		p.Tenant, p.InstanceID, now.UnixNano(), prefix, untilN).
-		Scan(append(row.Dest(), &r.lockToken, &r.leaseUntil, &claimed, &alone, &seen.Markers, &seen.Tasks)...)
+		Scan(append(row.Dest(), &r.lockToken, &r.leaseUntil, &claimed, &alone, &seen.Markers, &seen.Tasks, &end)...)
 	if err != nil {
-		return nil, false, seen, err
+		return nil, false, seen, -1, err
 	}
 	t := &storage.Turn{LeaseUntil: backend.FromNanos(untilN)}
 	t.Instance, t.Err = row.Instance()
@@ -240,7 +246,10 @@ func raiseLease(w *wtx, p *storage.EventRaiseParams, now time.Time, prefix strin
 	if claimed {
 		t.LockToken = r.lockToken.String
 	}
-	return t, alone, seen, nil
+	if !end.Valid {
+		return t, alone, seen, -1, nil
+	}
+	return t, alone, seen, int(end.Int64), nil
 }
 
 // EventGet: see storage.EventStore.

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -85,4 +86,121 @@ func TestClaimHistoriesPlan(t *testing.T) {
 			t.Errorf("plan lacks %q:\n%s", want, joined)
 		}
 	}
+}
+
+// A hand-off's turn has the whole history whether the cache holds all of
+// it (the Seq that ends the history comes with the lease, raiseLease, and
+// nothing is read: TestLoadOneHistorySkipsWhatTheCacheHolds) or the
+// history has grown behind the cache (another store on the file ran a
+// turn), when it reads the rest.
+func TestHandOffReadsHistoryOnlyPastTheCache(t *testing.T) {
+	path := t.TempDir() + "/h.db"
+	ctx := context.Background()
+	now := time.Unix(100, 0)
+	s, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	claim := func(s *Store) *storage.Turn {
+		t.Helper()
+		turns, err := s.TurnClaim(ctx, &storage.TurnClaimParams{Tenant: "t", Max: 1, Lease: time.Minute, Now: now})
+		if err != nil || len(turns) != 1 {
+			t.Fatalf("claim: %v, %d turns", err, len(turns))
+		}
+		return turns[0]
+	}
+	commit := func(s *Store, turn *storage.Turn, seq int) {
+		t.Helper()
+		if _, err := s.TurnCommit(ctx, &storage.TurnCommitParams{Tenant: "t", InstanceID: "i", LockToken: turn.LockToken,
+			Execution: 1, ConsumedMessages: messageIDs(turn),
+			NewEvents: []history.Event{{Seq: seq, Kind: history.EventSubscribed, Name: "go", Time: now}},
+			Status:    "running", Now: now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	handOff := func(s *Store, eventID string) *storage.Turn {
+		t.Helper()
+		var got *storage.Turn
+		res, err := s.EventRaise(ctx, &storage.EventRaiseParams{Tenant: "t", InstanceID: "i", EventID: eventID,
+			Lane: history.LanePositional, Name: "go", Now: now, Claim: &storage.TurnClaimParams{Lease: time.Minute},
+			OnClaimed: func(t *storage.Turn) { got = t }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got == nil {
+			got = res.Turn
+		}
+		if got == nil {
+			t.Fatalf("raise of %s handed nothing off", eventID)
+		}
+		return got
+	}
+	if _, err := s.InstanceCreate(ctx, &storage.InstanceCreateParams{Tenant: "t", ID: "i", Workflow: "wf", Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	commit(s, claim(s), 2)
+	turn := handOff(s, "e1")
+	if turn.Err != nil || len(turn.History) != 2 || turn.History[1].Kind != history.EventSubscribed {
+		t.Fatalf("hand-off with the whole history cached: err %v, history %+v; want the start and the subscription", turn.Err, turn.History)
+	}
+	if err := s.TurnAbandon(ctx, &storage.TurnAbandonParams{Tenant: "t", InstanceID: "i", LockToken: turn.LockToken}); err != nil {
+		t.Fatal(err)
+	}
+	// Another store on the file runs a turn: s's cache is behind.
+	o, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	commit(o, claim(o), 3)
+	turn = handOff(s, "e2")
+	if turn.Err != nil || len(turn.History) != 3 || turn.History[2].Kind != history.EventSubscribed {
+		t.Fatalf("hand-off behind another store's turn: err %v, history %+v; want 3 events", turn.Err, turn.History)
+	}
+}
+
+// noQueries is a querier that fails every query.
+type noQueries struct{ t *testing.T }
+
+func (q noQueries) QueryContext(context.Context, string, ...any) (rowsIter, error) {
+	q.t.Error("a query was run")
+	return nil, errors.New("no queries")
+}
+
+func (q noQueries) QueryRowContext(context.Context, string, ...any) scanner {
+	q.t.Error("a query was run")
+	return wrow{err: errors.New("no queries")}
+}
+
+// loadOneHistory runs no query when the history ends where the cache's
+// copy does, and reads past the cache otherwise.
+func TestLoadOneHistorySkipsWhatTheCacheHolds(t *testing.T) {
+	s := openTest(t)
+	now := time.Unix(100, 0)
+	evs := []history.Event{{Seq: 1, Kind: history.ExecutionStarted, Time: now}, {Seq: 2, Kind: history.EventSubscribed, Time: now}}
+	s.hist.Put("t", "i", 1, evs)
+	turn := &storage.Turn{Instance: storage.Instance{Tenant: "t", ID: "i", Execution: 1}}
+	docs, err := s.loadOneHistory(context.Background(), noQueries{t}, turn, "t", 2)
+	if err != nil || docs != nil || len(turn.History) != 2 {
+		t.Fatalf("with the history ending at the cache's end: docs %v, err %v, history %+v", docs, err, turn.History)
+	}
+	var ran bool
+	_, err = s.loadOneHistory(context.Background(), queryProbe{&ran}, turn, "t", 3)
+	if !ran || err == nil {
+		t.Fatalf("with the history past the cache's end: queried %v, err %v; want a query", ran, err)
+	}
+}
+
+// queryProbe records that a query was run, and fails it.
+type queryProbe struct{ ran *bool }
+
+func (q queryProbe) QueryContext(context.Context, string, ...any) (rowsIter, error) {
+	*q.ran = true
+	return nil, errors.New("probed")
+}
+
+func (q queryProbe) QueryRowContext(context.Context, string, ...any) scanner {
+	*q.ran = true
+	return wrow{err: errors.New("probed")}
 }
