@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/heraldwf/herald/history"
 	"github.com/heraldwf/herald/storage"
+	"github.com/heraldwf/herald/storage/internal/backend"
 )
 
 // A claim of one turn reads it by the instance's key (loadOne): its history
@@ -203,4 +205,44 @@ func (q queryProbe) QueryContext(context.Context, string, ...any) (rowsIter, err
 func (q queryProbe) QueryRowContext(context.Context, string, ...any) scanner {
 	*q.ran = true
 	return wrow{err: errors.New("probed")}
+}
+
+// appendEncoded inserts any number of events, historyRows a statement, in
+// order, and refuses a seq already taken.
+func TestAppendEncodedManyEvents(t *testing.T) {
+	s := openTest(t)
+	ctx := context.Background()
+	now := time.Unix(100, 0)
+	for _, n := range []int{1, historyRows, historyRows + 1, 2*historyRows + 1} {
+		id := fmt.Sprint("i", n)
+		evs := make([]history.Event, n)
+		docs := make([]string, n)
+		for i := range evs {
+			evs[i] = history.Event{Seq: i + 1, Kind: history.EventSubscribed, Name: fmt.Sprint("w", i), Time: now}
+			doc, err := backend.EncodeHistoryEvent(i, &evs[i])
+			if err != nil {
+				t.Fatal(err)
+			}
+			docs[i] = doc
+		}
+		if err := s.write(ctx, func(w *wtx) error { return appendEncoded(w, "t", id, 1, evs, docs) }); err != nil {
+			t.Fatal(err)
+		}
+		got, err := loadHistoryDocs(ctx, s.reader(nil), "t", id, 1, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != n {
+			t.Fatalf("%d events appended, %d read back", n, len(got))
+		}
+		for i, doc := range got {
+			if string(doc) != docs[i] {
+				t.Fatalf("event %d of %d: %s, want %s", i+1, n, doc, docs[i])
+			}
+		}
+		err = s.write(ctx, func(w *wtx) error { return appendEncoded(w, "t", id, 1, evs[n-1:], docs[n-1:]) })
+		if err == nil || !strings.Contains(err.Error(), "already has") {
+			t.Fatalf("appending seq %d again: %v, want a refusal", n, err)
+		}
+	}
 }

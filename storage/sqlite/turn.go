@@ -464,11 +464,16 @@ func commitTurnFenced(w *wtx, p *storage.TurnCommitParams, docs *turnDocs, statu
 			return err
 		}
 	}
-	// Deleted first even when the turn ends the instance: the hand-on
-	// must not take a consumed delivery for one still waiting to be handed on.
-	for _, mid := range p.ConsumedMessages {
-		if _, err := w.exec(`DELETE FROM inbox WHERE id = ? AND tenant = ? AND instance_id = ?`, mid, tenant, id); err != nil {
-			return fmt.Errorf("delete consumed message %d: %w", mid, err)
+	// A turn that ends the instance clears its whole inbox (endInstance).
+	// The consumed messages go first all the same when a hand-on may read
+	// the inbox before that: it must not take a consumed delivery for one
+	// still waiting to be handed on.
+	handOn := seen.Markers || seen.Deliveries || len(p.ReturnedCorrelated) > 0
+	if !status.Terminal() || handOn {
+		for _, mid := range p.ConsumedMessages {
+			if _, err := w.exec(`DELETE FROM inbox WHERE id = ? AND tenant = ? AND instance_id = ?`, mid, tenant, id); err != nil {
+				return fmt.Errorf("delete consumed message %d: %w", mid, err)
+			}
 		}
 	}
 	for i := range p.Activities {
