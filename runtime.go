@@ -8,9 +8,11 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/heraldwf/herald/internal/gopool"
 	"github.com/heraldwf/herald/internal/replay"
 	"github.com/heraldwf/herald/storage"
 )
@@ -48,6 +50,10 @@ type Runtime struct {
 	bus busState
 
 	turns atomic.Pointer[turnPool] // the turn loop's pool while it runs
+	// gos runs the turns, the workflows' code, the activities and the bus's
+	// claimed executions of the last Start on reused goroutines (see
+	// newGoroutines); closed when its loops have ended.
+	gos atomic.Pointer[gopool.Pool]
 
 	life    sync.Mutex         // guards cancel and stopped
 	cancel  context.CancelFunc // set while started, until stopped
@@ -172,14 +178,31 @@ func (r *Runtime) Start(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	stopped := make(chan struct{})
 	r.cancel, r.stopped = cancel, stopped
+	gos := r.newGoroutines()
+	r.gos.Store(gos)
 	var wg sync.WaitGroup
 	wg.Add(4)
 	go func() { defer wg.Done(); r.turnLoop(ctx) }()
 	go func() { defer wg.Done(); r.busLoop(ctx) }()
 	go func() { defer wg.Done(); r.activityLoop(ctx) }()
 	go func() { defer wg.Done(); r.maintenanceLoop(ctx) }()
-	go func() { wg.Wait(); close(stopped) }()
+	go func() { wg.Wait(); gos.Close(); close(stopped) }()
 	return nil
+}
+
+// goroutineIdle is how long a goroutine of the runtime's pool waits for
+// work before it exits.
+const goroutineIdle = 5 * time.Second
+
+// newGoroutines returns the pool of goroutines the runtime's loops run
+// their work on: a turn, its workflow's code, an activity attempt or a
+// claimed bus execution each runs on a goroutine of its own, as with a go
+// statement, but one reused from earlier work, whose stack has grown
+// already (internal/gopool; docs/engine.md). It keeps a goroutine waiting
+// for each that may run at once: two per turn worker (the turn and its
+// workflow's code), one per activity and bus worker.
+func (r *Runtime) newGoroutines() *gopool.Pool {
+	return gopool.New(2*r.cfg.TurnWorkers+r.cfg.ActivityWorkers+r.cfg.Bus.Workers, goroutineIdle)
 }
 
 // Stop stops claiming work and waits for in-flight turns and activities to

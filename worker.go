@@ -252,6 +252,7 @@ func claimLoopBatched[T any](ctx context.Context, r *Runtime, what string, kinds
 	claim func(ctx context.Context, tenant string, max int) ([]T, bool, error), run func(ctx context.Context, item T)) {
 	w, done := r.newWaiter(kinds)
 	defer done()
+	gos := r.gos.Load() // the pool of this Start's goroutines
 	minBatch = min(max(minBatch, 1), cap(pool.slots))
 	defer pool.close()
 	ready := &readySet{in: map[string]bool{}}
@@ -334,10 +335,10 @@ func claimLoopBatched[T any](ctx context.Context, r *Runtime, what string, kinds
 			free -= len(items)
 			for _, item := range items {
 				pool.take() // waits only if a hand-off took a slot since free was read
-				go func() {
+				gos.Go(func() {
 					defer pool.release()
 					run(context.WithoutCancel(ctx), item)
-				}()
+				})
 			}
 		}
 		if failed {
@@ -385,7 +386,7 @@ func (r *Runtime) handOff(tenant string) *turnPool {
 func (r *Runtime) runHandOff(p *turnPool, tenant string, t *storage.Turn, took time.Duration) {
 	t.Instance.Tenant = tenant
 	r.obs.Claimed(ClaimReport{Tenant: tenant, Kind: ClaimHandOff, Requested: 1, Claimed: 1, Duration: took})
-	go func() {
+	r.gos.Load().Go(func() {
 		defer p.release()
 		if t.Err == nil && r.workflow(t.Instance.Workflow) == nil {
 			// Another runtime on the store may have the workflow: give the
@@ -398,7 +399,7 @@ func (r *Runtime) runHandOff(p *turnPool, tenant string, t *storage.Turn, took t
 			return
 		}
 		r.runTurn(p.ctx, t)
-	}()
+	})
 }
 
 // runTurn replays one instance, applies its new messages and commits the
@@ -445,6 +446,7 @@ func (r *Runtime) runTurn(ctx context.Context, t *storage.Turn) {
 			MaxCarryForwardExecutions: override(lim.MaxCarryForwardExecutions, r.cfg.MaxCarryForwardExecutions),
 			MaxQueuedEvents:           override(lim.MaxQueuedEvents, r.cfg.MaxQueuedEvents),
 		},
+		Go: r.gos.Load().Go, // a nil pool (a runtime not started) starts a goroutine each time
 	})
 	if err != nil {
 		rep.Outcome = TurnUnreplayable

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/heraldwf/herald/history"
+	"github.com/heraldwf/herald/internal/gopool"
 	"github.com/heraldwf/herald/internal/replay"
 	"github.com/heraldwf/herald/storage"
 )
@@ -55,12 +56,16 @@ func loopHistory(b *testing.B, size int) []history.Event {
 // BenchmarkReplay times one turn of an instance whose history has size
 // events: replay the whole history, then take one new event. The ns/event
 // metric stays flat if replay grows linearly with history length (a target in bench/README.md).
+// The workflow's code runs on a reused goroutine, as the runtime runs it
+// (Input.Go).
 func BenchmarkReplay(b *testing.B) {
 	for _, size := range []int{10, 100, 1000, 10000} {
 		b.Run(fmt.Sprintf("events=%d", size), func(b *testing.B) {
 			hist := loopHistory(b, size)
+			gos := gopool.New(1, time.Minute)
+			defer gos.Close()
 			in := &replay.Input{InstanceID: "bench", Workflow: loopWorkflow, History: hist,
-				Messages: []storage.Message{eventMsg(1 << 40)}, Now: hist[len(hist)-1].Time.Add(time.Second)}
+				Messages: []storage.Message{eventMsg(1 << 40)}, Now: hist[len(hist)-1].Time.Add(time.Second), Go: gos.Go}
 			b.ReportAllocs()
 			b.ResetTimer()
 			for b.Loop() {

@@ -82,6 +82,12 @@ type Input struct {
 	// the replay the query is answered from the workflow's state; the
 	// output is for the caller to discard.
 	Query *Query
+	// Go, when set, starts the goroutine the workflow's code runs on (the
+	// coroutine; see startCode) instead of a go statement: the runtime's
+	// pool of reused goroutines (internal/gopool), whose stacks are grown
+	// already. It must run fn on a goroutine of its own, without waiting
+	// for it, and recover nothing.
+	Go func(fn func())
 }
 
 // Output is one turn's outcome.
@@ -253,7 +259,11 @@ type State struct {
 	versions    map[string]int // ctx.Version's answers, by change id (version.go)
 	random      *rand.Rand     // ctx.Random's source (version.go)
 
-	// coroutine
+	// coroutine: the engine and the code take turns, each sending on its
+	// channel, then waiting on the other's. The channels hold one value,
+	// so that a send never waits for the other side to be scheduled: the
+	// code's goroutine finishes (and goes back to Input.Go's pool) without
+	// waiting for the engine's to run again.
 	resume   chan bool // true: abort
 	yield    chan struct{}
 	started  bool
@@ -322,8 +332,8 @@ func Run(in *Input) (*Output, error) {
 		bursts:      map[string]burst{},
 		futures:     map[int]*Future{},
 		versions:    map[string]int{},
-		resume:      make(chan bool),
-		yield:       make(chan struct{}),
+		resume:      make(chan bool, 1),
+		yield:       make(chan struct{}, 1),
 	}
 	if s.execution == 0 {
 		s.execution = 1
@@ -848,9 +858,17 @@ func (s *State) failed(nd *NondeterminismError) *Output {
 
 // ---- coroutine ----
 
+// startCode starts the workflow's code on a goroutine of its own, which
+// runs only while the engine waits for it (step): the code blocks on
+// channels between its decisions. The goroutine is the caller's
+// (Input.Go) to reuse once the code has returned or stop has unwound it.
 func (s *State) startCode() {
 	s.started = true
-	go s.body()
+	if s.in.Go != nil {
+		s.in.Go(s.body)
+	} else {
+		go s.body()
+	}
 	s.step()
 }
 
