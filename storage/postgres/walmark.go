@@ -2,8 +2,12 @@ package postgres
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"time"
+
+	"github.com/heraldwf/herald/heraldtype"
 )
 
 // Deferred raise flushes.
@@ -158,10 +162,24 @@ func (s *Store) flushWAL(ctx context.Context, need int64) error {
 		m.flushing = f
 		m.mu.Unlock()
 		// The barrier does not end with the caller's context: others may
-		// wait for it.
+		// wait for it. It changes nothing, so any failure (a connection
+		// killed under it, say) is tried again, as often as a transaction.
 		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batchTimeout)
-		_, f.err = s.pool.Exec(bctx, `SELECT pg_current_xact_id()`)
+		for attempt := 0; ; attempt++ {
+			if _, f.err = s.pool.Exec(bctx, `SELECT pg_current_xact_id()`); f.err == nil || attempt >= s.cfg.maxRetries || bctx.Err() != nil {
+				break
+			}
+			t := time.NewTimer(time.Duration(attempt+1) * time.Millisecond)
+			select {
+			case <-bctx.Done():
+			case <-t.C:
+			}
+			t.Stop()
+		}
 		cancel()
+		if f.err != nil && connectionLost(f.err) && !errors.Is(f.err, heraldtype.ErrUnavailable) {
+			f.err = fmt.Errorf("%w: %w", heraldtype.ErrUnavailable, f.err)
+		}
 		if f.err == nil {
 			m.done(f.n)
 		}

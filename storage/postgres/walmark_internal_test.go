@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/heraldwf/herald/heraldtype"
+	"github.com/heraldwf/herald/internal/testdb"
 	"github.com/heraldwf/herald/history"
 	"github.com/heraldwf/herald/storage"
 )
@@ -236,5 +237,42 @@ func TestWALMark(t *testing.T) {
 	}
 	if ch, _ := m.wait(need); ch != nil {
 		t.Fatal("wait for a number the mark has passed did not return at once")
+	}
+}
+
+// A flush barrier whose connection was killed is tried again: it changes
+// nothing, so it is always safe to.
+func TestFlushBarrierRetriesKilledConnections(t *testing.T) {
+	ctx, s, bc := deferredStore(t, time.Hour)
+	_, done := raiseDeferred(ctx, t, s, "e1")
+	waitWaiting(t, s)
+	var app string
+	if err := s.pool.QueryRow(ctx, `SELECT current_setting('application_name')`).Scan(&app); err != nil {
+		t.Fatal(err)
+	}
+	// Kill every idle connection of the pool (by pid, from another
+	// connection), so that the barrier meets a dead one first.
+	conn, err := pgx.Connect(ctx, testdb.PostgresURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	pids := []uint32{}
+	for _, c := range s.pool.AcquireAllIdle(ctx) {
+		pids = append(pids, c.Conn().PgConn().PID())
+		c.Release()
+	}
+	if len(pids) == 0 {
+		t.Fatal("no idle connection to kill")
+	}
+	if _, err := conn.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM unnest($1::int[]) AS pid`, pids); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil { // the waiting raise flushes now
+		t.Fatal(err)
+	}
+	wantReturned(t, "after its connection was killed", done, nil)
+	if n := bc.n.Load(); n < 2 {
+		t.Fatalf("%d flush barriers, want a second after the first failed", n)
 	}
 }
