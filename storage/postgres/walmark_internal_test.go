@@ -12,8 +12,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/heraldwf/herald/heraldtype"
-	"github.com/heraldwf/herald/internal/testdb"
 	"github.com/heraldwf/herald/history"
+	"github.com/heraldwf/herald/internal/testdb"
 	"github.com/heraldwf/herald/storage"
 )
 
