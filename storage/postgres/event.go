@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/heraldwf/herald/heraldtype"
+	"github.com/heraldwf/herald/history"
 	"github.com/heraldwf/herald/storage"
 	"github.com/heraldwf/herald/storage/internal/backend"
 )
@@ -455,40 +456,30 @@ func (s *Store) noteHandOffs(ctx context.Context, h *handOffs) {
 	}
 }
 
+// lateMessagesSQL reads the messages of tenant $1's instance $2 visible at
+// $3, at most $4, as claimMessagesSQL does for a claim.
+const lateMessagesSQL = `SELECT ` + messageCols + ` FROM inbox WHERE tenant = $1 AND instance_id = $2
+	AND (visible_at <= $3 OR kind <> 'timer_fired') ORDER BY id LIMIT $4`
+
 // loadLate reads the turns of the raises in late whose history (the
 // events after what the cache holds of it) or messages the batch did not
-// load, in one round trip by each instance's key, and notes them; a turn it
-// cannot read is given back.
+// load, by each instance's key (the leases keep the histories as they
+// are), and notes them; if a read fails, their leases are given back and
+// the raises hand nothing off.
 func (s *Store) loadLate(ctx context.Context, h *handOffs, late []*raiseCall) {
-	var b batch
-	for _, c := range late {
+	var (
+		reads []historyRead
+		held  = make([][]history.Event, len(late))
+		b     batch
+	)
+	for i, c := range late {
 		t := c.turn
-		id, execution := t.Instance.ID, t.Instance.Execution
-		after := 0
-		if k, ok := h.ld.known[id]; ok && k.execution == execution {
-			after = k.after
+		id := t.Instance.ID
+		if k, ok := h.ld.known[id]; ok && k.execution == t.Instance.Execution {
+			held[i] = k.events
 		}
 		if c.lateHistory {
-			t.History = nil
-			b.query("load history", func(rows pgx.Rows) error {
-				for rows.Next() {
-					var doc []byte
-					if err := rows.Scan(&doc); err != nil {
-						return err
-					}
-					if t.Err != nil {
-						continue
-					}
-					ev, err := backend.DecodeHistoryEvent(doc)
-					if err != nil {
-						t.History, t.Err = nil, fmt.Errorf("instance %q: %w", id, err)
-						continue
-					}
-					t.History = append(t.History, ev)
-				}
-				return nil
-			}, `SELECT event FROM history WHERE tenant = $1 AND instance_id = $2 AND execution = $3 AND seq > $4 ORDER BY seq`,
-				h.tenant, id, execution, after)
+			reads = append(reads, historyRead{turn: t, after: len(held[i])})
 		}
 		if c.lateMessages {
 			t.Messages = nil
@@ -507,14 +498,18 @@ func (s *Store) loadLate(ctx context.Context, h *handOffs, late []*raiseCall) {
 					t.Messages = append(t.Messages, m)
 				}
 				return nil
-			}, `SELECT `+messageCols+` FROM inbox WHERE tenant = $1 AND instance_id = $2
-				AND (visible_at <= $3 OR kind <> 'timer_fired') ORDER BY id LIMIT $4`,
-				h.tenant, id, h.now.UnixNano(), h.maxMessages)
+			}, lateMessagesSQL, h.tenant, id, h.now.UnixNano(), h.maxMessages)
 		}
 	}
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batchTimeout)
-	err := b.send(lctx, s.pool)
-	cancel()
+	defer cancel()
+	var err error
+	if len(reads) > 0 {
+		err = s.readHistories(lctx, h.tenant, reads)
+	}
+	if err == nil && len(b.steps) > 0 {
+		err = b.send(lctx, s.pool)
+	}
 	if err != nil {
 		ts := make([]*storage.Turn, len(late))
 		for i, c := range late {
@@ -525,9 +520,15 @@ func (s *Store) loadLate(ctx context.Context, h *handOffs, late []*raiseCall) {
 		s.signal(h.tenant, storage.WorkTurns)
 		return
 	}
-	for _, c := range late {
-		h.ld.attach(s.hist, c.turn)
-		s.claims.Note(c.turn, h.maxMessages, c.seen)
+	for i, c := range late {
+		t := c.turn
+		if t.Err != nil {
+			t.History = nil
+		} else {
+			in := &t.Instance
+			t.History = s.hist.Attach(in.Tenant, in.ID, in.Execution, held[i], t.History)
+		}
+		s.claims.Note(t, h.maxMessages, c.seen)
 	}
 }
 

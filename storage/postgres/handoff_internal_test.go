@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -33,9 +32,9 @@ func (c *loadCounter) note(sql string) {
 		kind = "history"
 	case sql == claimMessagesSQL:
 		kind = "messages"
-	case strings.HasPrefix(sql, "SELECT event FROM history"):
+	case sql == readHistoriesSQL:
 		kind = "late history"
-	case strings.HasPrefix(sql, "SELECT "+messageCols+" FROM inbox"):
+	case sql == lateMessagesSQL:
 		kind = "late messages"
 	default:
 		return
@@ -395,4 +394,43 @@ func deref(p *int32) any {
 		return nil
 	}
 	return *p
+}
+
+// A claim takes each history from the cache when the row says the cache
+// holds all of it (history_seq), and reads, after the claim and by the
+// instance's key, only what the cache lacks: nothing on the node that ran
+// the last turn, the rest on one whose cache another node's turn left
+// behind.
+func TestClaimReadsHistoryOnlyPastTheCache(t *testing.T) {
+	ctx, ss, lcs := handOffStores(t, 2)
+	a, b := ss[0], ss[1]
+	raise := func(id string) {
+		t.Helper()
+		if _, err := a.EventRaise(ctx, &storage.EventRaiseParams{Tenant: "t", InstanceID: "i", EventID: id,
+			Lane: history.LanePositional, Name: "go", Now: hoNow}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	parkInstance(ctx, t, a)
+	runTurn(ctx, t, a, nil, history.Event{Kind: history.EventSubscribed, Name: "go"})
+	raise("e0")
+	lcs[0].take()
+	tr := runTurn(ctx, t, a, nil, history.Event{Kind: history.EventRaised, EventID: "e0", Name: "go"})
+	wantLoads(t, "claim with the history cached", lcs[0], map[string]int{"messages": 1})
+	if len(tr.History) != 2 {
+		t.Fatalf("claimed history: %d events, want 2", len(tr.History))
+	}
+	raise("e1")
+	runTurn(ctx, t, b, nil, history.Event{Kind: history.EventRaised, EventID: "e1", Name: "go"})
+	raise("e2")
+	lcs[0].take()
+	turns, err := a.TurnClaim(ctx, &storage.TurnClaimParams{Tenant: "t", Now: hoNow, Lease: time.Minute})
+	if err != nil || len(turns) != 1 {
+		t.Fatalf("claim: %v, %d turns", err, len(turns))
+	}
+	wantLoads(t, "claim behind another node's turn", lcs[0], map[string]int{"late history": 1, "messages": 1})
+	if len(turns[0].History) != 4 {
+		t.Fatalf("claimed history: %d events, want 4", len(turns[0].History))
+	}
+	wantTurnAsRead(ctx, t, a, turns[0])
 }

@@ -68,6 +68,8 @@ func TestHotPlansOnEmptySchema(t *testing.T) {
 		{"claim", scans, claimTurnsSQL},
 		{"claim history", scans, claimHistorySQL},
 		{"claim messages", scans, claimMessagesSQL},
+		{"read histories", plain, readHistoriesSQL},
+		{"late messages", plain, lateMessagesSQL},
 		{"next wake", scans, nextWakeSQL},
 		{"activity claim", scans, claimActivitiesSQL},
 		{"bus publish", plain, publishSQL},

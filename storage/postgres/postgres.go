@@ -80,9 +80,11 @@
 //
 // A turn claim is one round trip: the statement that leases the instances
 // (and returns, with each row, whether it may have activity tasks and
-// correlation markers: migration 0017), then, in the same transaction
-// (each statement with a snapshot taken after the leases are locked), the
-// reads of their histories and messages. A raise that hands its instance
+// correlation markers, and the Seq that ends its history: migration 0017),
+// then, in the same transaction (with a snapshot taken after the leases
+// are locked), the read of their messages. Histories come from the history
+// cache when the row says it holds all of one; what it lacks is read after
+// the claim, by key, under the leases (readHistories). A raise that hands its instance
 // off reads only what its own statement's row does not tell
 // (handOffs.queueLoad).
 //

@@ -45,7 +45,7 @@ const claimTurnsSQL = `WITH ready AS MATERIALIZED (
 ), claimed AS (
 	UPDATE instances i SET lock_token = replace(gen_random_uuid()::text, '-', ''), lease_until = $4, not_before = 0
 	WHERE i.ctid = ANY(ARRAY(SELECT ctid FROM pick))
-	RETURNING ` + instanceColsI + `, i.ready_at, i.rid, i.has_markers, i.has_tasks
+	RETURNING ` + instanceColsI + `, i.ready_at, i.rid, i.has_markers, i.has_tasks, i.history_seq
 )
 SELECT c.*, s.ids FROM claimed c
 CROSS JOIN (SELECT set_config('herald.claimed', (SELECT array_agg(id)::text FROM claimed), true) AS ids) s`
@@ -117,6 +117,7 @@ func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*s
 		readyAt int64
 		rid     int64
 		st      backend.ClaimState
+		histSeq *int32
 	}
 	var turns []*storage.Turn
 	err := s.do(ctx, func(ctx context.Context) error {
@@ -133,7 +134,7 @@ func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*s
 					c   claimed
 					ids *string
 				)
-				r, err := scanInstance(rows, &c.readyAt, &c.rid, &c.st.Markers, &c.st.Tasks, &ids)
+				r, err := scanInstance(rows, &c.readyAt, &c.rid, &c.st.Markers, &c.st.Tasks, &c.histSeq, &ids)
 				if err != nil && (r == nil || !errors.Is(err, heraldtype.ErrCorrupt)) {
 					return err
 				}
@@ -147,19 +148,52 @@ func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*s
 			return nil
 		}, claimTurnsSQL, p.Tenant, now.UnixNano(), max, leaseUntil.UnixNano())
 		ld := claimLoad{byID: func(id string) *storage.Turn { return byID[id] }}
-		ld.queueHistory(&b, p.Tenant)
 		ld.queueMessages(&b, p.Tenant, now.UnixNano(), maxMessages)
-		if err := b.send(ctx, s.pool); err != nil {
+		release := func() {
+			// The transaction may have committed before a row failed to
+			// decode, or before what follows failed.
 			if len(cs) > 0 {
-				// The transaction may have committed before a row failed to
-				// decode.
 				ts := make([]*storage.Turn, len(cs))
 				for i, c := range cs {
 					ts[i] = c.turn
 				}
 				s.releaseClaims(p.Tenant, ts)
 			}
+		}
+		if err := b.send(ctx, s.pool); err != nil {
+			release()
 			return err
+		}
+		// The histories: what the cache holds of each, if the row says
+		// that is all of it (history_seq, migration 0017); the rest is
+		// read after the claim, in one statement, under the leases.
+		held := make([][]history.Event, len(cs))
+		var reads []historyRead
+		for i, c := range cs {
+			t := c.turn
+			if t.Err != nil {
+				continue
+			}
+			evs, after := s.hist.Get(p.Tenant, t.Instance.ID, t.Instance.Execution)
+			held[i] = evs
+			if after > 0 && c.histSeq != nil && int(*c.histSeq) == after {
+				continue
+			}
+			reads = append(reads, historyRead{turn: t, after: after})
+		}
+		if len(reads) > 0 {
+			if err := s.readHistories(ctx, p.Tenant, reads); err != nil {
+				release()
+				return err
+			}
+		}
+		for i, c := range cs {
+			t := c.turn
+			if t.Err != nil {
+				t.History = nil
+				continue
+			}
+			t.History = s.hist.Attach(p.Tenant, t.Instance.ID, t.Instance.Execution, held[i], t.History)
 		}
 		slices.SortFunc(cs, func(a, b claimed) int {
 			if a.readyAt != b.readyAt {
@@ -169,7 +203,6 @@ func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*s
 		})
 		for _, c := range cs {
 			turns = append(turns, c.turn)
-			ld.attach(s.hist, c.turn)
 			s.claims.Note(c.turn, maxMessages, c.st)
 		}
 		return nil
@@ -178,6 +211,68 @@ func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*s
 		return nil, fmt.Errorf("postgres: claim turns: %w", err)
 	}
 	return turns, nil
+}
+
+// historyRead is a turn whose history's events after Seq after are to be
+// read (readHistories) into its History.
+type historyRead struct {
+	turn  *storage.Turn
+	after int
+}
+
+// readHistoriesSQL reads, of tenant $1, the events of each instance $2[i]'s
+// execution $3[i] after Seq $4[i], in Seq order. The lateral subquery
+// (kept from being flattened by OFFSET 0) makes it a primary-key range scan
+// per instance, whatever the statistics say.
+const readHistoriesSQL = `SELECT k.id, h.event
+	FROM unnest($2::text[], $3::bigint[], $4::bigint[]) AS k(id, execution, after)
+	CROSS JOIN LATERAL (
+		SELECT seq, event FROM history
+		WHERE tenant = $1 AND instance_id = k.id AND execution = k.execution AND seq > k.after
+		OFFSET 0
+	) h
+	ORDER BY k.id, h.seq`
+
+// readHistories reads the events rs name in one statement, by each
+// instance's key, and appends them, decoded, to each turn's History; a
+// document that does not decode fails its own turn (Turn.Err). The turns
+// must be leased by the caller: their histories then cannot grow.
+func (s *Store) readHistories(ctx context.Context, tenant string, rs []historyRead) error {
+	ids, executions, afters := make([]string, len(rs)), make([]int64, len(rs)), make([]int64, len(rs))
+	byID := make(map[string]*storage.Turn, len(rs))
+	for i, r := range rs {
+		ids[i], executions[i], afters[i] = r.turn.Instance.ID, int64(r.turn.Instance.Execution), int64(r.after)
+		byID[r.turn.Instance.ID] = r.turn
+		r.turn.History = nil
+	}
+	rows, err := s.pool.Query(ctx, readHistoriesSQL, tenant, ids, executions, afters)
+	if err != nil {
+		return fmt.Errorf("load histories: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			id  string
+			doc []byte
+		)
+		if err := rows.Scan(&id, &doc); err != nil {
+			return fmt.Errorf("load histories: %w", err)
+		}
+		t := byID[id]
+		if t == nil || t.Err != nil {
+			continue
+		}
+		ev, err := backend.DecodeHistoryEvent(doc)
+		if err != nil {
+			t.History, t.Err = nil, fmt.Errorf("instance %q: %w", id, err)
+			continue
+		}
+		t.History = append(t.History, ev)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("load histories: %w", err)
+	}
+	return nil
 }
 
 // claimLoad reads, in the batch of a claim (TurnClaim, or a raise that
