@@ -394,6 +394,12 @@ type Store struct {
 
 	tenantsSeen sync.Map // tenant id → struct{}: known to be registered
 
+	// claimsCold: a turn claim reads the histories in its batch, as most of
+	// those of the last claim were not in the history cache (a node that
+	// just started, or whose instances other nodes ran); else only what
+	// the cache lacks is read, after the claim (TurnClaim).
+	claimsCold atomic.Bool
+
 	// Raises whose commit did not wait for the WAL flush (walmark.go):
 	// the mark that says when they are durable; each holds deferred's read
 	// lock while it waits, so that Close lets them finish before it closes
@@ -476,6 +482,7 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 		closing: make(chan struct{}),
 		hist:    backend.NewHistoryCache(cfg.histBytes),
 	}
+	s.claimsCold.Store(true) // a new store's cache holds nothing
 	s.warm = statsWarmer{s: s, tables: warmTables, core: warmCore}
 	s.warmBus = statsWarmer{s: s, tables: warmBusTables, core: len(warmBusTables)}
 	s.commits = combiner[*commitCall]{maxLeaders: maxCommitBatches, maxBatch: maxCommitBatch, run: s.commitBatch}

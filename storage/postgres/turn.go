@@ -118,15 +118,22 @@ func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*s
 		rid     int64
 		st      backend.ClaimState
 		histSeq *int32
+		held    []history.Event // what the cache holds of the history
+		whole   bool            // and that is all of it
 	}
 	var turns []*storage.Turn
 	err := s.do(ctx, func(ctx context.Context) error {
 		turns = nil
 		var (
-			cs   []claimed
-			byID map[string]*storage.Turn
-			b    batch
+			cs    []claimed
+			byID  map[string]*storage.Turn
+			whole map[string]bool
+			b     batch
+			ld    claimLoad
 		)
+		// Whether to read the histories in the claim's batch (see
+		// claimsCold).
+		cold := s.claimsCold.Load()
 		b.exec("", claimSettings)
 		b.query("lease instances", func(rows pgx.Rows) error {
 			for rows.Next() {
@@ -139,15 +146,28 @@ func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*s
 					return err
 				}
 				c.turn = &storage.Turn{Instance: r.Instance, LockToken: *r.lockToken, LeaseUntil: leaseUntil, Err: err}
+				if err == nil {
+					var after int
+					c.held, after = s.hist.Get(p.Tenant, r.ID, r.Execution)
+					c.whole = after > 0 && c.histSeq != nil && int(*c.histSeq) == after
+				}
 				cs = append(cs, c)
 			}
 			byID = make(map[string]*storage.Turn, len(cs))
+			whole = make(map[string]bool, len(cs))
 			for _, c := range cs {
 				byID[c.turn.Instance.ID] = c.turn
+				whole[c.turn.Instance.ID] = c.whole
 			}
 			return nil
 		}, claimTurnsSQL, p.Tenant, now.UnixNano(), max, leaseUntil.UnixNano())
-		ld := claimLoad{byID: func(id string) *storage.Turn { return byID[id] }}
+		// The batch's history statement, if any, reads every claimed
+		// history whole; the rows of those the cache holds are skipped.
+		ld.byID = func(id string) *storage.Turn { return byID[id] }
+		ld.skip = func(id string) bool { return whole[id] }
+		if cold {
+			ld.queueHistory(&b, p.Tenant)
+		}
 		ld.queueMessages(&b, p.Tenant, now.UnixNano(), maxMessages)
 		release := func() {
 			// The transaction may have committed before a row failed to
@@ -165,21 +185,26 @@ func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*s
 			return err
 		}
 		// The histories: what the cache holds of each, if the row says
-		// that is all of it (history_seq, migration 0017); the rest is
-		// read after the claim, in one statement, under the leases.
-		held := make([][]history.Event, len(cs))
+		// that is all of it (history_seq, migration 0017); the others were
+		// read whole in the batch (cold), or are read now, after the
+		// claim, from what the cache holds of them on, in one statement,
+		// under the leases.
 		var reads []historyRead
-		for i, c := range cs {
-			t := c.turn
-			if t.Err != nil {
+		missed := 0
+		for i := range cs {
+			c := &cs[i]
+			if c.turn.Err != nil || c.whole {
 				continue
 			}
-			evs, after := s.hist.Get(p.Tenant, t.Instance.ID, t.Instance.Execution)
-			held[i] = evs
-			if after > 0 && c.histSeq != nil && int(*c.histSeq) == after {
+			missed++
+			if cold {
+				c.held = nil // the batch read all of it
 				continue
 			}
-			reads = append(reads, historyRead{turn: t, after: after})
+			reads = append(reads, historyRead{turn: c.turn, after: len(c.held)})
+		}
+		if len(cs) > 0 {
+			s.claimsCold.Store(missed*2 > len(cs))
 		}
 		if len(reads) > 0 {
 			if err := s.readHistories(ctx, p.Tenant, reads); err != nil {
@@ -187,13 +212,13 @@ func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*s
 				return err
 			}
 		}
-		for i, c := range cs {
+		for _, c := range cs {
 			t := c.turn
 			if t.Err != nil {
 				t.History = nil
 				continue
 			}
-			t.History = s.hist.Attach(p.Tenant, t.Instance.ID, t.Instance.Execution, held[i], t.History)
+			t.History = s.hist.Attach(p.Tenant, t.Instance.ID, t.Instance.Execution, c.held, t.History)
 		}
 		slices.SortFunc(cs, func(a, b claimed) int {
 			if a.readyAt != b.readyAt {
@@ -281,6 +306,9 @@ func (s *Store) readHistories(ctx context.Context, tenant string, rs []historyRe
 // tasks, the claim's statement returns: has_markers, has_tasks.)
 type claimLoad struct {
 	byID func(id string) *storage.Turn // nil: not claimed
+	// skip, if set, names the claimed instances whose history rows are
+	// not wanted (the cache holds all of it).
+	skip func(id string) bool
 	// known is what the history cache held, when the batch was made, of
 	// instances the batch may claim: their histories are read from the
 	// event after it on (claimHistorySQL), and attach puts it in front.
@@ -346,7 +374,7 @@ func (ld *claimLoad) queueHistory(b *batch, tenant string) {
 			if t == nil {
 				return fmt.Errorf("history of %q, which was not claimed", id)
 			}
-			if t.Err != nil {
+			if t.Err != nil || (ld.skip != nil && ld.skip(id)) {
 				continue
 			}
 			ev, err := backend.DecodeHistoryEvent(doc)
