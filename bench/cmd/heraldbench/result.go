@@ -22,8 +22,12 @@ type Result struct {
 	P95        float64 `json:"p95_ms,omitempty"`
 	P99        float64 `json:"p99_ms,omitempty"`
 	Max        float64 `json:"max_ms,omitempty"`
-	Note       string  `json:"note,omitempty"`
-	Error      string  `json:"error,omitempty"`
+	// CPU is the machine's busy CPU time per instance (µs) over the
+	// measured part of a round trip or paced run: every process's, the
+	// database server's too (machineCPU). 0: not measured.
+	CPU   float64 `json:"cpu_us_per_op,omitempty"`
+	Note  string  `json:"note,omitempty"`
+	Error string  `json:"error,omitempty"`
 	// Peer is the -peers name of a peer's row ("" for Herald's).
 	Peer string `json:"peer,omitempty"`
 	// Unsupported marks a scenario the system cannot run (a lane it lacks).
@@ -75,7 +79,7 @@ func num(v float64) string {
 
 func printTable(w io.Writer, rs []Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\tsystem\tN\trate\tunit\tp50 ms\tp95 ms\tp99 ms\tmax ms\t")
+	fmt.Fprintln(tw, "scenario\tsystem\tN\trate\tunit\tp50 ms\tp95 ms\tp99 ms\tmax ms\tCPU µs\t")
 	for _, r := range rs {
 		n := ""
 		if r.N > 0 {
@@ -91,8 +95,8 @@ func printTable(w io.Writer, rs []Result) {
 		case r.Error != "":
 			rate, unit = "ERROR", ""
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Scenario, r.System, n, rate, unit,
-			num(r.P50), num(r.P95), num(r.P99), num(r.Max))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Scenario, r.System, n, rate, unit,
+			num(r.P50), num(r.P95), num(r.P99), num(r.Max), num(r.CPU))
 	}
 	tw.Flush()
 	fmt.Fprintln(w)

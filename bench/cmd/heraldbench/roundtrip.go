@@ -71,6 +71,7 @@ func roundTripAs(ctx context.Context, t *target, lane Lane, n, clients int, pref
 		return fmt.Sprintf("  %s: sent %d/%d, resumed %d", t.Name(), nsent.Load(), n, t.book.n()-before)
 	})
 	defer stop()
+	cpu := startCPU()
 	start := time.Now()
 	err = parallel(ctx, clients, n, func(i int) error {
 		sent[i] = time.Now()
@@ -98,6 +99,7 @@ func roundTripAs(ctx context.Context, t *target, lane Lane, n, clients int, pref
 	r.Rate = float64(n) / last.Sub(start).Seconds()
 	lat.fill(&r)
 	r.Note = fmt.Sprintf("%d concurrent clients; started and parked at %.0f inst/s", clients, parkRate)
+	cpu.fill(&r, n)
 	return r
 }
 
@@ -200,6 +202,7 @@ func underLoad(ctx context.Context, t *target, lane Lane, rate float64, pace str
 			defer rec.stop()
 		}
 	}
+	cpu := startCPU()
 	start := time.Now()
 	var nsent atomic.Int64
 	before := t.book.n()
@@ -253,6 +256,7 @@ func underLoad(ctx context.Context, t *target, lane Lane, rate float64, pace str
 	if settled != "" {
 		r.Note += "; " + settled
 	}
+	cpu.fill(&r, n)
 	var stageReport string
 	if rec != nil {
 		stageReport = loadStages(rec, list, sched, sent, lat)
