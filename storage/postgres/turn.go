@@ -482,10 +482,10 @@ func (s *Store) TurnCommit(ctx context.Context, p *storage.TurnCommitParams) ([]
 		c.err = s.commitOne(ctx, c)
 	}
 	s.hist.Committed(p, newEvents.docs, c.err == nil)
+	s.wal.end(n, c.err == nil)
 	if c.err != nil {
 		return nil, fmt.Errorf("postgres: commit turn of %q: %w", p.InstanceID, c.err)
 	}
-	s.wal.done(n)
 	// A hint for the instance's next hand-off (handOffs.queueLoad).
 	s.hist.NoteInbox(p.Tenant, p.InstanceID, c.res.ready == nil)
 	s.warm.note()

@@ -210,14 +210,27 @@ func TestWALMark(t *testing.T) {
 	}
 	defer cancel()
 	ch2, cancel2 := m.wait(need + 1)
-	m.done(b) // begun before need: does not cover it
+	if _, c := m.coming(a); !c {
+		t.Fatal("coming: no transaction in flight for a number begun")
+	}
+	if _, c := m.coming(need); c {
+		t.Fatal("coming: a transaction in flight for a number not yet taken")
+	}
+	m.end(a, false) // failed: moves nothing
+	m.end(b, true)  // begun before need: does not cover it
 	select {
 	case <-ch:
 		t.Fatal("woken by a transaction begun before the raise committed")
 	default:
 	}
 	c := m.begin()
-	m.done(c)
+	if _, c := m.coming(need); !c {
+		t.Fatal("coming: no transaction in flight for need, with one begun after it")
+	}
+	m.end(c, true)
+	if r, c := m.coming(need); !r || c {
+		t.Fatalf("coming after the one that covers need committed: reached %v, in flight %v; want true, false", r, c)
+	}
 	select {
 	case <-ch:
 	default:
@@ -274,5 +287,34 @@ func TestFlushBarrierRetriesKilledConnections(t *testing.T) {
 	wantReturned(t, "after its connection was killed", done, nil)
 	if n := bc.n.Load(); n < 2 {
 		t.Fatalf("%d flush barriers, want a second after the first failed", n)
+	}
+}
+
+// A deferred raise keeps waiting, past raiseLinger, for a commit that began
+// after it and is still in flight, instead of flushing; once no such commit
+// is in flight (it failed), it flushes.
+func TestAwaitDurableWaitsForACommitInFlight(t *testing.T) {
+	ctx, s, bc := deferredStore(t, time.Millisecond)
+	for _, commits := range []bool{true, false} {
+		before := bc.n.Load()
+		need := s.wal.next()
+		n := s.wal.begin() // a commit on its way
+		done := make(chan error, 1)
+		go func() { done <- s.awaitDurable(ctx, need) }()
+		time.Sleep(20 * time.Millisecond) // many lingers
+		select {
+		case err := <-done:
+			t.Fatalf("awaitDurable returned (%v) while a commit that covers it was in flight", err)
+		default:
+		}
+		s.wal.end(n, commits)
+		wantReturned(t, "after the commit in flight ended", done, nil)
+		want := before
+		if !commits {
+			want++
+		}
+		if got := bc.n.Load(); got != want {
+			t.Fatalf("commit succeeded %v: %d flush barriers, want %d", commits, got-before, want-before)
+		}
 	}
 }
