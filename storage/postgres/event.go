@@ -486,16 +486,9 @@ func (s *Store) loadLate(ctx context.Context, h *handOffs, late []*raiseCall) {
 			b.query("load messages", func(rows pgx.Rows) error {
 				for rows.Next() {
 					m, err := scanMessage(rows)
-					if err != nil {
-						if !errors.Is(err, heraldtype.ErrCorrupt) {
-							return err
-						}
-						if t.Err == nil {
-							t.Err = fmt.Errorf("instance %q: message %d: %w", id, m.ID, err)
-						}
-						continue
+					if err := appendMessage(t, m, err); err != nil {
+						return err
 					}
-					t.Messages = append(t.Messages, m)
 				}
 				return nil
 			}, lateMessagesSQL, h.tenant, id, h.now.UnixNano(), h.maxMessages)

@@ -123,6 +123,15 @@ func commitTurn(ctx context.Context, t *testing.T, s *Store, tr *storage.Turn, t
 	}
 }
 
+// raise raises eventID to "i" without a hand-off.
+func raise(ctx context.Context, t *testing.T, s *Store, eventID string) {
+	t.Helper()
+	if _, err := s.EventRaise(ctx, &storage.EventRaiseParams{Tenant: "t", InstanceID: "i", EventID: eventID,
+		Lane: history.LanePositional, Name: "go", Now: hoNow}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func handOff(ctx context.Context, t *testing.T, s *Store, eventID string) *storage.Turn {
 	t.Helper()
 	var got *storage.Turn
@@ -203,10 +212,7 @@ func TestHandOffReadsHistoryItMissed(t *testing.T) {
 	a, b := ss[0], ss[1]
 	parkInstance(ctx, t, a)
 	runTurn(ctx, t, a, nil, history.Event{Kind: history.EventSubscribed, Name: "go"})
-	if _, err := b.EventRaise(ctx, &storage.EventRaiseParams{Tenant: "t", InstanceID: "i", EventID: "e0",
-		Lane: history.LanePositional, Name: "go", Now: hoNow}); err != nil {
-		t.Fatal(err)
-	}
+	raise(ctx, t, b, "e0")
 	runTurn(ctx, t, b, nil, history.Event{Kind: history.EventRaised, EventID: "e0", Name: "go"},
 		history.Event{Kind: history.EventSubscribed, Name: "go"})
 	lcs[0].take()
@@ -226,10 +232,7 @@ func TestHandOffReadsMessagesItDidNotExpect(t *testing.T) {
 	s, lc := ss[0], lcs[0]
 	parkInstance(ctx, t, s)
 	runTurn(ctx, t, s, nil, history.Event{Kind: history.EventSubscribed, Name: "go"})
-	if _, err := s.EventRaise(ctx, &storage.EventRaiseParams{Tenant: "t", InstanceID: "i", EventID: "e0",
-		Lane: history.LanePositional, Name: "go", Now: hoNow}); err != nil {
-		t.Fatal(err)
-	}
+	raise(ctx, t, s, "e0")
 	lc.take()
 	got := handOff(ctx, t, s, "e1")
 	wantLoads(t, "hand-off", lc, map[string]int{"late messages": 1})
@@ -280,9 +283,7 @@ func TestCommitKeepsHistorySeqAndFlags(t *testing.T) {
 		t.Fatalf("after a simple commit: history_seq %v, want 3", seq)
 	}
 	// The general path: an activity and a correlated wait.
-	if _, err := s.EventRaise(ctx, &storage.EventRaiseParams{Tenant: "t", InstanceID: "i", EventID: "k", Lane: history.LanePositional, Name: "go", Now: hoNow}); err != nil {
-		t.Fatal(err)
-	}
+	raise(ctx, t, s, "k")
 	turns, err := s.TurnClaim(ctx, &storage.TurnClaimParams{Tenant: "t", Now: hoNow, Lease: time.Minute})
 	if err != nil {
 		t.Fatal(err)
@@ -313,31 +314,9 @@ func TestCommitKeepsHistorySeqAndFlags(t *testing.T) {
 // history_seq (the current execution's last Seq) and flags from its rows;
 // an ended instance keeps NULL.
 func TestMigrateInstanceFlags(t *testing.T) {
-	url := testdb.PostgresURL(t)
-	schema := testdb.NewSchema(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	conn := schemaConn(t, ctx, url, schema)
-	ms, err := loadMigrations()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS "`+schema+`"; SET search_path TO "`+schema+`";
-		CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at bigint NOT NULL)`,
-		pgx.QueryExecModeSimpleProtocol); err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range ms {
-		if m.Version >= 17 {
-			break
-		}
-		if _, err := conn.Exec(ctx, m.SQL, pgx.QueryExecModeSimpleProtocol); err != nil {
-			t.Fatalf("migration %s: %v", m.Name, err)
-		}
-		if _, err := conn.Exec(ctx, `INSERT INTO schema_migrations VALUES ($1, $2, 0)`, m.Version, m.Name); err != nil {
-			t.Fatal(err)
-		}
-	}
+	conn, url, schema := legacySchema(t, ctx, 17)
 	for _, q := range []string{
 		`INSERT INTO tenants (id, created_at, updated_at) VALUES ('t', 1, 1)`,
 		// a: execution 2 of 3 events (execution 1 had 5), a task and a marker.
@@ -405,29 +384,22 @@ func deref(p *int32) any {
 func TestClaimReadsHistoryOnlyPastTheCache(t *testing.T) {
 	ctx, ss, lcs := handOffStores(t, 2)
 	a, b := ss[0], ss[1]
-	raise := func(id string) {
-		t.Helper()
-		if _, err := a.EventRaise(ctx, &storage.EventRaiseParams{Tenant: "t", InstanceID: "i", EventID: id,
-			Lane: history.LanePositional, Name: "go", Now: hoNow}); err != nil {
-			t.Fatal(err)
-		}
-	}
 	parkInstance(ctx, t, a)
 	lcs[0].take()
 	runTurn(ctx, t, a, nil, history.Event{Kind: history.EventSubscribed, Name: "go"})
 	wantLoads(t, "a new store's claim", lcs[0], map[string]int{"history": 1, "messages": 1})
-	raise("e0")
+	raise(ctx, t, a, "e0")
 	runTurn(ctx, t, a, nil, history.Event{Kind: history.EventRaised, EventID: "e0", Name: "go"})
-	raise("e1")
+	raise(ctx, t, a, "e1")
 	lcs[0].take()
 	tr := runTurn(ctx, t, a, nil, history.Event{Kind: history.EventRaised, EventID: "e1", Name: "go"})
 	wantLoads(t, "claim with the history cached", lcs[0], map[string]int{"messages": 1})
 	if len(tr.History) != 3 {
 		t.Fatalf("claimed history: %d events, want 3", len(tr.History))
 	}
-	raise("e2")
+	raise(ctx, t, a, "e2")
 	runTurn(ctx, t, b, nil, history.Event{Kind: history.EventRaised, EventID: "e2", Name: "go"})
-	raise("e3")
+	raise(ctx, t, a, "e3")
 	lcs[0].take()
 	turns, err := a.TurnClaim(ctx, &storage.TurnClaimParams{Tenant: "t", Now: hoNow, Lease: time.Minute})
 	if err != nil || len(turns) != 1 {

@@ -33,11 +33,13 @@ func schemaConn(t *testing.T, ctx context.Context, url, schema string) *pgx.Conn
 
 // A schema made before the tenant registry (migration 0006) is upgraded in
 // place: every tenant it held data of is registered.
-func TestMigrateRegistersExistingTenants(t *testing.T) {
+// legacySchema makes a fresh schema as a Herald that knew only the
+// migrations before version applied it, and returns a connection to it
+// (search_path set), the database's URL and the schema's name.
+func legacySchema(t *testing.T, ctx context.Context, version int) (*pgx.Conn, string, string) {
+	t.Helper()
 	url := testdb.PostgresURL(t)
 	schema := testdb.NewSchema(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	conn := schemaConn(t, ctx, url, schema)
 	ms, err := loadMigrations()
 	if err != nil {
@@ -49,7 +51,7 @@ func TestMigrateRegistersExistingTenants(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, m := range ms {
-		if m.Version >= 6 {
+		if m.Version >= version {
 			break
 		}
 		if _, err := conn.Exec(ctx, m.SQL, pgx.QueryExecModeSimpleProtocol); err != nil {
@@ -59,6 +61,13 @@ func TestMigrateRegistersExistingTenants(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	return conn, url, schema
+}
+
+func TestMigrateRegistersExistingTenants(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn, url, schema := legacySchema(t, ctx, 6)
 	for _, q := range []string{
 		`INSERT INTO instances (tenant, id, workflow, status, execution, created_at, updated_at) VALUES ('t-inst', 'i', 'wf', 'pending', 1, 1, 1)`,
 		`INSERT INTO inbox (tenant, instance_id, kind, visible_at, created_at) VALUES ('t-inbox', 'i', 'event', 1, 1)`,

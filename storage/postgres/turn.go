@@ -283,16 +283,9 @@ func (s *Store) readHistories(ctx context.Context, tenant string, rs []historyRe
 		if err := rows.Scan(&id, &doc); err != nil {
 			return fmt.Errorf("load histories: %w", err)
 		}
-		t := byID[id]
-		if t == nil || t.Err != nil {
-			continue
+		if t := byID[id]; t != nil {
+			appendHistoryDoc(t, doc)
 		}
-		ev, err := backend.DecodeHistoryEvent(doc)
-		if err != nil {
-			t.History, t.Err = nil, fmt.Errorf("instance %q: %w", id, err)
-			continue
-		}
-		t.History = append(t.History, ev)
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("load histories: %w", err)
@@ -374,16 +367,9 @@ func (ld *claimLoad) queueHistory(b *batch, tenant string) {
 			if t == nil {
 				return fmt.Errorf("history of %q, which was not claimed", id)
 			}
-			if t.Err != nil || (ld.skip != nil && ld.skip(id)) {
-				continue
+			if ld.skip == nil || !ld.skip(id) {
+				appendHistoryDoc(t, doc)
 			}
-			ev, err := backend.DecodeHistoryEvent(doc)
-			if err != nil {
-				// One bad document fails its own turn, not the claim.
-				t.History, t.Err = nil, fmt.Errorf("instance %q: %w", id, err)
-				continue
-			}
-			t.History = append(t.History, ev)
 		}
 		return nil
 	}, claimHistorySQL, tenant, ids, executions, afters)
@@ -398,22 +384,50 @@ func (ld *claimLoad) queueMessages(b *batch, tenant string, now int64, maxMessag
 			var id string
 			m, err := scanMessage(rows, &id)
 			t := ld.byID(id)
-			if t == nil && err == nil {
-				return fmt.Errorf("message of %q, which was not claimed", id)
-			}
-			if err != nil {
-				if t == nil || !errors.Is(err, heraldtype.ErrCorrupt) {
+			if t == nil {
+				if err != nil {
 					return err
 				}
-				if t.Err == nil {
-					t.Err = fmt.Errorf("instance %q: message %d: %w", id, m.ID, err)
-				}
-				continue
+				return fmt.Errorf("message of %q, which was not claimed", id)
 			}
-			t.Messages = append(t.Messages, m)
+			if err := appendMessage(t, m, err); err != nil {
+				return err
+			}
 		}
 		return nil
 	}, claimMessagesSQL, tenant, now, maxMessages)
+}
+
+// appendHistoryDoc decodes a history document of t's and appends the event
+// to t.History; a document that does not decode fails its own turn
+// (t.Err), not the read. A failed turn's documents are skipped.
+func appendHistoryDoc(t *storage.Turn, doc []byte) {
+	if t.Err != nil {
+		return
+	}
+	ev, err := backend.DecodeHistoryEvent(doc)
+	if err != nil {
+		t.History, t.Err = nil, fmt.Errorf("instance %q: %w", t.Instance.ID, err)
+		return
+	}
+	t.History = append(t.History, ev)
+}
+
+// appendMessage appends m, a message of t's as scanMessage returned it
+// (err), to t.Messages; a message that does not decode fails its own turn
+// (t.Err), not the read. It returns any other scan error.
+func appendMessage(t *storage.Turn, m storage.Message, err error) error {
+	if err != nil {
+		if !errors.Is(err, heraldtype.ErrCorrupt) {
+			return err
+		}
+		if t.Err == nil {
+			t.Err = fmt.Errorf("instance %q: message %d: %w", t.Instance.ID, m.ID, err)
+		}
+		return nil
+	}
+	t.Messages = append(t.Messages, m)
+	return nil
 }
 
 // releaseClaims gives back, as far as it can, leases whose turns could not
