@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
@@ -242,47 +241,18 @@ func encodeHistory(evs []history.Event) ([]string, error) {
 
 // appendEncoded is appendHistory with the documents encodeHistory made.
 func appendEncoded(w *wtx, tenant, id string, execution int, evs []history.Event, docs []string) error {
-	// Up to historyRows events per statement: a statement costs the
-	// writer more than a row.
-	for len(evs) > 0 {
-		n := min(len(evs), historyRows)
-		args := make([]any, 0, 3+3*n)
-		args = append(args, tenant, id, execution)
-		for i := range n {
-			args = append(args, evs[i].Seq, string(evs[i].Kind), docs[i])
-		}
-		if _, err := w.exec(insertHistorySQL[n-1], args...); err != nil {
+	for i := range evs {
+		ev, doc := &evs[i], docs[i]
+		if _, err := w.exec(`INSERT INTO history (tenant, instance_id, execution, seq, kind, event)
+			VALUES (?, ?, ?, ?, ?, ?)`, tenant, id, execution, ev.Seq, string(ev.Kind), doc); err != nil {
 			if isConstraint(err) {
-				return fmt.Errorf("append history: execution %d already has one of seqs %d to %d", execution, evs[0].Seq, evs[n-1].Seq)
+				return fmt.Errorf("append history: execution %d already has seq %d (%s)", execution, ev.Seq, ev.Kind)
 			}
-			return fmt.Errorf("append history seqs %d to %d: %w", evs[0].Seq, evs[n-1].Seq, err)
+			return fmt.Errorf("append history seq %d: %w", ev.Seq, err)
 		}
-		evs, docs = evs[n:], docs[n:]
 	}
 	return nil
 }
-
-// historyRows is the most events one of insertHistorySQL's statements
-// inserts.
-const historyRows = 4
-
-// insertHistorySQL[n-1] inserts n events into an execution's history: ?1
-// tenant, ?2 instance, ?3 execution, then each event's seq, kind and
-// document.
-var insertHistorySQL = func() (qs [historyRows]string) {
-	for n := 1; n <= historyRows; n++ {
-		var b strings.Builder
-		b.WriteString(`INSERT INTO history (tenant, instance_id, execution, seq, kind, event) VALUES `)
-		for i := range n {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			fmt.Fprintf(&b, "(?1, ?2, ?3, ?%d, ?%d, ?%d)", 4+3*i, 5+3*i, 6+3*i)
-		}
-		qs[n-1] = b.String()
-	}
-	return qs
-}()
 
 func lastSeq(w *wtx, tenant, id string, execution int) (int, error) {
 	var n int
