@@ -200,7 +200,7 @@ type raiseCall struct {
 	// whether its inbox was empty before the raise, and the message's id.
 	leased  bool
 	seen    backend.ClaimState
-	histSeq *int32
+	histEnd int // -1: not known
 	alone   bool
 	msgID   int64
 	// Of a turn handed off: what the batch did not load and must be read
@@ -327,16 +327,17 @@ func (h *handOffs) queueRaise(b *batch, c *raiseCall) {
 	h.tenant, h.maxMessages = c.p.Tenant, backend.MaxMessages(c.p.Claim.MaxMessages)
 	h.calls = append(h.calls, c)
 	c.token, c.leaseUntil, c.turn = backend.NewToken(), c.now.Add(backend.Lease(c.p.Claim.Lease)), nil
-	c.leased, c.seen, c.histSeq, c.alone, c.msgID = false, backend.ClaimState{}, nil, false, 0
+	c.leased, c.seen, c.histEnd, c.alone, c.msgID = false, backend.ClaimState{}, -1, false, 0
 	b.query("", func(rows pgx.Rows) error {
 		for rows.Next() {
 			var (
 				status         *string
 				markers, tasks *bool
+				histSeq        *int32
 				alone          *bool
 				msgID          *int64
 			)
-			tail := append([]any{&status, &c.stored, &markers, &tasks, &c.histSeq, &alone, &msgID},
+			tail := append([]any{&status, &c.stored, &markers, &tasks, &histSeq, &alone, &msgID},
 				make([]any, raiseClaimSettings)...)
 			if rows.RawValues()[1] == nil { // the id: it leased nothing
 				if err := rows.Scan(append(make([]any, instanceColCount), tail...)...); err != nil {
@@ -350,6 +351,7 @@ func (h *handOffs) queueRaise(b *batch, c *raiseCall) {
 			}
 			c.leased = true
 			c.seen = backend.ClaimState{Markers: markers == nil || *markers, Tasks: tasks == nil || *tasks}
+			c.histEnd = seqOrUnknown(histSeq)
 			c.alone = alone != nil && *alone
 			if msgID != nil {
 				c.msgID = *msgID
@@ -432,13 +434,13 @@ func (s *Store) noteHandOffs(ctx context.Context, h *handOffs) {
 		if t.Err == nil {
 			if !h.history {
 				k := h.ld.known[t.Instance.ID]
-				c.lateHistory = k.execution != t.Instance.Execution || c.histSeq == nil || int(*c.histSeq) != k.after
+				c.lateHistory = k.execution != t.Instance.Execution || !backend.EndsAt(k.events, c.histEnd)
 			}
 			if !h.messages {
 				if c.alone {
-					t.Messages = []storage.Message{backend.StoredMessage(&storage.Message{ID: c.msgID, Kind: storage.MsgEvent,
-						Lane: c.p.Lane, EventID: c.p.EventID, Name: c.p.Name, Payload: c.p.Payload, Latest: c.p.Latest,
-						TraceParent: c.p.TraceParent, VisibleAt: c.now}, c.now)}
+					m := backend.RaisedMessage(c.p, c.now)
+					m.ID = c.msgID
+					t.Messages = []storage.Message{backend.StoredMessage(&m, c.now)}
 				} else {
 					c.lateMessages = true
 				}

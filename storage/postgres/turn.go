@@ -117,19 +117,17 @@ func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*s
 		readyAt int64
 		rid     int64
 		st      backend.ClaimState
-		histSeq *int32
 		held    []history.Event // what the cache holds of the history
-		whole   bool            // and that is all of it
+		whole   bool            // and that is all of it (backend.EndsAt)
 	}
 	var turns []*storage.Turn
 	err := s.do(ctx, func(ctx context.Context) error {
 		turns = nil
 		var (
-			cs    []claimed
-			byID  map[string]*storage.Turn
-			whole map[string]bool
-			b     batch
-			ld    claimLoad
+			cs   []claimed
+			byID map[string]*claimed // into cs, while the batch runs (cs is sorted after)
+			b    batch
+			ld   claimLoad
 		)
 		// Whether to read the histories in the claim's batch (see
 		// claimsCold).
@@ -138,33 +136,36 @@ func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*s
 		b.query("lease instances", func(rows pgx.Rows) error {
 			for rows.Next() {
 				var (
-					c   claimed
-					ids *string
+					c       claimed
+					histSeq *int32
+					ids     *string
 				)
-				r, err := scanInstance(rows, &c.readyAt, &c.rid, &c.st.Markers, &c.st.Tasks, &c.histSeq, &ids)
+				r, err := scanInstance(rows, &c.readyAt, &c.rid, &c.st.Markers, &c.st.Tasks, &histSeq, &ids)
 				if err != nil && (r == nil || !errors.Is(err, heraldtype.ErrCorrupt)) {
 					return err
 				}
 				c.turn = &storage.Turn{Instance: r.Instance, LockToken: *r.lockToken, LeaseUntil: leaseUntil, Err: err}
 				if err == nil {
-					var after int
-					c.held, after = s.hist.Get(p.Tenant, r.ID, r.Execution)
-					c.whole = after > 0 && c.histSeq != nil && int(*c.histSeq) == after
+					c.held, _ = s.hist.Get(p.Tenant, r.ID, r.Execution)
+					c.whole = backend.EndsAt(c.held, seqOrUnknown(histSeq))
 				}
 				cs = append(cs, c)
 			}
-			byID = make(map[string]*storage.Turn, len(cs))
-			whole = make(map[string]bool, len(cs))
-			for _, c := range cs {
-				byID[c.turn.Instance.ID] = c.turn
-				whole[c.turn.Instance.ID] = c.whole
+			byID = make(map[string]*claimed, len(cs))
+			for i := range cs {
+				byID[cs[i].turn.Instance.ID] = &cs[i]
 			}
 			return nil
 		}, claimTurnsSQL, p.Tenant, now.UnixNano(), max, leaseUntil.UnixNano())
 		// The batch's history statement, if any, reads every claimed
 		// history whole; the rows of those the cache holds are skipped.
-		ld.byID = func(id string) *storage.Turn { return byID[id] }
-		ld.skip = func(id string) bool { return whole[id] }
+		ld.byID = func(id string) *storage.Turn {
+			if c := byID[id]; c != nil {
+				return c.turn
+			}
+			return nil
+		}
+		ld.skip = func(id string) bool { c := byID[id]; return c != nil && c.whole }
 		if cold {
 			ld.queueHistory(&b, p.Tenant)
 		}
@@ -236,6 +237,14 @@ func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*s
 		return nil, fmt.Errorf("postgres: claim turns: %w", err)
 	}
 	return turns, nil
+}
+
+// seqOrUnknown is a nullable history_seq as backend.EndsAt takes it.
+func seqOrUnknown(seq *int32) int {
+	if seq == nil {
+		return -1
+	}
+	return int(*seq)
 }
 
 // historyRead is a turn whose history's events after Seq after are to be

@@ -141,16 +141,7 @@ func (s *Store) EventRaise(ctx context.Context, p *storage.EventRaiseParams) (*s
 		if !exists {
 			expiresAt = backend.Nanos(p.ExpiresAt)
 		}
-		msg := storage.Message{
-			Kind:        storage.MsgEvent,
-			Lane:        p.Lane,
-			EventID:     p.EventID,
-			Name:        p.Name,
-			Payload:     p.Payload,
-			Latest:      p.Latest,
-			TraceParent: p.TraceParent,
-			VisibleAt:   now,
-		}
+		msg := backend.RaisedMessage(p, now)
 		if msg.ID, err = insertExpiringMessage(w, p.Tenant, p.InstanceID, &msg, expiresAt, now.UnixNano()); err != nil {
 			return err
 		}

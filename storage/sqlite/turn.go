@@ -295,7 +295,7 @@ func (s *Store) loadOneHistory(ctx context.Context, r querier, t *storage.Turn, 
 	if t.Err == nil {
 		evs, after = s.hist.Get(tenant, t.Instance.ID, t.Instance.Execution)
 	}
-	if after > 0 && after == end {
+	if backend.EndsAt(evs, end) {
 		t.History = evs
 		return nil, nil
 	}

@@ -281,6 +281,12 @@ func (c *HistoryCache) InboxEmpty(tenant, id string) bool {
 	return el != nil && el.Value.(*histEntry).inboxEmpty
 }
 
+// EndsAt reports whether held, what the cache gave of an execution's
+// history (its events 1…n: see Get), is all of it, given end, the Seq of
+// the stored history's last event (-1: not known). An execution's events
+// are numbered 1, 2, 3, … without gaps, so n == end leaves nothing to read.
+func EndsAt(held []history.Event, end int) bool { return len(held) > 0 && len(held) == end }
+
 // Drop forgets the instance's entry, if any.
 func (c *HistoryCache) Drop(tenant, id string) {
 	if c == nil {

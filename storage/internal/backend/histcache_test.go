@@ -244,3 +244,22 @@ func TestHistoryCache_Committed(t *testing.T) {
 		}
 	}
 }
+
+func TestEndsAt(t *testing.T) {
+	two := []history.Event{{Seq: 1}, {Seq: 2}}
+	for _, c := range []struct {
+		held []history.Event
+		end  int
+		want bool
+	}{
+		{two, 2, true},
+		{two, 3, false},  // the store has more
+		{two, -1, false}, // not known
+		{nil, 0, false},  // nothing held
+		{nil, -1, false},
+	} {
+		if got := EndsAt(c.held, c.end); got != c.want {
+			t.Errorf("EndsAt(%d events, %d) = %v, want %v", len(c.held), c.end, got, c.want)
+		}
+	}
+}

@@ -116,6 +116,13 @@ func (r *MessageRow) Dest() []any {
 		&r.payload, &r.m.Latest, &r.result, &r.failure, &r.visibleAt, &r.createdAt, &r.m.TraceParent}
 }
 
+// RaisedMessage is the inbox message a raise of p at now adds (its ID is
+// the store's to assign).
+func RaisedMessage(p *storage.EventRaiseParams, now time.Time) storage.Message {
+	return storage.Message{Kind: storage.MsgEvent, Lane: p.Lane, EventID: p.EventID, Name: p.Name, Payload: p.Payload,
+		Latest: p.Latest, TraceParent: p.TraceParent, VisibleAt: now}
+}
+
 // StoredMessage returns m, inserted at now, as a read of the inbox returns
 // it (see MessageRow): created at now, its payload a copy (nil if empty),
 // so that a store that just inserted a message can hand it to a turn
