@@ -368,7 +368,7 @@ func TestMigrateInstanceFlags(t *testing.T) {
 
 func ptr[T any](v T) *T { return &v }
 
-func deref(p *int32) any {
+func deref[T any](p *T) any {
 	if p == nil {
 		return nil
 	}

@@ -473,26 +473,10 @@ func (s *Store) TurnCommit(ctx context.Context, p *storage.TurnCommitParams) ([]
 	if p == nil {
 		return nil, errors.New("postgres: commit turn: nil params")
 	}
-	status, err := backend.CommitStatus(p)
+	c, err := s.newCommitCall(ctx, p)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: commit turn of %q: %w", p.InstanceID, err)
 	}
-	if err := checkTurnPublish(p); err != nil {
-		return nil, fmt.Errorf("postgres: commit turn of %q: %w", p.InstanceID, err)
-	}
-	if err := backend.ValidateSends(p.Sends); err != nil {
-		return nil, fmt.Errorf("postgres: commit turn of %q: %w", p.InstanceID, err)
-	}
-	if err := backend.ValidateAttributes(p.Attributes, true); err != nil {
-		return nil, fmt.Errorf("postgres: commit turn of %q: %w", p.InstanceID, err)
-	}
-	// The new events are encoded once, before any batch: each attempt of
-	// the commit and the history cache use the same documents.
-	newEvents, err := historyArgs(p.NewEvents)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: commit turn of %q: %w", p.InstanceID, err)
-	}
-	c := &commitCall{ctx: ctx, p: p, newEvents: newEvents, status: status, now: backend.NowOr(p.Now), seen: s.claims.Take(p.LockToken)}
 	// A commit writes (it updates the instance row at least) and waits for
 	// its WAL flush: once it has committed, so is every raise that had
 	// committed without waiting before it began (walmark.go).
@@ -504,7 +488,7 @@ func (s *Store) TurnCommit(ctx context.Context, p *storage.TurnCommitParams) ([]
 	} else {
 		c.err = s.commitOne(ctx, c)
 	}
-	s.hist.Committed(p, newEvents.docs, c.err == nil)
+	s.hist.Committed(p, c.newEvents.docs, c.err == nil)
 	s.wal.end(n, c.err == nil)
 	if c.err != nil {
 		return nil, fmt.Errorf("postgres: commit turn of %q: %w", p.InstanceID, c.err)
@@ -538,6 +522,31 @@ func (s *Store) TurnCommit(ctx context.Context, p *storage.TurnCommitParams) ([]
 		s.signal(p.Tenant, kinds)
 	}
 	return c.res.dropped, nil
+}
+
+// newCommitCall checks p and makes its commitCall, with what this store's
+// claim of the turn saw.
+func (s *Store) newCommitCall(ctx context.Context, p *storage.TurnCommitParams) (*commitCall, error) {
+	status, err := backend.CommitStatus(p)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkTurnPublish(p); err != nil {
+		return nil, err
+	}
+	if err := backend.ValidateSends(p.Sends); err != nil {
+		return nil, err
+	}
+	if err := backend.ValidateAttributes(p.Attributes, true); err != nil {
+		return nil, err
+	}
+	// The new events are encoded once, before any batch: each attempt of
+	// the commit and the history cache use the same documents.
+	newEvents, err := historyArgs(p.NewEvents)
+	if err != nil {
+		return nil, err
+	}
+	return &commitCall{ctx: ctx, p: p, newEvents: newEvents, status: status, now: backend.NowOr(p.Now), seen: s.claims.Take(p.LockToken)}, nil
 }
 
 // commitCall is one TurnCommit.
@@ -656,10 +665,14 @@ func (s *Store) commitBatch(calls []*combined[*commitCall]) {
 		b   batch
 		err error
 	)
-	for _, cc := range calls {
-		c := cc.call
-		if c.res, err = s.queueCommit(&b, c, nil, nil); err != nil {
-			break
+	if allSimple(calls) {
+		err = s.queueSimpleCommits(&b, calls)
+	} else {
+		for _, cc := range calls {
+			c := cc.call
+			if c.res, err = s.queueCommit(&b, c, nil, nil); err != nil {
+				break
+			}
 		}
 	}
 	if err == nil {
@@ -674,6 +687,17 @@ func (s *Store) commitBatch(calls []*combined[*commitCall]) {
 			c.err = s.commitOne(c.ctx, c)
 		}
 	}
+}
+
+// allSimple reports whether every commit of a batch is simple
+// (simpleCommit), so that one herald_commit_many call does them all.
+func allSimple(calls []*combined[*commitCall]) bool {
+	for _, cc := range calls {
+		if !simpleCommit(cc.call.p, nil) {
+			return false
+		}
+	}
+	return true
 }
 
 // commitResult is what a commit's batch reports once it has run.
@@ -967,29 +991,40 @@ func simpleCommit(p *storage.TurnCommitParams, gone []withdrawnWait) bool {
 // commitFuncSQL calls herald_commit (migration 0016).
 const commitFuncSQL = `SELECT herald_commit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)`
 
+// fateArgs are a commit's fate updates as herald_commit's arrays: the last
+// update of an event id wins, as if applied in order.
+type fateArgs struct {
+	ids, fates, reasons   []string
+	execs, origins, waits []int32
+}
+
+func newFateArgs(fs []storage.FateUpdate) (a fateArgs) {
+	if len(fs) == 0 {
+		return a
+	}
+	last := make(map[string]int, len(fs))
+	for i, f := range fs {
+		last[f.EventID] = i
+	}
+	for i, f := range fs {
+		if last[f.EventID] == i {
+			a.add(f)
+		}
+	}
+	return a
+}
+
+func (a *fateArgs) add(f storage.FateUpdate) {
+	a.ids, a.fates, a.reasons = append(a.ids, f.EventID), append(a.fates, string(f.Fate)), append(a.reasons, string(f.Reason))
+	a.execs, a.origins, a.waits = append(a.execs, int32(f.Execution)), append(a.origins, int32(f.OriginExecution)), append(a.waits, int32(f.WaitNumber))
+}
+
 // queueSimpleCommit queues a simple commit (simpleCommit) as one
 // herald_commit call; res is filled in as the batch runs.
 func (s *Store) queueSimpleCommit(b *batch, res *commitResult, c *commitCall) error {
 	p, status, seen, now := c.p, c.status, c.seen, c.now
 	seqs, kinds, docs := c.newEvents.seqs, c.newEvents.kinds, c.newEvents.docs
-	// The last update of an event id wins, as if applied in order.
-	var (
-		ids, fates, reasons   []string
-		execs, origins, waits []int32
-	)
-	if len(p.Fates) > 0 {
-		last := make(map[string]int, len(p.Fates))
-		for i, f := range p.Fates {
-			last[f.EventID] = i
-		}
-		for i, f := range p.Fates {
-			if last[f.EventID] != i {
-				continue
-			}
-			ids, fates, reasons = append(ids, f.EventID), append(fates, string(f.Fate)), append(reasons, string(f.Reason))
-			execs, origins, waits = append(execs, int32(f.Execution)), append(origins, int32(f.OriginExecution)), append(waits, int32(f.WaitNumber))
-		}
-	}
+	f := newFateArgs(p.Fates)
 	failure, err := failureArg(p.Failure)
 	if err != nil {
 		return err
@@ -1001,10 +1036,103 @@ func (s *Store) queueSimpleCommit(b *batch, res *commitResult, c *commitCall) er
 	b.queryRow("commit", func(row pgx.Row) error {
 		return row.Scan(&res.ready)
 	}, commitFuncSQL, p.Tenant, p.InstanceID, p.LockToken, p.Execution, seqs, kinds, docs, consumed,
-		ids, fates, reasons, execs, origins, waits,
+		f.ids, f.fates, f.reasons, f.execs, f.origins, f.waits,
 		string(status), backend.RawArg(p.Output), failure, now.UnixNano(),
 		seen.Tasks, seen.Markers)
 	return nil
+}
+
+// commitManySQL calls herald_commit_many (migration 0018).
+const commitManySQL = `SELECT idx, ready FROM herald_commit_many($1, $2, $3, $4, $5, $6, $7, $8, $9, $10,
+	$11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23)`
+
+// queueSimpleCommits queues the simple commits of a batch (each
+// simpleCommit, in (tenant, id) order, at most one per instance) as one
+// herald_commit_many call, which does for each what herald_commit does;
+// the results are filled in as the batch runs. Each call's published
+// events and blocked flag follow, as after queueSimpleCommit.
+func (s *Store) queueSimpleCommits(b *batch, calls []*combined[*commitCall]) error {
+	n := len(calls)
+	var (
+		tenants, ids, tokens, statuses = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		outputs, failures              = make([]*string, n), make([]*string, n)
+		executions                     = make([]int32, n)
+		nows                           = make([]int64, n)
+		tasks, markers                 = make([]bool, n), make([]bool, n)
+		hIdx, hSeqs                    []int32
+		hKinds, hDocs                  []string
+		cIdx                           []int32
+		cIDs                           []int64
+		fIdx                           []int32
+		f                              fateArgs
+		results                        = make([]*commitResult, n)
+	)
+	for i, cc := range calls {
+		c := cc.call
+		p := c.p
+		tenants[i], ids[i], tokens[i], statuses[i] = p.Tenant, p.InstanceID, p.LockToken, string(c.status)
+		executions[i], tasks[i], markers[i], nows[i] = int32(p.Execution), c.seen.Tasks, c.seen.Markers, c.now.UnixNano()
+		if len(p.Output) > 0 {
+			o := string(p.Output)
+			outputs[i] = &o
+		}
+		if p.Failure != nil {
+			fa, err := jsonArg(p.Failure)
+			if err != nil {
+				return err
+			}
+			failures[i] = &fa
+		}
+		for range c.newEvents.seqs {
+			hIdx = append(hIdx, int32(i+1))
+		}
+		hSeqs, hKinds, hDocs = append(hSeqs, c.newEvents.seqs...), append(hKinds, c.newEvents.kinds...), append(hDocs, c.newEvents.docs...)
+		for _, m := range p.ConsumedMessages {
+			cIdx, cIDs = append(cIdx, int32(i+1)), append(cIDs, m)
+		}
+		cf := newFateArgs(p.Fates)
+		for j := range cf.ids {
+			fIdx = append(fIdx, int32(i+1))
+			f.ids, f.fates, f.reasons = append(f.ids, cf.ids[j]), append(f.fates, cf.fates[j]), append(f.reasons, cf.reasons[j])
+			f.execs, f.origins, f.waits = append(f.execs, cf.execs[j]), append(f.origins, cf.origins[j]), append(f.waits, cf.waits[j])
+		}
+		results[i] = &commitResult{}
+	}
+	b.query("commit", func(rows pgx.Rows) error {
+		for rows.Next() {
+			var (
+				idx   int32
+				ready *int64
+			)
+			if err := rows.Scan(&idx, &ready); err != nil {
+				return err
+			}
+			if idx < 1 || int(idx) > n {
+				return fmt.Errorf("herald_commit_many returned commit %d of %d", idx, n)
+			}
+			results[idx-1].ready = ready
+		}
+		return nil
+	}, commitManySQL, tenants, ids, tokens, executions, statuses, outputs, failures, tasks, markers, nows,
+		nonNil(hIdx), nonNil(hSeqs), nonNil(hKinds), nonNil(hDocs), nonNil(cIdx), nonNil(cIDs),
+		nonNil(fIdx), nonNil(f.ids), nonNil(f.fates), nonNil(f.reasons), nonNil(f.execs), nonNil(f.origins), nonNil(f.waits))
+	for i, cc := range calls {
+		c := cc.call
+		c.res = results[i]
+		b.queuePublish(c.p.Tenant, c.p.Publish, c.now.UnixNano())
+		if c.seen.Blocked {
+			b.exec("clear blocked", unblockSQL, c.p.Tenant, c.p.InstanceID)
+		}
+	}
+	return nil
+}
+
+// nonNil is s, or an empty slice for nil (an empty array, not NULL).
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
 }
 
 // TurnAbandon: see storage.TurnStore.
