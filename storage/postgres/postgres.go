@@ -32,7 +32,8 @@
 // not ready to be claimed. TurnCommit first locks the instance row and
 // checks the lock token; any mismatch aborts the whole batch with
 // heraldtype.ErrLeaseLost. The common turn commit (history, consumed messages,
-// fates, status) is one statement, herald_commit (migration 0016). The
+// fates, status) is one statement, herald_commit (migration 0016), and a
+// batch of them one herald_commit_many call (migration 0018). The
 // lane rules a commit applies (the instance-end drops, the hand-on of a
 // delete-after-first correlated event) are package backend's, in Go, run
 // over laneTx's primitives; the schema's functions decide none of them.
