@@ -25,7 +25,10 @@ type Result struct {
 	// CPU is the machine's busy CPU time per instance (µs) over the
 	// measured part of a round trip or paced run: every process's, the
 	// database server's too (machineCPU). 0: not measured.
-	CPU   float64 `json:"cpu_us_per_op,omitempty"`
+	CPU float64 `json:"cpu_us_per_op,omitempty"`
+	// Steal is the share of the CPUs' time (%) the hypervisor gave to other
+	// machines over the same part of the run (machineCPU).
+	Steal float64 `json:"steal_pct,omitempty"`
 	Note  string  `json:"note,omitempty"`
 	Error string  `json:"error,omitempty"`
 	// Peer is the -peers name of a peer's row ("" for Herald's).
@@ -79,7 +82,7 @@ func num(v float64) string {
 
 func printTable(w io.Writer, rs []Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\tsystem\tN\trate\tunit\tp50 ms\tp95 ms\tp99 ms\tmax ms\tCPU µs\t")
+	fmt.Fprintln(tw, "scenario\tsystem\tN\trate\tunit\tp50 ms\tp95 ms\tp99 ms\tmax ms\tCPU µs\tsteal %\t")
 	for _, r := range rs {
 		n := ""
 		if r.N > 0 {
@@ -95,8 +98,12 @@ func printTable(w io.Writer, rs []Result) {
 		case r.Error != "":
 			rate, unit = "ERROR", ""
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Scenario, r.System, n, rate, unit,
-			num(r.P50), num(r.P95), num(r.P99), num(r.Max), num(r.CPU))
+		steal := ""
+		if r.CPU > 0 {
+			steal = fmt.Sprintf("%.0f", r.Steal)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Scenario, r.System, n, rate, unit,
+			num(r.P50), num(r.P95), num(r.P99), num(r.Max), num(r.CPU), steal)
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
