@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/heraldwf/herald/heraldtype"
@@ -39,26 +38,13 @@ func (c *stmtCounter) take(sql string) int {
 	return n
 }
 
-func (c *stmtCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	c.note(d.SQL)
-	return ctx
-}
-func (c *stmtCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-func (c *stmtCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
-	return ctx
-}
-func (c *stmtCounter) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
-	c.note(d.SQL)
-}
-func (c *stmtCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
-
 // commitManyStore opens a store on a fresh schema that counts its
 // statements.
 func commitManyStore(ctx context.Context, t *testing.T) (*Store, *stmtCounter) {
 	t.Helper()
 	sc := &stmtCounter{n: map[string]int{}}
 	s, err := Open(ctx, testdb.PostgresURL(t), WithSchema(testdb.NewSchema(t)),
-		WithPoolConfig(func(c *pgxpool.Config) { c.ConnConfig.Tracer = sc }))
+		WithPoolConfig(func(c *pgxpool.Config) { c.ConnConfig.Tracer = sqlTracer(sc.note) }))
 	if err != nil {
 		t.Fatal(err)
 	}

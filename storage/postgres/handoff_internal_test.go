@@ -52,18 +52,22 @@ func (c *loadCounter) take() map[string]int {
 	return n
 }
 
-func (c *loadCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	c.note(d.SQL)
+// sqlTracer is a pgx tracer that hands every statement's text, alone or in
+// a batch, to its function.
+type sqlTracer func(sql string)
+
+func (f sqlTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	f(d.SQL)
 	return ctx
 }
-func (c *loadCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-func (c *loadCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+func (f sqlTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (f sqlTracer) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
 	return ctx
 }
-func (c *loadCounter) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
-	c.note(d.SQL)
+func (f sqlTracer) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
+	f(d.SQL)
 }
-func (c *loadCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+func (f sqlTracer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
 // handOffStores opens n stores on one fresh schema, each counting its
 // loading statements.
@@ -79,7 +83,7 @@ func handOffStores(t *testing.T, n int) (context.Context, []*Store, []*loadCount
 	)
 	for range n {
 		lc := &loadCounter{n: map[string]int{}}
-		s, err := Open(ctx, url, WithSchema(schema), WithPoolConfig(func(c *pgxpool.Config) { c.ConnConfig.Tracer = lc }))
+		s, err := Open(ctx, url, WithSchema(schema), WithPoolConfig(func(c *pgxpool.Config) { c.ConnConfig.Tracer = sqlTracer(lc.note) }))
 		if err != nil {
 			t.Fatal(err)
 		}
