@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -171,11 +172,13 @@ func TestCommitManyAsOne(t *testing.T) {
 		"tasks":    {"tasks-1"},                  // completes with an activity task left
 		"drops":    {"drops-1", "drops-2"},       // completes with an event to drop
 		"lost":     {"lost-1"},                   // its lease is lost
+		"stale":    {"stale-1"},                  // ran on another execution
+		"beside":   {"beside-1"},                 // continues beside it
 		"together": {"together-1", "together-2"}, // continues beside those two
 	}
 	tasks := map[string]bool{"tasks": true}
 	// commits makes the two batches' commits from the turns.
-	commits := func(turns map[string]*storage.Turn) (first, second []*storage.TurnCommitParams) {
+	commits := func(turns map[string]*storage.Turn) (first, second, third []*storage.TurnCommitParams) {
 		keep := turns["keep"]
 		first = []*storage.TurnCommitParams{
 			{Tenant: "t", InstanceID: "keep", LockToken: keep.LockToken, Execution: 1, Now: hoNow, Status: heraldtype.StatusRunning,
@@ -187,18 +190,21 @@ func TestCommitManyAsOne(t *testing.T) {
 		}
 		lost := consume(turns["lost"], heraldtype.StatusRunning)
 		lost.LockToken = "not-the-token"
+		stale := consume(turns["stale"], heraldtype.StatusRunning)
+		stale.Execution = 2
 		second = []*storage.TurnCommitParams{
 			consume(turns["drops"], heraldtype.StatusCompleted), lost, consume(turns["together"], heraldtype.StatusRunning),
 		}
-		return first, second
+		third = []*storage.TurnCommitParams{consume(turns["beside"], heraldtype.StatusRunning), stale}
+		return first, second, third
 	}
 
 	// One store commits each turn alone (herald_commit), the other in
 	// batches (herald_commit_many).
 	alone, aloneStmts := commitManyStore(ctx, t)
-	first, second := commits(commitManyTurns(ctx, t, alone, raises, tasks))
+	first, second, third := commits(commitManyTurns(ctx, t, alone, raises, tasks))
 	aloneErrs := map[string]error{}
-	for _, p := range append(first, second...) {
+	for _, p := range slices.Concat(first, second, third) {
 		c, err := alone.newCommitCall(ctx, p)
 		if err != nil {
 			t.Fatal(err)
@@ -210,9 +216,9 @@ func TestCommitManyAsOne(t *testing.T) {
 	}
 
 	many, manyStmts := commitManyStore(ctx, t)
-	first, second = commits(commitManyTurns(ctx, t, many, raises, tasks))
+	first, second, third = commits(commitManyTurns(ctx, t, many, raises, tasks))
 	manyErrs, manyReady := map[string]error{}, map[string]*int64{}
-	for i, ps := range [][]*storage.TurnCommitParams{first, second} {
+	for i, ps := range [][]*storage.TurnCommitParams{first, second, third} {
 		var calls []*combined[*commitCall]
 		for _, p := range ps {
 			c, err := many.newCommitCall(ctx, p)
@@ -229,13 +235,13 @@ func TestCommitManyAsOne(t *testing.T) {
 				manyReady[cc.call.p.InstanceID] = cc.call.res.ready
 			}
 		}
-		// The first batch is one call; the second's fails, and its
+		// The first batch is one call; the others' fail, and their
 		// commits run alone (the one with events to drop tries
 		// herald_commit first, then its interactive transaction).
 		if n := manyStmts.take(commitManySQL); n != 1 {
 			t.Fatalf("batch %d: herald_commit_many ran %d times, want 1", i+1, n)
 		}
-		if n, want := manyStmts.take(commitFuncSQL), []int{0, 3}[i]; n != want {
+		if n, want := manyStmts.take(commitFuncSQL), []int{0, 3, 2}[i]; n != want {
 			t.Fatalf("batch %d: herald_commit ran %d times, want %d", i+1, n, want)
 		}
 	}
@@ -245,6 +251,12 @@ func TestCommitManyAsOne(t *testing.T) {
 		if id == "lost" {
 			if !errors.Is(a, heraldtype.ErrLeaseLost) || !errors.Is(m, heraldtype.ErrLeaseLost) {
 				t.Errorf("lost lease: alone %v, in a batch %v; want ErrLeaseLost", a, m)
+			}
+			continue
+		}
+		if id == "stale" {
+			if a == nil || m == nil || a.Error() != m.Error() {
+				t.Errorf("another execution: alone %v, in a batch %v; want the same error", a, m)
 			}
 			continue
 		}
@@ -261,7 +273,7 @@ func TestCommitManyAsOne(t *testing.T) {
 	}
 	// What the batches returned is the instance's ready_at: the next
 	// message's, or none.
-	want := map[string]bool{"keep": true, "next": true, "together": true, "done": false, "failed": false, "tasks": false, "drops": false}
+	want := map[string]bool{"keep": true, "next": true, "together": true, "beside": false, "done": false, "failed": false, "tasks": false, "drops": false}
 	for id, ready := range want {
 		var got *int64
 		if err := many.pool.QueryRow(ctx, `SELECT ready_at FROM instances WHERE tenant = 't' AND id = $1`, id).Scan(&got); err != nil {

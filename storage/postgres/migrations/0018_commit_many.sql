@@ -48,31 +48,32 @@ AS $$
 DECLARE
     v_n integer := cardinality(p_ids);
     v_locked integer;
+    v_first integer;
     v_bad record;
 BEGIN
-    -- The fence, in (tenant, id) order (the arrays' order).
-    SELECT count(*) INTO v_locked FROM (
-        SELECT 1 FROM instances i
-        JOIN unnest(p_tenants, p_ids) WITH ORDINALITY AS p(tenant, id, n) ON i.tenant = p.tenant AND i.id = p.id
+    -- The fence, in (tenant, id) order (the arrays' order), and the first
+    -- commit whose instance it finds no longer theirs (the lock returns
+    -- each row as the commits it waited for left it).
+    SELECT count(*), min(l.n) FILTER (WHERE l.bad) INTO v_locked, v_first FROM (
+        SELECT p.n, i.lock_token IS DISTINCT FROM p.token OR i.status NOT IN ('pending', 'running')
+            OR i.execution <> p.execution AS bad
+        FROM instances i
+        JOIN unnest(p_tenants, p_ids, p_tokens, p_executions) WITH ORDINALITY AS p(tenant, id, token, execution, n)
+            ON i.tenant = p.tenant AND i.id = p.id
         ORDER BY p.n
         FOR NO KEY UPDATE OF i) l;
     IF v_locked <> v_n THEN
         RAISE EXCEPTION 'instance does not exist' USING ERRCODE = 'HL001';
     END IF;
-    SELECT p.n, i.lock_token IS DISTINCT FROM p.token AS lost, i.status, i.execution, p.execution AS turn_execution
-    INTO v_bad
-    FROM instances i
-    JOIN unnest(p_tenants, p_ids, p_tokens, p_executions) WITH ORDINALITY AS p(tenant, id, token, execution, n)
-        ON i.tenant = p.tenant AND i.id = p.id
-    WHERE i.lock_token IS DISTINCT FROM p.token OR i.status NOT IN ('pending', 'running') OR i.execution <> p.execution
-    ORDER BY p.n LIMIT 1;
-    IF FOUND THEN
+    IF v_first IS NOT NULL THEN
+        SELECT i.lock_token IS DISTINCT FROM p_tokens[v_first] AS lost, i.status, i.execution INTO v_bad
+        FROM instances i WHERE i.tenant = p_tenants[v_first] AND i.id = p_ids[v_first];
         IF v_bad.lost THEN
             RAISE EXCEPTION 'lock token does not own the instance' USING ERRCODE = 'HL001';
         ELSIF v_bad.status NOT IN ('pending', 'running') THEN
             RAISE EXCEPTION 'instance is %', v_bad.status USING ERRCODE = 'HL001';
         END IF;
-        RAISE EXCEPTION 'turn ran on execution % but the instance is on execution %', v_bad.turn_execution, v_bad.execution
+        RAISE EXCEPTION 'turn ran on execution % but the instance is on execution %', p_executions[v_first], v_bad.execution
             USING ERRCODE = 'HL002';
     END IF;
 
@@ -97,7 +98,7 @@ BEGIN
     -- The ending commits: herald_end with p_check (events_instance in rid
     -- order, so that even a plan made while the ledger is empty reads only
     -- each instance's events).
-    IF EXISTS (SELECT 1 FROM unnest(p_statuses) AS s(status) WHERE s.status NOT IN ('pending', 'running')) THEN
+    IF NOT p_statuses <@ ARRAY['pending', 'running'] THEN
         IF EXISTS (SELECT 1 FROM unnest(p_tenants, p_ids, p_statuses) AS p(tenant, id, status)
                    WHERE p.status NOT IN ('pending', 'running')
                      AND EXISTS (SELECT 1 FROM events e
