@@ -287,3 +287,52 @@ func TestCommitManyAsOne(t *testing.T) {
 		}
 	}
 }
+
+// Two tenants' instances of the same id committed in one
+// herald_commit_many call: each commit writes its own tenant's rows only.
+func TestCommitManyTenants(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, stmts := commitManyStore(ctx, t)
+	var calls []*combined[*commitCall]
+	for _, tenant := range []string{"a", "b"} {
+		if _, err := s.InstanceCreate(ctx, &storage.InstanceCreateParams{Tenant: tenant, ID: "same", Workflow: "wf", Now: hoNow}); err != nil {
+			t.Fatal(err)
+		}
+		turns, err := s.TurnClaim(ctx, &storage.TurnClaimParams{Tenant: tenant, Now: hoNow, Lease: time.Minute})
+		if err != nil || len(turns) != 1 {
+			t.Fatalf("claim in %s: %v, %d turns", tenant, err, len(turns))
+		}
+		tr := turns[0]
+		p := &storage.TurnCommitParams{Tenant: tenant, InstanceID: "same", LockToken: tr.LockToken, Execution: 1, Now: hoNow,
+			ConsumedMessages: []int64{tr.Messages[0].ID}, Status: heraldtype.StatusCompleted, Output: json.RawMessage(`"` + tenant + `"`),
+			NewEvents: []history.Event{{Seq: 2, Kind: history.ExecutionCompleted, Time: hoNow}}}
+		c, err := s.newCommitCall(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		calls = append(calls, &combined[*commitCall]{call: c})
+	}
+	s.commitBatch(calls)
+	for _, cc := range calls {
+		if cc.call.err != nil {
+			t.Fatalf("%s: %v", cc.call.p.Tenant, cc.call.err)
+		}
+	}
+	if n := stmts.take(commitManySQL); n != 1 {
+		t.Fatalf("herald_commit_many ran %d times, want 1", n)
+	}
+	for _, tenant := range []string{"a", "b"} {
+		inst, err := s.InstanceGet(ctx, &storage.InstanceGetParams{Tenant: tenant, ID: "same"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if inst.Status != heraldtype.StatusCompleted || string(inst.Output) != `"`+tenant+`"` {
+			t.Errorf("tenant %s: status %s, output %s", tenant, inst.Status, inst.Output)
+		}
+		var events int
+		if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM history WHERE tenant = $1 AND instance_id = 'same'`, tenant).Scan(&events); err != nil || events != 2 {
+			t.Errorf("tenant %s: %d history events (%v), want 2", tenant, events, err)
+		}
+	}
+}
