@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -342,7 +343,44 @@ func (o *tenantTurns) count(tenant string) int {
 // of a quiet tenant waited until the busy tenant ran out of work.)
 func TestTenants_BusyTenantDoesNotHideTimers(t *testing.T) {
 	t.Parallel()
-	st := testStore(t)
+	quietTimerUnderBusyTenant(t, testStore(t), nil)
+}
+
+// failingTenantsReady is a store whose TenantsReady for turns fails once
+// after it is armed.
+type failingTenantsReady struct {
+	storage.Store
+	armed, failed atomic.Bool
+}
+
+func (s *failingTenantsReady) TenantsReady(ctx context.Context, p *storage.TenantsReadyParams) ([]string, error) {
+	if p.Kinds&storage.WorkTurns != 0 && s.armed.Load() && s.failed.CompareAndSwap(false, true) {
+		return nil, errors.New("the store is busy (test)")
+	}
+	return s.Store.TenantsReady(ctx, p)
+}
+
+// TestTenants_FailedLookIsMadeAgain: a claim loop kept busy by one tenant
+// looks for the others once a wake time has passed; when the store fails
+// that look, the loop looks again soon, not after a PollInterval, and a
+// quiet tenant's due timer still runs. (Found reviewing a failure of the
+// test above in a loaded CI run: a look that failed cleared the wake time,
+// and the loop did not look again for a PollInterval.)
+func TestTenants_FailedLookIsMadeAgain(t *testing.T) {
+	t.Parallel()
+	st := &failingTenantsReady{Store: testStore(t)}
+	quietTimerUnderBusyTenant(t, st, func() { st.armed.Store(true) })
+	if !st.failed.Load() {
+		t.Fatal("no look for turns failed: the test tested nothing")
+	}
+}
+
+// quietTimerUnderBusyTenant keeps both turn workers of a runtime on st
+// busy with one tenant's spinning instances, calls arm (if not nil),
+// brings another tenant's durable timer due on the engine's clock, and
+// fails t unless that timer's instance completes within 10 s.
+func quietTimerUnderBusyTenant(t *testing.T, st storage.Store, arm func()) {
+	t.Helper()
 	vc := clock.NewVirtual(time.Date(2030, 1, 1, 9, 0, 0, 0, time.UTC))
 	turns := &tenantTurns{n: map[string]int{}}
 	// The wall-clock poll never fires during the test: only the engine's
@@ -381,6 +419,9 @@ func TestTenants_BusyTenantDoesNotHideTimers(t *testing.T) {
 	}
 	qb.waitFor("the busy tenant spinning", func() bool { return turns.count("busy") >= 50 })
 
+	if arm != nil {
+		arm()
+	}
 	vc.Advance(time.Hour)
 	waitCtx, cancelWait := context.WithTimeout(ctx, 10*time.Second)
 	defer cancelWait()

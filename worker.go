@@ -113,6 +113,10 @@ func (w *waiter) armWake(at time.Time) {
 	}
 }
 
+// lookRetry is how soon a claim loop asks TenantsReady again after the
+// store failed to answer (at most PollInterval).
+const lookRetry = 50 * time.Millisecond
+
 // armSlack is how far a clock may move between two reads around arming a
 // timer without counting as a jump.
 const armSlack = time.Millisecond
@@ -152,7 +156,8 @@ func (s *readySet) remove(t string) {
 // one busy tenant a round is one claim, as it would be without tenants.
 //
 // A loop that never sleeps still asks TenantsReady once a known wake time
-// has passed and at least every PollInterval (wall clock): work no signal
+// has passed and at least every PollInterval (wall clock), and asks again
+// within lookRetry when the store failed to answer: work no signal
 // announces (a timer coming due, work of a tenant whose claim failed,
 // work written by a process that cannot signal this one) must not wait
 // until the busy tenants run out of work.
@@ -256,8 +261,11 @@ func claimLoopBatched[T any](ctx context.Context, r *Runtime, what string, kinds
 	minBatch = min(max(minBatch, 1), cap(pool.slots))
 	defer pool.close()
 	ready := &readySet{in: map[string]bool{}}
-	look := true         // ask the store which tenants have work
-	var looked time.Time // wall clock of the last look
+	look := true // ask the store which tenants have work
+	var (
+		looked    time.Time // wall clock of the last look
+		lookAgain time.Time // wall clock: a look that failed is made again from then
+	)
 	rotate := 0
 	for ctx.Err() == nil {
 		free := pool.free()
@@ -281,16 +289,22 @@ func claimLoopBatched[T any](ctx context.Context, r *Runtime, what string, kinds
 			}
 		}
 		if !look && (time.Since(looked) >= r.cfg.PollInterval ||
-			(!w.nextWake.IsZero() && !r.cfg.Clock.Now().Before(w.nextWake))) {
+			(!w.nextWake.IsZero() && !r.cfg.Clock.Now().Before(w.nextWake)) ||
+			(!lookAgain.IsZero() && !time.Now().Before(lookAgain))) {
 			look = true
 		}
 		if look {
 			look = false
-			looked, w.nextWake = time.Now(), time.Time{}
+			looked, w.nextWake, lookAgain = time.Now(), time.Time{}, time.Time{}
 			ts, err := r.store.TenantsReady(ctx, &storage.TenantsReadyParams{Tenants: r.cfg.Tenants, Kinds: kinds,
 				Now: r.cfg.Clock.Now()})
 			if err != nil && ctx.Err() == nil {
 				r.logger.Error("herald: find tenants with "+what, "err", err)
+				// What made the loop look (a wake time passed, lost
+				// notifications) still holds: a loop kept busy by other
+				// tenants would otherwise not look again for a
+				// PollInterval, and a due timer would wait as long.
+				lookAgain = looked.Add(min(lookRetry, r.cfg.PollInterval))
 			}
 			for _, t := range ts {
 				ready.add(t)
