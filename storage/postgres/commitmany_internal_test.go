@@ -267,6 +267,11 @@ func TestCommitManyAsOne(t *testing.T) {
 	if a, m := commitState(ctx, t, alone), commitState(ctx, t, many); !reflect.DeepEqual(a, m) {
 		t.Errorf("one by one:\n%v\nin batches:\n%v", a, m)
 	}
+	// Of a commit's two updates of one event's fate, the last wins.
+	var fate string
+	if err := many.pool.QueryRow(ctx, `SELECT fate FROM events WHERE tenant = 't' AND event_id = 'done-1'`).Scan(&fate); err != nil || fate != string(history.FateDelivered) {
+		t.Errorf("done-1's fate: %q (%v), want delivered", fate, err)
+	}
 	var tasksLeft int
 	if err := many.pool.QueryRow(ctx, `SELECT count(*) FROM activities WHERE tenant = 't' AND instance_id = 'tasks'`).Scan(&tasksLeft); err != nil || tasksLeft != 0 {
 		t.Errorf("the ended instance's activity tasks: %d left (%v)", tasksLeft, err)

@@ -991,27 +991,29 @@ func simpleCommit(p *storage.TurnCommitParams, gone []withdrawnWait) bool {
 // commitFuncSQL calls herald_commit (migration 0016).
 const commitFuncSQL = `SELECT herald_commit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)`
 
-// fateArgs are a commit's fate updates as herald_commit's arrays: the last
-// update of an event id wins, as if applied in order.
-type fateArgs struct {
-	ids, fates, reasons   []string
-	execs, origins, waits []int32
-}
-
-func newFateArgs(fs []storage.FateUpdate) (a fateArgs) {
-	if len(fs) == 0 {
-		return a
+// lastFates returns the fate updates that win: the last of each event id,
+// as if applied in order.
+func lastFates(fs []storage.FateUpdate) []storage.FateUpdate {
+	if len(fs) < 2 {
+		return fs
 	}
 	last := make(map[string]int, len(fs))
 	for i, f := range fs {
 		last[f.EventID] = i
 	}
+	out := make([]storage.FateUpdate, 0, len(last))
 	for i, f := range fs {
 		if last[f.EventID] == i {
-			a.add(f)
+			out = append(out, f)
 		}
 	}
-	return a
+	return out
+}
+
+// fateArgs are fate updates as herald_commit's arrays.
+type fateArgs struct {
+	ids, fates, reasons   []string
+	execs, origins, waits []int32
 }
 
 func (a *fateArgs) add(f storage.FateUpdate) {
@@ -1024,7 +1026,10 @@ func (a *fateArgs) add(f storage.FateUpdate) {
 func (s *Store) queueSimpleCommit(b *batch, res *commitResult, c *commitCall) error {
 	p, status, seen, now := c.p, c.status, c.seen, c.now
 	seqs, kinds, docs := c.newEvents.seqs, c.newEvents.kinds, c.newEvents.docs
-	f := newFateArgs(p.Fates)
+	var f fateArgs
+	for _, fu := range lastFates(p.Fates) {
+		f.add(fu)
+	}
 	failure, err := failureArg(p.Failure)
 	if err != nil {
 		return err
@@ -1047,7 +1052,7 @@ const commitManySQL = `SELECT idx, ready FROM herald_commit_many($1, $2, $3, $4,
 	$11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23)`
 
 // queueSimpleCommits queues the simple commits of a batch (each
-// simpleCommit, in (tenant, id) order, at most one per instance) as one
+// simpleCommit, in (tenant, id) order) as one
 // herald_commit_many call, which does for each what herald_commit does;
 // the results are filled in as the batch runs. Each call's published
 // events and blocked flag follow, as after queueSimpleCommit.
@@ -1090,11 +1095,9 @@ func (s *Store) queueSimpleCommits(b *batch, calls []*combined[*commitCall]) err
 		for _, m := range p.ConsumedMessages {
 			cIdx, cIDs = append(cIdx, int32(i+1)), append(cIDs, m)
 		}
-		cf := newFateArgs(p.Fates)
-		for j := range cf.ids {
+		for _, fu := range lastFates(p.Fates) {
 			fIdx = append(fIdx, int32(i+1))
-			f.ids, f.fates, f.reasons = append(f.ids, cf.ids[j]), append(f.fates, cf.fates[j]), append(f.reasons, cf.reasons[j])
-			f.execs, f.origins, f.waits = append(f.execs, cf.execs[j]), append(f.origins, cf.origins[j]), append(f.waits, cf.waits[j])
+			f.add(fu)
 		}
 		results[i] = &commitResult{}
 	}
