@@ -114,7 +114,8 @@ func (w *waiter) armWake(at time.Time) {
 }
 
 // lookRetry is how soon a claim loop asks TenantsReady again after the
-// store failed to answer (at most PollInterval).
+// store failed to answer (or PollInterval, if that is sooner: the poll
+// looks anyway).
 const lookRetry = 50 * time.Millisecond
 
 // armSlack is how far a clock may move between two reads around arming a
@@ -304,7 +305,7 @@ func claimLoopBatched[T any](ctx context.Context, r *Runtime, what string, kinds
 				// notifications) still holds: a loop kept busy by other
 				// tenants would otherwise not look again for a
 				// PollInterval, and a due timer would wait as long.
-				lookAgain = looked.Add(min(lookRetry, r.cfg.PollInterval))
+				lookAgain = looked.Add(lookRetry)
 			}
 			for _, t := range ts {
 				ready.add(t)

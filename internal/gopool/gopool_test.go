@@ -235,29 +235,18 @@ func BenchmarkGo(b *testing.B) {
 		}
 		grow(128) // about 24 KiB of stack
 	}
-	b.Run("go", func(b *testing.B) {
-		done := make(chan struct{})
-		for b.Loop() {
-			go func() { deep(); done <- struct{}{} }()
-			<-done
-		}
-	})
-	b.Run("pool", func(b *testing.B) {
-		p := New(4, time.Minute)
-		defer p.Close()
-		done := make(chan struct{})
-		for b.Loop() {
-			p.Go(func() { deep(); done <- struct{}{} })
-			<-done
-		}
-	})
+	benchGoVsPool(b, deep)
 }
 
-func BenchmarkGoShallow(b *testing.B) {
+func BenchmarkGoShallow(b *testing.B) { benchGoVsPool(b, func() {}) }
+
+// benchGoVsPool measures running work on a new goroutine (go) and on one
+// of a pool's.
+func benchGoVsPool(b *testing.B, work func()) {
 	b.Run("go", func(b *testing.B) {
 		done := make(chan struct{})
 		for b.Loop() {
-			go func() { done <- struct{}{} }()
+			go func() { work(); done <- struct{}{} }()
 			<-done
 		}
 	})
@@ -266,7 +255,7 @@ func BenchmarkGoShallow(b *testing.B) {
 		defer p.Close()
 		done := make(chan struct{})
 		for b.Loop() {
-			p.Go(func() { done <- struct{}{} })
+			p.Go(func() { work(); done <- struct{}{} })
 			<-done
 		}
 	})

@@ -13,7 +13,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/heraldwf/herald/heraldtype"
-	"github.com/heraldwf/herald/history"
 	"github.com/heraldwf/herald/storage"
 	"github.com/heraldwf/herald/storage/internal/backend"
 )
@@ -471,17 +470,13 @@ const lateMessagesSQL = `SELECT ` + messageCols + ` FROM inbox WHERE tenant = $1
 func (s *Store) loadLate(ctx context.Context, h *handOffs, late []*raiseCall) {
 	var (
 		reads []historyRead
-		held  = make([][]history.Event, len(late))
 		b     batch
 	)
-	for i, c := range late {
+	for _, c := range late {
 		t := c.turn
 		id := t.Instance.ID
-		if k, ok := h.ld.known[id]; ok && k.execution == t.Instance.Execution {
-			held[i] = k.events
-		}
 		if c.lateHistory {
-			reads = append(reads, historyRead{turn: t, after: len(held[i])})
+			reads = append(reads, historyRead{turn: t, after: len(h.ld.held(t))})
 		}
 		if c.lateMessages {
 			t.Messages = nil
@@ -515,15 +510,9 @@ func (s *Store) loadLate(ctx context.Context, h *handOffs, late []*raiseCall) {
 		s.signal(h.tenant, storage.WorkTurns)
 		return
 	}
-	for i, c := range late {
-		t := c.turn
-		if t.Err != nil {
-			t.History = nil
-		} else {
-			in := &t.Instance
-			t.History = s.hist.Attach(in.Tenant, in.ID, in.Execution, held[i], t.History)
-		}
-		s.claims.Note(t, h.maxMessages, c.seen)
+	for _, c := range late {
+		h.ld.attach(s.hist, c.turn)
+		s.claims.Note(c.turn, h.maxMessages, c.seen)
 	}
 }
 

@@ -601,20 +601,31 @@ func (s *Store) do(ctx context.Context, fn func(ctx context.Context) error) erro
 	if s.closed.Load() {
 		return heraldtype.ErrClosed
 	}
+	return s.retry(ctx, fn, func(err error) (error, bool) {
+		if s.closed.Load() && !errors.Is(err, heraldtype.ErrClosed) {
+			return fmt.Errorf("%w (%v)", heraldtype.ErrClosed, err), false
+		}
+		code := pgCode(err)
+		if code == codeDiskFull {
+			return fmt.Errorf("%w (%w)", err, heraldtype.ErrStorageFull), false
+		}
+		return err, code == "40001" || code == "40P01" || (pgconn.SafeToRetry(err) && ctx.Err() == nil)
+	})
+}
+
+// retry runs fn until it succeeds, or classify (given fn's error) says not
+// to try again (returning the error to return), or fn has been retried
+// maxRetries times, or ctx ends; between attempts it pauses a short random
+// while, longer after each. A lost connection it gives up on is returned
+// wrapped in heraldtype.ErrUnavailable.
+func (s *Store) retry(ctx context.Context, fn func(ctx context.Context) error, classify func(error) (error, bool)) error {
 	for attempt := 0; ; attempt++ {
 		err := fn(ctx)
 		if err == nil {
 			return nil
 		}
-		if s.closed.Load() && !errors.Is(err, heraldtype.ErrClosed) {
-			return fmt.Errorf("%w (%v)", heraldtype.ErrClosed, err)
-		}
-		code := pgCode(err)
-		if code == codeDiskFull {
-			return fmt.Errorf("%w (%w)", err, heraldtype.ErrStorageFull)
-		}
-		retry := code == "40001" || code == "40P01" || (pgconn.SafeToRetry(err) && ctx.Err() == nil)
-		if !retry || attempt >= s.cfg.maxRetries {
+		err, again := classify(err)
+		if !again || attempt >= s.cfg.maxRetries {
 			if connectionLost(err) && !errors.Is(err, heraldtype.ErrUnavailable) {
 				return fmt.Errorf("%w: %w", heraldtype.ErrUnavailable, err)
 			}

@@ -214,12 +214,7 @@ func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*s
 			}
 		}
 		for _, c := range cs {
-			t := c.turn
-			if t.Err != nil {
-				t.History = nil
-				continue
-			}
-			t.History = s.hist.Attach(p.Tenant, t.Instance.ID, t.Instance.Execution, c.held, t.History)
+			attachHistory(s.hist, c.turn, c.held)
 		}
 		slices.SortFunc(cs, func(a, b claimed) int {
 			if a.readyAt != b.readyAt {
@@ -342,15 +337,27 @@ func (ld *claimLoad) know(cache *backend.HistoryCache, tenant string, ids []stri
 // cache held of it, if that is of t's execution, and records the whole
 // history in the cache.
 func (ld *claimLoad) attach(cache *backend.HistoryCache, t *storage.Turn) {
+	attachHistory(cache, t, ld.held(t))
+}
+
+// held is what the history cache held of t's execution when the batch was
+// made (nil: nothing).
+func (ld *claimLoad) held(t *storage.Turn) []history.Event {
+	if k, ok := ld.known[t.Instance.ID]; ok && k.execution == t.Instance.Execution {
+		return k.events
+	}
+	return nil
+}
+
+// attachHistory puts held, what the history cache held of t's execution,
+// in front of the events read into t.History; a failed turn gets no
+// history.
+func attachHistory(cache *backend.HistoryCache, t *storage.Turn, held []history.Event) {
 	if t.Err != nil {
 		t.History = nil
 		return
 	}
 	in := &t.Instance
-	var held []history.Event
-	if k, ok := ld.known[in.ID]; ok && k.execution == in.Execution {
-		held = k.events
-	}
 	t.History = cache.Attach(in.Tenant, in.ID, in.Execution, held, t.History)
 }
 
@@ -752,11 +759,7 @@ func (s *Store) queueCommit(b *batch, c *commitCall, gone []withdrawnWait, lt *l
 		if err := s.queueSimpleCommit(b, res, c); err != nil {
 			return nil, err
 		}
-		// After herald_commit's fence: a lost lease aborts the batch first.
-		b.queuePublish(tenant, p.Publish, nowN)
-		if seen.Blocked {
-			b.exec("clear blocked", unblockSQL, tenant, id)
-		}
+		queueSimpleTail(b, c)
 		return res, nil
 	}
 	s.queueCorrelatedLocks(b, tenant, waits, gone, p.ReturnedCorrelated)
@@ -1054,8 +1057,8 @@ const commitManySQL = `SELECT idx, ready FROM herald_commit_many($1, $2, $3, $4,
 // queueSimpleCommits queues the simple commits of a batch (each
 // simpleCommit, in (tenant, id) order) as one
 // herald_commit_many call, which does for each what herald_commit does;
-// the results are filled in as the batch runs. Each call's published
-// events and blocked flag follow, as after queueSimpleCommit.
+// the results are filled in as the batch runs. Each call's tail follows
+// (queueSimpleTail).
 func (s *Store) queueSimpleCommits(b *batch, calls []*combined[*commitCall]) error {
 	n := len(calls)
 	var (
@@ -1120,14 +1123,21 @@ func (s *Store) queueSimpleCommits(b *batch, calls []*combined[*commitCall]) err
 		nonNil(hIdx), nonNil(hSeqs), nonNil(hKinds), nonNil(hDocs), nonNil(cIdx), nonNil(cIDs),
 		nonNil(fIdx), nonNil(f.ids), nonNil(f.fates), nonNil(f.reasons), nonNil(f.execs), nonNil(f.origins), nonNil(f.waits))
 	for i, cc := range calls {
-		c := cc.call
-		c.res = results[i]
-		b.queuePublish(c.p.Tenant, c.p.Publish, c.now.UnixNano())
-		if c.seen.Blocked {
-			b.exec("clear blocked", unblockSQL, c.p.Tenant, c.p.InstanceID)
-		}
+		cc.call.res = results[i]
+		queueSimpleTail(b, cc.call)
 	}
 	return nil
+}
+
+// queueSimpleTail queues what follows a simple commit's function call in
+// its batch (after the fence, so that a lost lease aborts the batch
+// first): the events the turn published, and the clearing of its
+// instance's blocked flag.
+func queueSimpleTail(b *batch, c *commitCall) {
+	b.queuePublish(c.p.Tenant, c.p.Publish, c.now.UnixNano())
+	if c.seen.Blocked {
+		b.exec("clear blocked", unblockSQL, c.p.Tenant, c.p.InstanceID)
+	}
 }
 
 // nonNil is s, or an empty slice for nil (an empty array, not NULL).

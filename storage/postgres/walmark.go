@@ -2,12 +2,8 @@ package postgres
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"sync"
 	"time"
-
-	"github.com/heraldwf/herald/heraldtype"
 )
 
 // Deferred raise flushes.
@@ -230,21 +226,11 @@ func (s *Store) flushWAL(ctx context.Context, need int64) error {
 		// wait for it. It changes nothing, so any failure (a connection
 		// killed under it, say) is tried again, as often as a transaction.
 		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batchTimeout)
-		for attempt := 0; ; attempt++ {
-			if _, f.err = s.pool.Exec(bctx, `SELECT pg_current_xact_id()`); f.err == nil || attempt >= s.cfg.maxRetries || bctx.Err() != nil {
-				break
-			}
-			t := time.NewTimer(time.Duration(attempt+1) * time.Millisecond)
-			select {
-			case <-bctx.Done():
-			case <-t.C:
-			}
-			t.Stop()
-		}
+		f.err = s.retry(bctx, func(ctx context.Context) error {
+			_, err := s.pool.Exec(ctx, `SELECT pg_current_xact_id()`)
+			return err
+		}, func(err error) (error, bool) { return err, true })
 		cancel()
-		if f.err != nil && connectionLost(f.err) && !errors.Is(f.err, heraldtype.ErrUnavailable) {
-			f.err = fmt.Errorf("%w: %w", heraldtype.ErrUnavailable, f.err)
-		}
 		m.end(f.n, f.err == nil)
 		m.mu.Lock()
 		if m.flushing == f {
