@@ -30,6 +30,12 @@ const (
 	busCrashLease       = 2 * time.Second
 	busCrashEnvWorker   = "HERALD_BUSCRASH_WORKER"
 	busCrashEnvAttempts = "HERALD_BUSCRASH_ATTEMPTS"
+	// busCrashEnvHold, in the first worker's environment: its handler
+	// attempts of events numbered this or higher work until the process
+	// dies, so that the kill finds attempts running however slowly the
+	// test's own checks run (a loaded machine once let every attempt the
+	// kill was aimed at finish first).
+	busCrashEnvHold = "HERALD_BUSCRASH_HOLD_FROM"
 )
 
 // busCrashEvents: 200 events, 100 under the race detector.
@@ -99,8 +105,10 @@ func busCrashConfig(logger *slog.Logger) *herald.Config {
 }
 
 // registerBusCrash registers the Go handler "work": each attempt appends
-// "<event id> <pid>" to attemptsPath before it works for 40-120 ms.
-func registerBusCrash(rt *herald.Runtime, attemptsPath string) {
+// "<event id> <pid>" to attemptsPath before it works for 40-120 ms, or,
+// for events numbered holdFrom or higher (holdFrom > 0), until its process
+// dies.
+func registerBusCrash(rt *herald.Runtime, attemptsPath string, holdFrom int) {
 	var mu sync.Mutex
 	herald.RegisterBusHandler(rt, "work", func(ctx context.Context, ev herald.BusEvent) (any, error) {
 		mu.Lock()
@@ -119,8 +127,12 @@ func registerBusCrash(rt *herald.Runtime, attemptsPath string) {
 		if err := json.Unmarshal(ev.Data, &d); err != nil {
 			return nil, herald.Permanent(err)
 		}
-		select { // simulated work, long enough for the kill to find attempts running
-		case <-time.After(time.Duration(40+d.N%5*20) * time.Millisecond):
+		work := time.After(time.Duration(40+d.N%5*20) * time.Millisecond) // simulated work
+		if holdFrom > 0 && d.N >= holdFrom {
+			work = nil // until the process is killed
+		}
+		select {
+		case <-work:
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
@@ -139,7 +151,8 @@ func TestBusCrashWorkerProcess(t *testing.T) {
 		return
 	}
 	serveWorkerProcess(t, busCrashConfig, func(rt *herald.Runtime) {
-		registerBusCrash(rt, os.Getenv(busCrashEnvAttempts))
+		holdFrom, _ := strconv.Atoi(os.Getenv(busCrashEnvHold))
+		registerBusCrash(rt, os.Getenv(busCrashEnvAttempts), holdFrom)
 	})
 }
 
@@ -208,11 +221,13 @@ func TestBusCrash_KillWhileExecuting(t *testing.T) {
 		Filter: json.RawMessage(`{"logic":"AND","conditions":[{"field":"data.level","op":"eq","value":"high"}]}`)})
 
 	attemptsPath := filepath.Join(t.TempDir(), "attempts.log")
-	start := func() *workerProcess {
-		return startWorkerProcess(t, "TestBusCrashWorkerProcess", nil, busCrashEnvWorker+"=1",
-			"HERALD_CRASH_DB="+loc, busCrashEnvAttempts+"="+attemptsPath)
+	start := func(env ...string) *workerProcess {
+		return startWorkerProcess(t, "TestBusCrashWorkerProcess", nil, append([]string{busCrashEnvWorker + "=1",
+			"HERALD_CRASH_DB=" + loc, busCrashEnvAttempts + "=" + attemptsPath}, env...)...)
 	}
-	w1 := start()
+	// The first worker holds its handler attempts from a third of the
+	// stream on: the kill comes once two of them run.
+	w1 := start(fmt.Sprintf("%s=%d", busCrashEnvHold, busCrashEvents/3))
 
 	// Publish the stream, one event every few milliseconds, while the
 	// workers come and go.
