@@ -73,7 +73,20 @@ func buildOpenAPI(routes []*route) []byte {
 		if s.Ref != "" {
 			return map[string]any{"$ref": s.Ref}
 		}
-		return map[string]any{"$ref": "#/$defs/" + schemaName(reflect.TypeOf(v))}
+		if _, ok := s.Definitions[schemaName(reflect.TypeOf(v))]; ok {
+			return map[string]any{"$ref": "#/$defs/" + schemaName(reflect.TypeOf(v))}
+		}
+		// A type the Mapper answers (json.RawMessage: any JSON value) has no
+		// definition to point at: its schema goes inline, without the
+		// $schema a top-level reflection carries.
+		s.Version = ""
+		b, err := json.Marshal(s)
+		if err != nil {
+			panic("httpapi: a schema does not encode: " + err.Error())
+		}
+		var inline map[string]any
+		_ = json.Unmarshal(b, &inline)
+		return inline
 	}
 	problem := map[string]any{"content": map[string]any{
 		"application/problem+json": map[string]any{"schema": ref(wire.Problem{})},
