@@ -245,7 +245,7 @@ func badRequest(format string, args ...any) error {
 
 // bind decodes the request body into v: it must be application/json (or
 // have no Content-Type), at most the body cap, one JSON value, with no
-// unknown fields.
+// unknown fields and no object member named twice (at any depth).
 func (c *call) bind(v any) error {
 	if ct := c.r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
@@ -275,7 +275,79 @@ func (c *call) bind(v any) error {
 		}
 		return &requestError{kind: probBadRequest, detail: "the body holds more than one JSON value"}
 	}
+	// encoding/json takes the last of a repeated member: the engine would
+	// act on, and store, a value other readers of the same body (a proxy's
+	// check, a payload's consumer) may take the first of.
+	if path, key, dup := duplicateMember(raw); dup {
+		return &requestError{kind: probBadRequest, detail: fmt.Sprintf("the body has the member %q twice in %s", key, path)}
+	}
 	return nil
+}
+
+// duplicateMember finds the first object member name that occurs twice in
+// one object of raw, a valid JSON text, and returns the path of that object
+// ("$", "$.payload", "$.items[2]"). Names compare as decoded, so "a" and
+// "\u0061" are the same member.
+func duplicateMember(raw []byte) (path, key string, dup bool) {
+	type frame struct {
+		path    string
+		names   map[string]bool // nil in an array
+		name    bool            // an object whose next token is a member name
+		last    string          // an object's member being read
+		element int             // an array's next element
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber() // a number no float64 holds is still a token
+	var stack []*frame
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return "", "", false
+		}
+		if d, ok := tok.(json.Delim); ok && (d == '}' || d == ']') {
+			stack = stack[:len(stack)-1]
+			continue
+		}
+		here := "$"
+		if len(stack) > 0 {
+			top := stack[len(stack)-1]
+			if top.names != nil && top.name {
+				name := tok.(string)
+				if top.names[name] {
+					return top.path, name, true
+				}
+				top.names[name], top.name, top.last = true, false, name
+				continue
+			}
+			if top.names != nil {
+				top.name = true
+				here = top.path + memberPath(top.last)
+			} else {
+				here = top.path + "[" + strconv.Itoa(top.element) + "]"
+				top.element++
+			}
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &frame{path: here, names: map[string]bool{}, name: true})
+		case json.Delim('['):
+			stack = append(stack, &frame{path: here})
+		}
+	}
+}
+
+// memberPath is the path step to an object's member name: .name, or
+// ["name"] for a name that is not a plain identifier.
+func memberPath(name string) string {
+	for i, r := range name {
+		if !(r == '_' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || i > 0 && '0' <= r && r <= '9') {
+			return "[" + strconv.Quote(name) + "]"
+		}
+	}
+	if name == "" {
+		return `[""]`
+	}
+	return "." + name
 }
 
 // decodeError turns a JSON decoding error into a typed request error.

@@ -3,6 +3,7 @@ package storage
 import (
 	"fmt"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -24,7 +25,13 @@ const (
 // most max bytes, or returns "" if it can. The rules: not empty, valid
 // UTF-8, no NUL byte, at most max bytes. (PostgreSQL refuses NUL and
 // invalid UTF-8 in text, and its indexes refuse very long keys; SQLite would
-// store them. One rule for both keeps the backends interchangeable.)
+// store them. One rule for both keeps the backends interchangeable.) Not "."
+// or "..": an id is a path segment of the HTTP API, and a client that cleans
+// its paths (the CLI's) would ask for another route. No control character
+// (tab, CR, LF, any of C0 and C1), line or paragraph separator, or
+// bidirectional embedding, override or isolate (U+202A–U+202E,
+// U+2066–U+2069): an id is shown in logs, the CLI and the web UI, where
+// these would let one id pass for another.
 func TextProblem(s string, max int) string {
 	switch {
 	case s == "":
@@ -35,8 +42,22 @@ func TextProblem(s string, max int) string {
 		return "contains a NUL byte"
 	case len(s) > max:
 		return fmt.Sprintf("is %d bytes, over the %d-byte cap", len(s), max)
+	case s == "." || s == "..":
+		return fmt.Sprintf("is %q, a path segment of its own", s)
+	}
+	for i, r := range s {
+		if unsafeRune(r) {
+			return fmt.Sprintf("contains %U at byte %d (no control, line-separator or bidirectional-formatting characters)", r, i)
+		}
 	}
 	return ""
+}
+
+// unsafeRune reports whether r is a control character, a line or paragraph
+// separator, or a bidirectional embedding, override or isolate.
+func unsafeRune(r rune) bool {
+	return unicode.IsControl(r) || r == '\u2028' || r == '\u2029' ||
+		(r >= '\u202a' && r <= '\u202e') || (r >= '\u2066' && r <= '\u2069')
 }
 
 // MaxTraceParentBytes caps a stored trace context (a W3C traceparent is 55

@@ -557,7 +557,7 @@ func testKeyCreateConcurrent(b *bundle) {
 func testKeyTextBoundaries(b *bundle) {
 	t := b.t
 	tenant := maxText(b.tenant+"/t€nant'%_", storage.MaxIDBytes)
-	id := maxText(b.tenant+"-"+`é'"%_\/`+"\n🎉", storage.MaxIDBytes)
+	id := maxText(b.tenant+"-"+`é'"%_\/`+" 🎉", storage.MaxIDBytes)
 	name := maxText("ñame;DROP TABLE api_keys;--", storage.MaxIDBytes)
 	for what, s := range map[string]string{"tenant": tenant, "id": id, "name": name} {
 		if p := storage.TextProblem(s, storage.MaxIDBytes); p != "" || len(s) < storage.MaxIDBytes-3 {

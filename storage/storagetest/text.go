@@ -29,10 +29,10 @@ func maxText(seed string, max int) string {
 func testTextBoundaries(b *bundle) {
 	t := b.t
 	b = b.in(maxText("t€nant/", storage.MaxIDBytes))
-	id := maxText(`é'"%_\/`+"\n🎉", storage.MaxIDBytes)
+	id := maxText(`é'"%_\/`+" 🎉", storage.MaxIDBytes)
 	wf := maxText("wörkflow;DROP ", storage.MaxNameBytes)
 	name := maxText("ñame*.>", storage.MaxNameBytes)
-	eventID := maxText("ev€nt\t", storage.MaxIDBytes)
+	eventID := maxText("ev€nt \u00a0", storage.MaxIDBytes)
 	def := maxText("d€f", storage.MaxNameBytes)
 	key := maxText(`k€y\u0000"`, storage.MaxKeyBytes)
 	for what, s := range map[string]string{"tenant": b.tenant, "id": id, "workflow": wf, "name": name,
