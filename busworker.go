@@ -328,6 +328,9 @@ type targetFailure struct {
 	kind  heraldtype.ErrorKind
 	msg   string
 	stack string
+	// cause is the raw error of a store failure whose record says
+	// storage.ErrorText (classify); it goes to the log.
+	cause error
 }
 
 func (f *targetFailure) Error() string { return string(f.kind) + ": " + f.msg }
@@ -549,7 +552,11 @@ func (r *Runtime) runTarget(ctx context.Context, it *busItem, sub *heraldtype.Su
 		if errors.As(err, &tf) {
 			return nil, nil, tf
 		}
-		return nil, nil, classify(tctx, err)
+		tf = classify(tctx, err)
+		if tf.cause != nil {
+			r.logger.Warn("herald: a bus attempt failed on the store", "tenant", it.tenant, "execution", it.Execution.ID, "err", tf.cause)
+		}
+		return nil, nil, tf
 	}
 	raw, merr := json.Marshal(res)
 	if merr != nil {
@@ -558,19 +565,23 @@ func (r *Runtime) runTarget(ctx context.Context, it *busItem, sub *heraldtype.Su
 	return raw, nil, nil
 }
 
-// classify maps a target's error onto an error kind.
+// classify maps a target's error onto an error kind. Herald's own errors
+// are recorded in its words (storage.ErrorText: no backend names, no
+// driver text); a handler's own error as it is.
 func classify(ctx context.Context, err error) *targetFailure {
 	var pe *PermanentError
 	switch {
 	case errors.As(err, &pe):
 		return fail(heraldtype.ErrorPermanent, "%v", pe.Err)
 	case ctx.Err() != nil && errors.Is(err, context.DeadlineExceeded), errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return fail(heraldtype.ErrorTimeout, "%v", err)
+		return fail(heraldtype.ErrorTimeout, "%s", storage.ErrorText(err))
 	case errors.Is(err, ErrInvalidArgument), errors.Is(err, ErrEventInvalid), errors.Is(err, heraldtype.ErrEventIDConflict),
 		errors.Is(err, ErrDefinitionInvalid), errors.Is(err, bus.ErrTemplate):
-		return fail(heraldtype.ErrorValidation, "%v", err)
+		return fail(heraldtype.ErrorValidation, "%s", storage.ErrorText(err))
 	case errors.Is(err, ErrInstanceNotRunning), errors.Is(err, ErrInstanceExists), errors.Is(err, heraldtype.ErrNotFound):
-		return fail(heraldtype.ErrorPermanent, "%v", err)
+		return fail(heraldtype.ErrorPermanent, "%s", storage.ErrorText(err))
+	case storage.StoreFailure(err) != "":
+		return &targetFailure{kind: heraldtype.ErrorRuntime, msg: storage.ErrorText(err), cause: err}
 	}
 	return fail(heraldtype.ErrorRuntime, "%v", err)
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"regexp"
 	"strings"
 
 	"github.com/heraldwf/herald"
@@ -142,16 +141,6 @@ func problemReasons(err error) []string {
 		return ia.Reasons
 	}
 	return nil
-}
-
-// backendPrefix is the part of an error message that names the backend
-// ("sqlite: ", "postgres: "); answers are the same on every backend.
-var backendPrefix = regexp.MustCompile(`\b(sqlite|postgres): `)
-
-// publicDetail is the detail of a problem from a Herald error: its message
-// without backend names.
-func publicDetail(err error) string {
-	return backendPrefix.ReplaceAllString(err.Error(), "")
 }
 
 // newProblem builds the problem body for kind.

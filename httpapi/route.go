@@ -14,6 +14,7 @@ import (
 
 	"github.com/heraldwf/herald"
 	"github.com/heraldwf/herald/httpapi/wire"
+	"github.com/heraldwf/herald/storage"
 )
 
 // access is who may call a route.
@@ -223,7 +224,13 @@ func (a *API) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		a.writeProblem(w, r, newProblem(kind, "", r))
 		return
 	}
-	p := newProblem(kind, publicDetail(err), r)
+	// A store failure is answered in Herald's words (storage.ErrorText);
+	// the driver's text is for the operator.
+	if storage.StoreFailure(err) != "" {
+		a.logger.WarnContext(r.Context(), "herald api: store failure", "method", r.Method, "path", r.URL.Path,
+			"request_id", requestID(r.Context()), "err", err)
+	}
+	p := newProblem(kind, storage.ErrorText(err), r)
 	p.Reasons = problemReasons(err)
 	a.writeProblem(w, r, p)
 }
