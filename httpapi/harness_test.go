@@ -41,6 +41,9 @@ type server struct {
 	// admin is the admin key's secret.
 	admin string
 	logs  *apitest.Buffer
+	// pgApp is the application_name of the store's connections on
+	// PostgreSQL ("" on SQLite).
+	pgApp string
 }
 
 // serverOption adjusts the runtime's config or the API's options.
@@ -53,9 +56,16 @@ type serverOption func(*herald.Config, *httpapi.Options)
 // every input.
 func newServer(t testing.TB, opts ...serverOption) *server {
 	t.Helper()
+	return newServerAt(t, "", opts...)
+}
+
+// newServerAt is newServer on the store at location ("": a fresh one).
+func newServerAt(t testing.TB, location string, opts ...serverOption) *server {
+	t.Helper()
 	logs := &apitest.Buffer{}
 	a := apitest.New(t, apitest.Options{
-		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Location: location,
+		Logger:   slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Configure: func(cfg *herald.Config, o *httpapi.Options) {
 			for _, opt := range opts {
 				opt(cfg, o)
@@ -68,7 +78,7 @@ func newServer(t testing.TB, opts ...serverOption) *server {
 			herald.RegisterWorkflow(rt, "tally", tally) // queries_test.go
 		},
 	})
-	return &server{t: t, ctx: a.Ctx, store: a.Store, rt: a.Runtime, api: a.API, srv: a.HTTP, admin: a.Admin, logs: logs}
+	return &server{t: t, ctx: a.Ctx, store: a.Store, rt: a.Runtime, api: a.API, srv: a.HTTP, admin: a.Admin, logs: logs, pgApp: a.PostgresApp}
 }
 
 // key creates a key of tenant through the API and returns its secret.

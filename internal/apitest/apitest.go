@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http/httptest"
+	"net/url"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -37,6 +38,10 @@ type Options struct {
 	// NoStart leaves the runtime unstarted: the test starts it
 	// (Runtime.Start). It is stopped at cleanup all the same.
 	NoStart bool
+	// Location is the store to open (a storeurl location) instead of a
+	// fresh one of the backend HERALD_TEST_BACKEND names: a SQLite file on
+	// a file system the test controls (internal/crashfs).
+	Location string
 }
 
 // Server is a running API on a real store.
@@ -53,6 +58,10 @@ type Server struct {
 	URL string
 	// Admin is the admin key's secret.
 	Admin string
+	// PostgresApp is the application_name of the store's connections on
+	// PostgreSQL ("" on SQLite), unique to the server: a test kills them
+	// with pg_terminate_backend without touching anyone else's.
+	PostgresApp string
 }
 
 // New starts a runtime and the API over it on a fresh store of the backend
@@ -66,7 +75,11 @@ func New(t testing.TB, o Options) *Server {
 		ctx, cancel = context.WithCancel(t.Context())
 	}
 	t.Cleanup(cancel)
-	st, err := storeurl.Open(ctx, location(t))
+	loc, app := o.Location, ""
+	if loc == "" {
+		loc, app = location(t)
+	}
+	st, err := storeurl.Open(ctx, loc)
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}
@@ -109,22 +122,32 @@ func New(t testing.TB, o Options) *Server {
 	}
 	srv := httptest.NewServer(api)
 	t.Cleanup(srv.Close)
-	return &Server{Ctx: ctx, Store: st, Runtime: rt, API: api, HTTP: srv, URL: srv.URL, Admin: admin}
+	return &Server{Ctx: ctx, Store: st, Runtime: rt, API: api, HTTP: srv, URL: srv.URL, Admin: admin, PostgresApp: app}
 }
 
 // location is a fresh store's location on the backend HERALD_TEST_BACKEND
 // names: a file in t's temporary directory, or a fresh schema on the
-// server HERALD_TEST_POSTGRES_URL names (dropped when t ends).
-func location(t testing.TB) string {
+// server HERALD_TEST_POSTGRES_URL names (dropped when t ends), whose
+// connections carry the application_name app.
+func location(t testing.TB) (loc, app string) {
 	t.Helper()
 	if testdb.Backend() != "postgres" {
-		return filepath.Join(t.TempDir(), "herald.db")
+		return filepath.Join(t.TempDir(), "herald.db"), ""
 	}
-	loc, err := storeurl.PostgresLocation(testdb.PostgresURL(t), testdb.NewSchema(t))
+	schema := testdb.NewSchema(t)
+	loc, err := storeurl.PostgresLocation(testdb.PostgresURL(t), schema)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return loc
+	u, err := url.Parse(loc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	app = "herald-" + schema
+	q := u.Query()
+	q.Set("application_name", app)
+	u.RawQuery = q.Encode()
+	return u.String(), app
 }
 
 // WaitGo is a workflow that waits for an event "go" and returns its
