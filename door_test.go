@@ -301,10 +301,18 @@ var badTexts = map[string]string{
 	"NUL":          "a\x00b",
 	"invalid UTF8": "a\xffb",
 	"64 KiB":       strings.Repeat("x", 64<<10),
+	"dot":          ".",
+	"dot dot":      "..",
+	"tab":          "a\tb",
+	"newline":      "a\nb",
+	"C1 control":   "a\u0085b",
+	"RLO":          "invoice-\u202etxt.exe",
+	"FSI":          "a\u2068b",
 }
 
 // Identifiers and names follow one rule on every backend: valid UTF-8, no
-// NUL, within the documented caps. A write breaking it is refused with a
+// NUL, within the documented caps, not "." or "..", no control or
+// bidirectional-formatting characters. A write breaking it is refused with a
 // typed error and stores nothing; a read of one finds nothing.
 func TestIdentifierRules(t *testing.T) {
 	t.Parallel()
@@ -393,9 +401,9 @@ func TestIdentifierBoundaries(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil, doorWorkflows)
 	// 255 bytes of two- and three-byte runes, quotes, slashes, percent
-	// signs, a newline and an emoji: what a careless or hostile caller may
-	// send.
-	id := capUTF8(`/%_'"`+"\n\t🎉"+strings.Repeat("é€", 100), herald.MaxIDBytes)
+	// signs, dots, spaces and an emoji: what a careless or hostile caller
+	// may send within the rules.
+	id := capUTF8(`/%_'"`+". \u00a0🎉"+strings.Repeat("é€", 100), herald.MaxIDBytes)
 	name := capUTF8(strings.Repeat("ñ", herald.MaxNameBytes), herald.MaxNameBytes)
 	eventID := capUTF8("evt-🎉"+strings.Repeat("€", 100), herald.MaxIDBytes)
 	key := capUTF8(strings.Repeat("k€y", herald.MaxKeyBytes), herald.MaxKeyBytes)
