@@ -11,8 +11,11 @@
 // (httpapi.Authenticate). Sessions live in the process's memory: behind a
 // load balancer that spreads requests over several servers, use sticky
 // sessions (or sign in again after a move). A session ends when it expires
-// (Options.SessionTTL), at sign-out, or at the first request after its key
-// is revoked. Every state-changing form carries a CSRF token; a POST
+// (Options.SessionTTL), at sign-out, at the first request after its key
+// is revoked, or when a later sign-in with the same key or tenant goes over
+// Options.SessionsPerKey or SessionsPerTenant (the oldest of that key's or
+// tenant's ends: one tenant's sign-ins never end another's sessions).
+// Sign-in is rate-limited per key (429 with Retry-After). Every state-changing form carries a CSRF token; a POST
 // without it is refused with 403.
 //
 // Every page acts through the signed-in tenant's herald.Client, never the
