@@ -296,7 +296,7 @@ func TestBrowser(t *testing.T) {
 		})
 		run(t, ctx, "search orphans", chromedp.Click("#search-correlated", chromedp.ByQuery),
 			chromedp.WaitVisible("#correlated", chromedp.ByQuery),
-			chromedp.SetValue("#produced", "orphans", chromedp.ByQuery),
+			chromedp.SetValue("#produced", "no", chromedp.ByQuery),
 			chromedp.Submit("#produced", chromedp.ByQuery))
 		orphans := waitText(t, ctx, "#correlated", "contract-8")
 		if strings.Contains(orphans, "contract-7") {

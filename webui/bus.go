@@ -258,8 +258,8 @@ func (u *UI) scriptPage(w http.ResponseWriter, r *http.Request, s *session) {
 		Notice: r.URL.Query().Get("done")})
 }
 
-// scriptSave saves (action=save: validated first, refused with the syntax
-// error) or dry-runs (action=test: against the sample event, nothing
+// scriptSave saves (action=save: refused with the syntax error, which
+// names this script) or dry-runs (action=test: against the sample event, nothing
 // stored) the script in the form.
 func (u *UI) scriptSave(w http.ResponseWriter, r *http.Request, s *session) {
 	id := r.PathValue("id")
@@ -293,11 +293,9 @@ func (u *UI) scriptSave(w http.ResponseWriter, r *http.Request, s *session) {
 		u.render(w, r, http.StatusOK, "script", s, pd)
 		return
 	}
-	if err := herald.ValidateScript(d.Source); err != nil {
-		pd.Error = "Not saved: " + err.Error()
-		u.render(w, r, http.StatusBadRequest, "script", s, pd)
-		return
-	}
+	// PutScript checks the source as it stores it, naming the script
+	// (ValidateScript, the API's /v1/scripts/validate, knows no id and
+	// named the script "validate").
 	sc, err := c.PutScript(r.Context(), id, d.Source)
 	if err != nil {
 		if errors.Is(err, herald.ErrInvalidArgument) || errors.Is(err, herald.ErrNotFound) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/heraldwf/herald"
 	"github.com/heraldwf/herald/heraldtype"
+	"github.com/heraldwf/herald/internal/timeline"
 )
 
 // Event definitions: list, create, edit, delete. A refused definition
@@ -224,15 +225,10 @@ func (u *UI) correlatedPage(w http.ResponseWriter, r *http.Request, s *session) 
 		}
 		*tv.out = t
 	}
-	switch d.Produced {
-	case "":
-	case "orphans":
-		search.HasCorrelatedEvents = new(bool)
-	case "produced":
-		yes := true
-		search.HasCorrelatedEvents = &yes
-	default:
-		bad = append(bad, fmt.Sprintf("%q is neither orphans nor produced", d.Produced))
+	if has, err := timeline.ParseProduced(d.Produced); err != nil {
+		bad = append(bad, err.Error())
+	} else {
+		search.HasCorrelatedEvents = has
 	}
 	if len(bad) > 0 {
 		pd.Error = strings.Join(bad, "; ")

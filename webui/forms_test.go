@@ -185,11 +185,11 @@ func TestCorrelatedPages(t *testing.T) {
 		t.Fatalf("second page:\n%s", page2)
 	}
 	// Orphans only: no doc-signed; produced only: doc-signed alone.
-	orphans := b.get("/correlated?def=document-signed&produced=orphans", http.StatusOK)
+	orphans := b.get("/correlated?def=document-signed&produced=no", http.StatusOK)
 	if strings.Contains(orphans, ">doc-signed<") || !strings.Contains(orphans, "orphan-aa") {
 		t.Fatalf("orphans:\n%s", orphans)
 	}
-	if body := b.get("/correlated?def=document-signed&produced=produced", http.StatusOK); !strings.Contains(body, ">doc-signed<") || strings.Contains(body, "orphan-aa") {
+	if body := b.get("/correlated?def=document-signed&produced=yes", http.StatusOK); !strings.Contains(body, ">doc-signed<") || strings.Contains(body, "orphan-aa") {
 		t.Fatalf("produced only:\n%s", body)
 	}
 	// A time range in the future finds nothing; a bad time or bookmark

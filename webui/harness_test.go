@@ -41,6 +41,13 @@ type server struct {
 
 func newServer(t testing.TB) *server {
 	t.Helper()
+	return newServerWith(t, nil)
+}
+
+// newServerWith is newServer with the UI's options changed by configure
+// (a clock, session caps) before the UI is made.
+func newServerWith(t testing.TB, configure func(*webui.Options)) *server {
+	t.Helper()
 	reg := prometheus.NewRegistry()
 	obs, err := heraldprom.New(reg, heraldprom.WithTenantLabel(100))
 	if err != nil {
@@ -53,7 +60,11 @@ func newServer(t testing.TB) *server {
 			signing.Register(rt)
 		},
 	})
-	ui, err := webui.New(webui.Options{Runtime: a.Runtime, Keys: a.Store, Metrics: reg})
+	opts := webui.Options{Runtime: a.Runtime, Keys: a.Store, Metrics: reg}
+	if configure != nil {
+		configure(&opts)
+	}
+	ui, err := webui.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

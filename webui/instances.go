@@ -114,6 +114,10 @@ type waitInfo struct {
 	Since      time.Time
 	TimesOut   time.Time // zero: no timer raced against it
 	Queue      bool
+	// SinceText and TimesOutText ("" without a timer) are Since and
+	// TimesOut as the page shows them: with the date unless today, and how
+	// far from now (a 24 h timeout is tomorrow, not today's time of day).
+	SinceText, TimesOutText string
 }
 
 func (u *UI) loadInstance(r *http.Request, s *session) (*instanceData, error) {
@@ -151,7 +155,13 @@ func (u *UI) loadInstance(r *http.Request, s *session) (*instanceData, error) {
 		}
 	}
 	if d.Running && len(in.Executions) > 0 {
-		d.Wait = currentWait(in.Executions[len(in.Executions)-1])
+		if d.Wait = currentWait(in.Executions[len(in.Executions)-1]); d.Wait != nil {
+			now := u.now()
+			d.Wait.SinceText = formatWhen(d.Wait.Since, now)
+			if !d.Wait.TimesOut.IsZero() {
+				d.Wait.TimesOutText = formatWhen(d.Wait.TimesOut, now)
+			}
+		}
 	}
 	return d, nil
 }

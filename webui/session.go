@@ -1,12 +1,15 @@
 package webui
 
 import (
+	"container/list"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -23,9 +26,26 @@ const (
 	signinCookie = "herald_signin"
 )
 
-// maxSessions bounds the in-process session table; the oldest sessions
-// are dropped first when it is full.
-const maxSessions = 10000
+// Session limits: what one key, one tenant and the whole process may
+// hold, and how fast one key may sign in. One key's sign-ins only ever
+// end that key's own older sessions, one tenant's only that tenant's:
+// nobody can sign another tenant (or the admin) out by signing in.
+const (
+	// DefaultSessionsPerKey is Options.SessionsPerKey's default.
+	DefaultSessionsPerKey = 64
+	// DefaultSessionsPerTenant is Options.SessionsPerTenant's default.
+	DefaultSessionsPerTenant = 1000
+	// maxSessions bounds the process's session table. When it is full a
+	// sign-in is refused (503) until a session expires or signs out:
+	// ending someone else's session to make room is what let one tenant
+	// sign every user out.
+	maxSessions = 10000
+	// signinBurst sign-ins with one key go through at once; after that,
+	// one per signinEvery (a token bucket per key). A refused sign-in is
+	// answered 429 with Retry-After.
+	signinBurst = 20
+	signinEvery = 3 * time.Second
+)
 
 // session is a signed-in browser. It holds the key's hash (never its
 // secret), checked again on every request.
@@ -39,8 +59,13 @@ type session struct {
 	// returns each request its own copy of the session).
 	client  *herald.Client
 	csrf    string
-	created time.Time
 	expires time.Time
+
+	// The store's bookkeeping (only on the stored session, under its
+	// lock): the session's place in the process's list, its key's and
+	// its owner's.
+	owner                owner
+	inAll, inKey, inOwnr *list.Element
 }
 
 // Tenant is the tenant the session acts on.
@@ -52,18 +77,63 @@ func (s *session) Admin() bool { return s.admin }
 // KeyID is the signed-in key's public id.
 func (s *session) KeyID() string { return s.keyID }
 
-// sessionStore keeps the sessions of this process (sticky sessions are
-// needed behind a load balancer).
-type sessionStore struct {
-	ttl time.Duration
-	now func() time.Time
-
-	mu sync.Mutex
-	m  map[string]*session
+// owner is whose sessions count together against SessionsPerTenant: a
+// tenant's keys, or the admin keys (whose sessions can switch tenant).
+type owner struct {
+	admin  bool
+	tenant string
 }
 
-func newSessionStore(ttl time.Duration, now func() time.Time) *sessionStore {
-	return &sessionStore{ttl: ttl, now: now, m: map[string]*session{}}
+// keyState is one key's sessions, oldest first, and its sign-in bucket.
+type keyState struct {
+	sessions list.List
+	tokens   float64   // sign-ins allowed now, at most signinBurst
+	at       time.Time // when tokens was computed
+}
+
+// refill brings the bucket to now.
+func (k *keyState) refill(now time.Time) {
+	if d := now.Sub(k.at); d > 0 {
+		k.tokens = min(signinBurst, k.tokens+float64(d)/float64(signinEvery))
+		k.at = now
+	}
+}
+
+// signinRefused is a sign-in the store turned away; RetryAfter is when
+// trying again can succeed.
+type signinRefused struct {
+	status     int // 429 (this key signs in too fast) or 503 (the table is full)
+	RetryAfter time.Duration
+}
+
+func (e *signinRefused) Error() string {
+	if e.status == http.StatusTooManyRequests {
+		return "too many sign-ins with this key"
+	}
+	return "the server holds as many sessions as it can"
+}
+
+// sessionStore keeps the sessions of this process (sticky sessions are
+// needed behind a load balancer). Every session is on three lists, oldest
+// first: the process's (TTL is one for all, so that is also expiry order:
+// expired sessions are dropped from its front), its key's and its owner's
+// (the oldest of those is what a sign-in over the cap ends). Creating a
+// session is O(1).
+type sessionStore struct {
+	ttl               time.Duration
+	now               func() time.Time
+	perKey, perTenant int
+
+	mu     sync.Mutex
+	m      map[string]*session
+	all    list.List
+	keys   map[string]*keyState
+	owners map[owner]*list.List
+}
+
+func newSessionStore(ttl time.Duration, now func() time.Time, perKey, perTenant int) *sessionStore {
+	return &sessionStore{ttl: ttl, now: now, perKey: perKey, perTenant: perTenant, m: map[string]*session{},
+		keys: map[string]*keyState{}, owners: map[owner]*list.List{}}
 }
 
 func randomToken() string {
@@ -72,28 +142,76 @@ func randomToken() string {
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
-func (st *sessionStore) create(keyHash []byte, keyID string, admin bool, tenant string) *session {
+// create signs key keyID in: a *signinRefused when the key signs in too
+// fast or the table is full. Over the key's cap its oldest session ends,
+// over its owner's cap the owner's oldest; nobody else's.
+func (st *sessionStore) create(keyHash []byte, keyID string, admin bool, tenant string) (*session, error) {
 	now := st.now()
-	s := &session{token: randomToken(), keyHash: keyHash, keyID: keyID, admin: admin, tenant: tenant,
-		csrf: randomToken(), created: now, expires: now.Add(st.ttl)}
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	for t, old := range st.m {
-		if !now.Before(old.expires) {
-			delete(st.m, t)
+	for e := st.all.Front(); e != nil; e = st.all.Front() {
+		if s := e.Value.(*session); now.Before(s.expires) {
+			break
+		} else {
+			st.removeLocked(s, now)
 		}
 	}
-	for len(st.m) >= maxSessions {
-		var oldest *session
-		for _, o := range st.m {
-			if oldest == nil || o.created.Before(oldest.created) {
-				oldest = o
-			}
-		}
-		delete(st.m, oldest.token)
+	k := st.keys[keyID]
+	if k == nil {
+		k = &keyState{tokens: signinBurst, at: now}
+		st.keys[keyID] = k
 	}
+	k.refill(now)
+	if k.tokens < 1 {
+		return nil, &signinRefused{status: http.StatusTooManyRequests,
+			RetryAfter: time.Duration((1 - k.tokens) * float64(signinEvery))}
+	}
+	o := owner{admin: admin}
+	if !admin {
+		o.tenant = tenant
+	}
+	for k.sessions.Len() >= st.perKey {
+		st.removeLocked(k.sessions.Front().Value.(*session), now)
+	}
+	ol := st.owners[o]
+	for ol != nil && ol.Len() >= st.perTenant {
+		st.removeLocked(ol.Front().Value.(*session), now)
+		ol = st.owners[o]
+	}
+	if len(st.m) >= maxSessions {
+		return nil, &signinRefused{status: http.StatusServiceUnavailable,
+			RetryAfter: st.all.Front().Value.(*session).expires.Sub(now)}
+	}
+	k.tokens--
+	st.keys[keyID] = k // again: ending its last session may have dropped it
+	if ol == nil {
+		ol = &list.List{}
+		st.owners[o] = ol
+	}
+	s := &session{token: randomToken(), keyHash: keyHash, keyID: keyID, admin: admin, tenant: tenant,
+		csrf: randomToken(), expires: now.Add(st.ttl), owner: o}
+	s.inAll, s.inKey, s.inOwnr = st.all.PushBack(s), k.sessions.PushBack(s), ol.PushBack(s)
 	st.m[s.token] = s
-	return s
+	c := *s
+	return &c, nil
+}
+
+// removeLocked ends s. A key's state goes once it has no session and a
+// full bucket (nothing left to remember).
+func (st *sessionStore) removeLocked(s *session, now time.Time) {
+	delete(st.m, s.token)
+	st.all.Remove(s.inAll)
+	if k := st.keys[s.keyID]; k != nil {
+		k.sessions.Remove(s.inKey)
+		if k.refill(now); k.sessions.Len() == 0 && k.tokens >= signinBurst {
+			delete(st.keys, s.keyID)
+		}
+	}
+	if ol := st.owners[s.owner]; ol != nil {
+		if ol.Remove(s.inOwnr); ol.Len() == 0 {
+			delete(st.owners, s.owner)
+		}
+	}
 }
 
 // get returns the live session of token, or nil.
@@ -104,8 +222,8 @@ func (st *sessionStore) get(token string) *session {
 	if s == nil {
 		return nil
 	}
-	if !st.now().Before(s.expires) {
-		delete(st.m, token)
+	if now := st.now(); !now.Before(s.expires) {
+		st.removeLocked(s, now)
 		return nil
 	}
 	c := *s
@@ -115,7 +233,9 @@ func (st *sessionStore) get(token string) *session {
 func (st *sessionStore) delete(token string) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	delete(st.m, token)
+	if s := st.m[token]; s != nil {
+		st.removeLocked(s, st.now())
+	}
 }
 
 func (st *sessionStore) setTenant(token, tenant string) {
@@ -230,7 +350,26 @@ func (u *UI) signin(w http.ResponseWriter, r *http.Request) {
 	if k.Admin {
 		tenant = herald.DefaultTenant
 	}
-	s := u.sessions.create(k.Hash, k.ID, k.Admin, tenant)
+	s, err := u.sessions.create(k.Hash, k.ID, k.Admin, tenant)
+	var refused *signinRefused
+	if errors.As(err, &refused) {
+		secs := int64((refused.RetryAfter + time.Second - 1) / time.Second)
+		secs = max(secs, 1)
+		w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
+		msg := fmt.Sprintf("Too many sign-ins with this key: try again in %s.", formatDuration(time.Duration(secs)*time.Second))
+		if refused.status == http.StatusServiceUnavailable {
+			msg = fmt.Sprintf("The server holds as many sessions as it can: try again in %s, or sign out elsewhere.", formatDuration(time.Duration(secs)*time.Second))
+		}
+		tok := randomToken()
+		setCookie(w, r, signinCookie, tok, 3600)
+		u.render(w, r, refused.status, "signin", nil, &pageData{Title: "Sign in", Error: msg,
+			Data: signinData{Next: next, Token: tok}})
+		return
+	}
+	if err != nil {
+		u.fail(w, r, err)
+		return
+	}
 	setCookie(w, r, signinCookie, "", -1)
 	setCookie(w, r, sessionCookie, s.token, int(u.sessions.ttl/time.Second))
 	http.Redirect(w, r, next, http.StatusSeeOther)

@@ -11,8 +11,11 @@
 // (httpapi.Authenticate). Sessions live in the process's memory: behind a
 // load balancer that spreads requests over several servers, use sticky
 // sessions (or sign in again after a move). A session ends when it expires
-// (Options.SessionTTL), at sign-out, or at the first request after its key
-// is revoked. Every state-changing form carries a CSRF token; a POST
+// (Options.SessionTTL), at sign-out, at the first request after its key
+// is revoked, or when a later sign-in with the same key or tenant goes over
+// Options.SessionsPerKey or SessionsPerTenant (the oldest of that key's or
+// tenant's ends: one tenant's sign-ins never end another's sessions).
+// Sign-in is rate-limited per key (429 with Retry-After). Every state-changing form carries a CSRF token; a POST
 // without it is refused with 403.
 //
 // Every page acts through the signed-in tenant's herald.Client, never the
@@ -68,7 +71,17 @@ type Options struct {
 	// SessionTTL is how long a session lasts after sign-in; zero means
 	// DefaultSessionTTL.
 	SessionTTL time.Duration
-	// Now is the clock of sessions and of the overview; nil means time.Now.
+	// SessionsPerKey caps the sessions of one API key: a sign-in over it
+	// ends that key's oldest session (never anyone else's). Zero means
+	// DefaultSessionsPerKey.
+	SessionsPerKey int
+	// SessionsPerTenant caps the sessions of one tenant's keys (the admin
+	// keys count as one more tenant): a sign-in over it ends that tenant's
+	// oldest session. Zero means DefaultSessionsPerTenant.
+	SessionsPerTenant int
+	// Now is the clock of sessions, of the sign-in rate limit, of the
+	// overview and of the times pages show relative to now; nil means
+	// time.Now.
 	Now func() time.Time
 }
 
@@ -96,6 +109,9 @@ func New(opts Options) (*UI, error) {
 	if opts.SessionTTL < 0 {
 		return nil, errors.New("webui: Options.SessionTTL is negative")
 	}
+	if opts.SessionsPerKey < 0 || opts.SessionsPerTenant < 0 {
+		return nil, errors.New("webui: Options.SessionsPerKey and SessionsPerTenant must not be negative")
+	}
 	u := &UI{rt: opts.Runtime, keys: opts.Keys, metrics: opts.Metrics, logger: opts.Logger, now: opts.Now,
 		mux: http.NewServeMux()}
 	if u.logger == nil {
@@ -108,7 +124,14 @@ func New(opts Options) (*UI, error) {
 	if ttl == 0 {
 		ttl = DefaultSessionTTL
 	}
-	u.sessions = newSessionStore(ttl, u.now)
+	perKey, perTenant := opts.SessionsPerKey, opts.SessionsPerTenant
+	if perKey == 0 {
+		perKey = DefaultSessionsPerKey
+	}
+	if perTenant == 0 {
+		perTenant = DefaultSessionsPerTenant
+	}
+	u.sessions = newSessionStore(ttl, u.now, perKey, perTenant)
 	u.overview = newSampler(u.metrics, u.now)
 	u.overview.sample() // the first point of "the last minutes"
 	pages, err := parsePages()

@@ -8,6 +8,7 @@ import (
 
 	"github.com/heraldwf/herald/httpapi/client"
 	"github.com/heraldwf/herald/httpapi/wire"
+	"github.com/heraldwf/herald/internal/timeline"
 )
 
 func init() { addCommand((*app).correlatedCommand) }
@@ -100,19 +101,13 @@ func (a *app) correlatedSearch() *cobra.Command {
 	pf := addPageFlags(cmd)
 	cmd.Flags().StringVar(&s.Earliest, "earliest", "", "only those created at or after this RFC 3339 time")
 	cmd.Flags().StringVar(&s.Latest, "latest", "", "only those created at or before this RFC 3339 time")
-	cmd.Flags().StringVar(&produced, "produced", "", "yes: only those that produced an event; no: only those that did not")
+	cmd.Flags().StringVar(&produced, "produced", "", timeline.ProducedHelp)
 	cmd.RunE = a.withClient(func(cmd *cobra.Command, c *client.Client, args []string) error {
-		switch produced {
-		case "":
-		case "yes", "true":
-			t := true
-			s.HasCorrelatedEvents = &t
-		case "no", "false":
-			f := false
-			s.HasCorrelatedEvents = &f
-		default:
-			return usageErrorf(cmd, "--produced %q: want yes or no", produced)
+		has, err := timeline.ParseProduced(produced)
+		if err != nil {
+			return usageErrorf(cmd, "--%v", err)
 		}
+		s.HasCorrelatedEvents = has
 		page, err := fetchPages(cmd.Context(), a, "correlated events", pf, func(ctx ctxT, limit int, cursor string) (*wire.Page[*wire.CorrelatedEvent], error) {
 			s := s
 			s.Limit, s.Cursor = limit, cursor

@@ -25,6 +25,9 @@ type progress struct {
 	last  time.Time // last drawn
 	drawn bool
 	done  bool
+	// shown is the count of the last plain line (-1: none): Done does not
+	// print the same line again.
+	shown int
 }
 
 // Redraw intervals.
@@ -37,7 +40,7 @@ const (
 // newProgress starts a progress display of label on w; total is the
 // number of items expected (0 if unknown).
 func newProgress(w io.Writer, label string, total int) *progress {
-	return &progress{w: w, label: label, total: total, tty: isTerminal(w), now: time.Now}
+	return &progress{w: w, label: label, total: total, tty: isTerminal(w), now: time.Now, shown: -1}
 }
 
 // isTerminal reports whether w is a terminal.
@@ -87,8 +90,9 @@ func (p *progress) draw(final bool) {
 		count = fmt.Sprintf("%d/%d", p.n, p.total)
 	}
 	if !p.tty {
-		if final || p.n > 0 {
+		if (final || p.n > 0) && p.n != p.shown {
 			fmt.Fprintf(p.w, "%s: %s\n", p.label, count)
+			p.shown = p.n
 		}
 		return
 	}

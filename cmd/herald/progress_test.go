@@ -29,6 +29,31 @@ func TestProgress_Plain(t *testing.T) {
 	}
 }
 
+// TestProgress_PlainLastLineOnce: when the last Add already printed the
+// final count, Done does not print it again (it did: "deleting: 10/10"
+// twice at the end of a plain log).
+func TestProgress_PlainLastLineOnce(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	now := time.Unix(0, 0)
+	p := newProgress(&buf, "deleting", 10)
+	p.now = func() time.Time { return now }
+	p.Add(4)
+	now = now.Add(plainEvery)
+	p.Add(6) // drawn: 10/10
+	p.Done()
+	if got, want := buf.String(), "deleting: 4/10\ndeleting: 10/10\n"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	// Nothing done at all: Done still says so, once.
+	buf.Reset()
+	q := newProgress(&buf, "fetching", 0)
+	q.Done()
+	if got, want := buf.String(), "fetching: 0\n"; got != want {
+		t.Errorf("nothing done: got %q, want %q", got, want)
+	}
+}
+
 // TestProgress_Terminal: on a terminal, a bar redrawn in place on one line
 // that Done ends.
 func TestProgress_Terminal(t *testing.T) {
