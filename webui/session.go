@@ -149,12 +149,8 @@ func (st *sessionStore) create(keyHash []byte, keyID string, admin bool, tenant 
 	now := st.now()
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	for e := st.all.Front(); e != nil; e = st.all.Front() {
-		if s := e.Value.(*session); now.Before(s.expires) {
-			break
-		} else {
-			st.removeLocked(s, now)
-		}
+	for e := st.all.Front(); e != nil && !now.Before(e.Value.(*session).expires); e = st.all.Front() {
+		st.removeLocked(e.Value.(*session), now)
 	}
 	k := st.keys[keyID]
 	if k == nil {
