@@ -227,6 +227,22 @@ func (q *busQueue) remove(j *busJob) bool {
 	return false
 }
 
+// queued returns the tenant's jobs waiting in the queue (renewQueued
+// renews their leases).
+func (q *busQueue) queued(tenant string) []*busJob {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	tq := q.byName[tenant]
+	if tq == nil {
+		return nil
+	}
+	var out []*busJob
+	for _, sq := range tq.subs {
+		out = append(out, sq.jobs...)
+	}
+	return out
+}
+
 func indexOf[T comparable](s []T, v T) int {
 	for i, x := range s {
 		if x == v {
