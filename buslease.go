@@ -17,9 +17,11 @@ import (
 //
 //   - A queued execution keeps its lease: the claim loop renews those of
 //     the tenant it is about to claim for (renewQueued) before it claims,
-//     so it never takes over an execution of its own queue. One whose
-//     lease another node took meanwhile (this one stalled) leaves the
-//     queue unrun.
+//     so it never takes over an execution of its own queue, and a keeper
+//     renews them all every third of the lease (keepQueuedLeases), for
+//     the claim loop does not claim while its slots are all taken. One
+//     whose lease another node took meanwhile (this one stalled) leaves
+//     the queue unrun.
 //   - A worker starts the attempt (startAttempt: the store counts it, and
 //     marks it started) before it runs the target; a takeover after a
 //     start is a takeover of an attempt that ran.
@@ -108,34 +110,64 @@ func (r *Runtime) abandonBus() {
 // busReleaseTimeout bounds the releases of a Stop that gave up waiting.
 const busReleaseTimeout = 5 * time.Second
 
-// renewQueued renews the leases of the tenant's executions waiting in the
-// dispatch queue whose lease was set Lease/3 ago or more. It runs on the
-// claim loop, before each claim for the tenant (the loop looks at a tenant
-// whose lease ran out at the latest then, so an execution queued here is
-// renewed before this loop could claim it again). One whose lease was
-// lost leaves the queue: another node has it.
-func (r *Runtime) renewQueued(ctx context.Context, q *busQueue, tenant string) {
+// queuedLeases renews the leases of the executions waiting in a bus
+// loop's dispatch queue.
+type queuedLeases struct {
+	r  *Runtime
+	q  *busQueue
+	mu sync.Mutex // one renewal at a time: it guards the items' renewed
+}
+
+// renew renews the leases of the tenant's executions waiting in the
+// dispatch queue ("": every tenant's) whose lease was set Lease/3 ago or
+// more. The claim loop calls it before each claim for the tenant (the loop
+// looks at a tenant whose lease ran out at the latest then, so an
+// execution queued here is renewed before this loop could claim it
+// again). One whose lease was lost leaves the queue: another node has it.
+func (l *queuedLeases) renew(ctx context.Context, tenant string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r := l.r
 	now := r.cfg.Clock.Now()
-	for _, j := range q.queued(tenant) {
+	for _, j := range l.q.queued(tenant) {
 		it := j.it
 		if now.Sub(it.renewed) < r.cfg.Bus.Lease/3 {
 			continue
 		}
-		err := r.store.BusHeartbeat(ctx, &storage.BusHeartbeatParams{Tenant: tenant, Execution: it.Execution.ID,
+		err := r.store.BusHeartbeat(ctx, &storage.BusHeartbeatParams{Tenant: it.tenant, Execution: it.Execution.ID,
 			LockToken: it.LockToken, LeaseUntil: now.Add(r.cfg.Bus.Lease)})
 		switch {
 		case err == nil:
 			it.renewed = now
 		case errors.Is(err, heraldtype.ErrLeaseLost):
-			if q.remove(j) {
+			if l.q.remove(j) {
 				close(j.done)
 			}
 		default:
 			if ctx.Err() == nil {
-				r.logger.Warn("herald: renew the lease of a queued bus execution", "tenant", tenant,
+				r.logger.Warn("herald: renew the lease of a queued bus execution", "tenant", it.tenant,
 					"execution", it.Execution.ID, "err", err)
 			}
-			return // the claim that follows meets the same store
+			return // the next renewal meets the same store
+		}
+	}
+}
+
+// keep renews every queued execution's lease every third of the lease
+// until ctx ends.
+func (l *queuedLeases) keep(ctx context.Context) {
+	every := l.r.cfg.Bus.Lease / 3
+	t := l.r.cfg.Clock.NewTimer(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+			rctx, cancel := context.WithTimeout(ctx, every)
+			l.renew(rctx, "")
+			cancel()
+			t.Reset(every)
 		}
 	}
 }

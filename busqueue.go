@@ -227,18 +227,19 @@ func (q *busQueue) remove(j *busJob) bool {
 	return false
 }
 
-// queued returns the tenant's jobs waiting in the queue (renewQueued
-// renews their leases).
+// queued returns the tenant's jobs waiting in the queue ("": every
+// tenant's), whose leases queuedLeases renews.
 func (q *busQueue) queued(tenant string) []*busJob {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	tq := q.byName[tenant]
-	if tq == nil {
-		return nil
-	}
 	var out []*busJob
-	for _, sq := range tq.subs {
-		out = append(out, sq.jobs...)
+	for _, tq := range q.tenants {
+		if tenant != "" && tq.name != tenant {
+			continue
+		}
+		for _, sq := range tq.subs {
+			out = append(out, sq.jobs...)
+		}
 	}
 	return out
 }

@@ -105,8 +105,8 @@ type scriptKey struct {
 type busItem struct {
 	tenant string
 	// renewed is when its lease was last set while it waited in the
-	// dispatch queue (engine clock): at its claim, then by renewQueued.
-	// Only the claim loop reads or sets it.
+	// dispatch queue (engine clock): at its claim, then by
+	// queuedLeases.renew, which guards it.
 	renewed time.Time
 	// gen is the tenant's subscription generation read just before the
 	// claim (0: not known).
@@ -191,6 +191,9 @@ func (r *Runtime) busLoop(ctx context.Context) {
 			}
 		}()
 	}
+	leases := &queuedLeases{r: r, q: q}
+	wg.Add(1)
+	go func() { defer wg.Done(); leases.keep(ctx) }()
 	// Slots: Workers running plus QueueSize waiting for a worker. A claim
 	// waits until busClaimBatch of them are free: while the queue holds
 	// work (a backlog behind slow targets, such as scripts waiting for a
@@ -198,7 +201,7 @@ func (r *Runtime) busLoop(ctx context.Context) {
 	// ended, which is most of the claims' cost on the store's writer.
 	claimLoopBatched(ctx, r, ClaimBus, storage.WorkBus, newWorkerPool(r.cfg.Bus.Workers+r.cfg.Bus.QueueSize), r.busClaimBatch(),
 		func(cctx context.Context, tenant string, max int) ([]*busItem, bool, error) {
-			r.renewQueued(cctx, q, tenant)
+			leases.renew(cctx, tenant)
 			return r.claimBus(cctx, tenant, max)
 		},
 		func(_ context.Context, it *busItem) { r.runBus(ctx, q, it) })
