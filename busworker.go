@@ -382,13 +382,13 @@ func (r *Runtime) attemptBusIn(ctx context.Context, fin *busFinisher, atts *busA
 			timeout = time.Duration(sub.Timeout)
 		}
 	}
-	lost := func() {
-		*outcome = BusOutcomeLeaseLost
-		r.obs.BusAttempted(BusAttemptReport{Tenant: it.tenant, Subscription: ex.Subscription, EventID: ex.EventID,
-			Attempt: ex.Attempts, Outcome: BusOutcomeLeaseLost})
-	}
 	if !atts.begin(it) {
-		return // abandoned by a Stop: released, not started
+		// A Stop that could not wait abandoned the attempts as this one was
+		// about to start: it is released, unstarted.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), busReleaseTimeout)
+		defer cancel()
+		r.releaseBus(rctx, it)
+		return
 	}
 	// The final attempt started, and its node stopped or stalled: the
 	// execution is dead-lettered without a new attempt (none is counted;
@@ -399,15 +399,19 @@ func (r *Runtime) attemptBusIn(ctx context.Context, fin *busFinisher, atts *busA
 	if takenOverLast {
 		ex.Attempts--
 	} else if err := r.startAttempt(ctx, it); err != nil {
-		if !errors.Is(err, heraldtype.ErrLeaseLost) {
-			r.logger.Error("herald: start a bus attempt", "tenant", it.tenant, "execution", ex.ID, "err", err)
-			if atts.end(it) {
-				r.releaseBus(ctx, it)
-			}
-		} else {
+		if errors.Is(err, heraldtype.ErrLeaseLost) {
 			atts.end(it)
+			*outcome = BusOutcomeLeaseLost
+			r.obs.BusAttempted(BusAttemptReport{Tenant: it.tenant, Subscription: ex.Subscription, EventID: ex.EventID,
+				Attempt: ex.Attempts, Outcome: BusOutcomeLeaseLost})
+			return
 		}
-		lost()
+		// Not started, so not counted: given back for the next claim.
+		r.logger.Error("herald: start a bus attempt", "tenant", it.tenant, "execution", ex.ID, "err", err)
+		if atts.end(it) {
+			r.releaseBus(ctx, it)
+		}
+		*outcome = "unstarted"
 		return
 	}
 	stopBeat := func() {}
