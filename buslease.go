@@ -196,8 +196,8 @@ func (r *Runtime) finishHeld(fin *busFinisher, atts *busAttempts, it *busItem, n
 	wait := busFinishRetry
 	for {
 		err := fin.finish(it.tenant, now, res)
-		if err == nil || errors.Is(err, heraldtype.ErrLeaseLost) {
-			return err
+		if err == nil || errors.Is(err, heraldtype.ErrLeaseLost) || errors.Is(err, heraldtype.ErrInvalidArgument) {
+			return err // written, someone else's, or refused whatever the try
 		}
 		r.logger.Error("herald: record a bus attempt (written again while its lease is held)", "tenant", it.tenant,
 			"execution", it.Execution.ID, "err", err)

@@ -482,9 +482,10 @@ func (r *Runtime) attemptBusIn(ctx context.Context, fin *busFinisher, atts *busA
 			r.obs.BusAttempted(rep)
 			return
 		}
-		// The attempt's end is not recorded (the runtime stopped while the
-		// store refused it): the lease runs out and the execution is taken
-		// over.
+		// The attempt's end is not recorded (the store refused it, or the
+		// runtime stopped while it failed): the lease runs out and the
+		// execution is taken over.
+		r.logger.Error("herald: record a bus attempt", "tenant", it.tenant, "execution", ex.ID, "err", err)
 		*outcome = "unrecorded"
 		return
 	}
