@@ -227,6 +227,23 @@ func (q *busQueue) remove(j *busJob) bool {
 	return false
 }
 
+// queued returns the tenant's jobs waiting in the queue ("": every
+// tenant's), whose leases queuedLeases renews.
+func (q *busQueue) queued(tenant string) []*busJob {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var out []*busJob
+	for _, tq := range q.tenants {
+		if tenant != "" && tq.name != tenant {
+			continue
+		}
+		for _, sq := range tq.subs {
+			out = append(out, sq.jobs...)
+		}
+	}
+	return out
+}
+
 func indexOf[T comparable](s []T, v T) int {
 	for i, x := range s {
 		if x == v {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -82,6 +83,10 @@ type busState struct {
 	// claimed at generation g uses an entry read at g or later without
 	// reading the store.
 	latest map[scriptHead]latestScript
+
+	// attempts is the running bus loop's attempts in flight (nil: none
+	// runs), for a Stop that cannot wait for them (abandonBus).
+	attempts atomic.Pointer[busAttempts]
 }
 
 type scriptHead struct{ tenant, id string }
@@ -98,8 +103,11 @@ type scriptKey struct {
 
 // busItem is a claimed execution.
 type busItem struct {
-	tenant  string
-	claimed time.Time // engine clock
+	tenant string
+	// renewed is when its lease was last set while it waited in the
+	// dispatch queue (engine clock): at its claim, then by
+	// queuedLeases.renew, which guards it.
+	renewed time.Time
 	// gen is the tenant's subscription generation read just before the
 	// claim (0: not known).
 	gen int64
@@ -161,6 +169,11 @@ func (r *Runtime) busLoop(ctx context.Context) {
 		r.obs.BusQueue(BusQueueReport{Depth: depth, Capacity: r.cfg.Bus.QueueSize})
 	})
 	fin := newBusFinisher(r)
+	// The attempts run on until they end, even past the loop's end, unless
+	// a Stop that cannot wait for them abandons them (abandonBus).
+	atts := newBusAttempts(context.WithoutCancel(ctx))
+	r.bus.attempts.Store(atts)
+	defer r.bus.attempts.CompareAndSwap(atts, nil)
 	var workers sync.WaitGroup
 	defer func() { workers.Wait(); fin.close() }()
 	for range r.cfg.Bus.Workers {
@@ -172,12 +185,15 @@ func (r *Runtime) busLoop(ctx context.Context) {
 				if j == nil {
 					return
 				}
-				r.attemptBus(context.WithoutCancel(ctx), fin, j.it)
+				r.attemptBus(atts.ctx, fin, atts, j.it)
 				j.it.freeSlot()
 				close(j.done)
 			}
 		}()
 	}
+	leases := &queuedLeases{r: r, q: q}
+	wg.Add(1)
+	go func() { defer wg.Done(); leases.keep(ctx) }()
 	// Slots: Workers running plus QueueSize waiting for a worker. A claim
 	// waits until busClaimBatch of them are free: while the queue holds
 	// work (a backlog behind slow targets, such as scripts waiting for a
@@ -185,6 +201,7 @@ func (r *Runtime) busLoop(ctx context.Context) {
 	// ended, which is most of the claims' cost on the store's writer.
 	claimLoopBatched(ctx, r, ClaimBus, storage.WorkBus, newWorkerPool(r.cfg.Bus.Workers+r.cfg.Bus.QueueSize), r.busClaimBatch(),
 		func(cctx context.Context, tenant string, max int) ([]*busItem, bool, error) {
+			leases.renew(cctx, tenant)
 			return r.claimBus(cctx, tenant, max)
 		},
 		func(_ context.Context, it *busItem) { r.runBus(ctx, q, it) })
@@ -217,7 +234,7 @@ func (r *Runtime) claimBus(ctx context.Context, tenant string, max int) ([]*busI
 	now := r.cfg.Clock.Now()
 	items := make([]*busItem, len(claimed))
 	for i, c := range claimed {
-		items[i] = &busItem{tenant: tenant, claimed: now, gen: rt.Generation, BusClaimed: c}
+		items[i] = &busItem{tenant: tenant, renewed: now, gen: rt.Generation, BusClaimed: c}
 	}
 	return items, len(items) >= max, nil
 }
@@ -341,37 +358,20 @@ func fail(kind heraldtype.ErrorKind, format string, args ...any) *targetFailure 
 
 // attemptBus runs one attempt and records its end, in a span of its own
 // (startBusSpan) whose context the target's work gets.
-func (r *Runtime) attemptBus(ctx context.Context, fin *busFinisher, it *busItem) {
+func (r *Runtime) attemptBus(ctx context.Context, fin *busFinisher, atts *busAttempts, it *busItem) {
 	ctx, span := startBusSpan(ctx, r.tracer, it)
 	var (
 		outcome string
 		spanErr error
 	)
 	defer func() { endOutcomeSpan(span, outcome, spanErr) }()
-	r.attemptBusIn(ctx, fin, it, &outcome, &spanErr)
+	r.attemptBusIn(ctx, fin, atts, it, &outcome, &spanErr)
 }
 
 // attemptBusIn is attemptBus within its span: it sets *outcome (the
 // report's) and *spanErr (the attempt's failure, if any).
-func (r *Runtime) attemptBusIn(ctx context.Context, fin *busFinisher, it *busItem, outcome *string, spanErr *error) {
+func (r *Runtime) attemptBusIn(ctx context.Context, fin *busFinisher, atts *busAttempts, it *busItem, outcome *string, spanErr *error) {
 	ex := &it.Execution
-	// An execution that waited in the queue for a third of its lease or
-	// more renews it first, which also fences out an attempt another node
-	// took over meanwhile. One claimed more recently still holds most of
-	// its lease: nobody can have taken it over.
-	if waited := r.cfg.Clock.Now().Sub(it.claimed); waited >= r.cfg.Bus.Lease/3 {
-		err := r.store.BusHeartbeat(ctx, &storage.BusHeartbeatParams{Tenant: it.tenant, Execution: ex.ID,
-			LockToken: it.LockToken, LeaseUntil: r.cfg.Clock.Now().Add(r.cfg.Bus.Lease)})
-		if err != nil {
-			if !errors.Is(err, heraldtype.ErrLeaseLost) {
-				r.logger.Error("herald: renew a bus execution's lease", "tenant", it.tenant, "execution", ex.ID, "err", err)
-			}
-			*outcome = BusOutcomeLeaseLost
-			r.obs.BusAttempted(BusAttemptReport{Tenant: it.tenant, Subscription: ex.Subscription, EventID: ex.EventID,
-				Attempt: ex.Attempts, Outcome: BusOutcomeLeaseLost})
-			return
-		}
-	}
 	sub, subErr := r.subscription(ctx, it.tenant, ex.Subscription)
 	maxRetries := DefaultMaxRetries
 	timeout := r.cfg.Bus.Timeout
@@ -385,6 +385,40 @@ func (r *Runtime) attemptBusIn(ctx context.Context, fin *busFinisher, it *busIte
 			timeout = time.Duration(sub.Timeout)
 		}
 	}
+	if !atts.begin(it) {
+		// A Stop that could not wait abandoned the attempts as this one was
+		// about to start: it is released, unstarted.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), busReleaseTimeout)
+		defer cancel()
+		r.releaseBus(rctx, it)
+		return
+	}
+	// The final attempt started, and its node stopped or stalled: the
+	// execution is dead-lettered without a new attempt (none is counted;
+	// the record is the lost attempt's). Otherwise the attempt starts: it
+	// is counted, and its lease renewed, before the target runs (which
+	// also fences out an attempt another node took over meanwhile).
+	takenOverLast := it.TakenOver && ex.Attempts > maxRetries+1
+	if takenOverLast {
+		ex.Attempts--
+	} else if err := r.startAttempt(ctx, it); err != nil {
+		if errors.Is(err, heraldtype.ErrLeaseLost) {
+			atts.end(it)
+			*outcome = BusOutcomeLeaseLost
+			r.obs.BusAttempted(BusAttemptReport{Tenant: it.tenant, Subscription: ex.Subscription, EventID: ex.EventID,
+				Attempt: ex.Attempts, Outcome: BusOutcomeLeaseLost})
+			return
+		}
+		// Not started, so not counted: given back for the next claim.
+		r.logger.Error("herald: start a bus attempt", "tenant", it.tenant, "execution", ex.ID, "err", err)
+		if atts.end(it) {
+			r.releaseBus(ctx, it)
+		}
+		*outcome = "unstarted"
+		return
+	}
+	stopBeat := func() {}
+	defer func() { stopBeat() }()
 
 	began, wallBegan := r.cfg.Clock.Now(), time.Now()
 	var res json.RawMessage
@@ -393,12 +427,12 @@ func (r *Runtime) attemptBusIn(ctx context.Context, fin *busFinisher, it *busIte
 	switch {
 	case subErr != nil:
 		failure = subErr
-	case it.TakenOver && ex.Attempts > maxRetries+1:
+	case takenOverLast:
 		failure = fail(heraldtype.ErrorRuntime, "the lease of the final attempt ran out (its node stopped or stalled)")
 	default:
-		stopBeat := r.heartbeatBus(ctx, it)
+		// The heartbeat goes on until the end is recorded (finishHeld).
+		stopBeat = r.heartbeatBus(ctx, it)
 		res, logs, failure = r.runTarget(ctx, it, sub, timeout)
-		stopBeat()
 	}
 	// What a target returns is the tenant's to choose, so it is capped
 	// before it reaches the store: a result over the cap is not stored,
@@ -439,15 +473,21 @@ func (r *Runtime) attemptBusIn(ctx context.Context, fin *busFinisher, it *busIte
 	if failure != nil {
 		*spanErr = failure
 	}
-	if err := fin.finish(it.tenant, now, result); err != nil {
+	if !atts.end(it) {
+		// Abandoned by a Stop that could not wait: released, not recorded.
+		*outcome = BusOutcomeLeaseLost
+		return
+	}
+	if err := r.finishHeld(fin, atts, it, now, result); err != nil {
 		if errors.Is(err, heraldtype.ErrLeaseLost) {
 			rep.Outcome = BusOutcomeLeaseLost
 			*outcome = rep.Outcome
 			r.obs.BusAttempted(rep)
 			return
 		}
-		// The attempt's end is not recorded: the lease runs out and the
-		// execution is attempted again (its record then counts it).
+		// The attempt's end is not recorded (the store refused it, or the
+		// runtime stopped while it failed): the lease runs out and the
+		// execution is taken over.
 		r.logger.Error("herald: record a bus attempt", "tenant", it.tenant, "execution", ex.ID, "err", err)
 		*outcome = "unrecorded"
 		return

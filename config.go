@@ -162,8 +162,9 @@ type BusConfig struct {
 	// and unfinished); the rest stays in the store. Default 1000.
 	QueueSize int
 	// Lease is how long a claimed execution is owned without a heartbeat;
-	// a running one is extended every Lease/3. Another runtime takes over
-	// an execution whose lease ran out (its node died). Default 1 min.
+	// a running or queued one is extended every Lease/3. Another runtime
+	// takes over an execution whose lease ran out (its node died). Default
+	// 1 min.
 	Lease time.Duration
 	// Timeout bounds one attempt unless its subscription sets one.
 	// Default 30 s.

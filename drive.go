@@ -91,7 +91,9 @@ func (r *Runtime) runPending(ctx context.Context, tenant string) (u drive.Unit, 
 		it := items[0]
 		u.Kind, u.Name, u.EventID, u.Attempt = drive.Bus, it.Execution.Subscription, it.Execution.EventID, it.Execution.Attempts
 		fin := newBusFinisher(r)
-		r.attemptBus(ctx, fin, it)
+		atts := newBusAttempts(ctx)
+		r.attemptBus(atts.ctx, fin, atts, it)
+		atts.cancel()
 		fin.close()
 		return u, true, nil
 	}

@@ -224,6 +224,7 @@ func (r *Runtime) Stop(ctx context.Context) error {
 	case <-stopped:
 		return nil
 	case <-ctx.Done():
+		r.abandonBus()
 		return ctx.Err()
 	}
 }

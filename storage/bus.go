@@ -15,11 +15,17 @@ import (
 // Route callback), classifies errors and chooses retry times and dead
 // letters (BusFinish's outcomes).
 //
-// Execution states: queued (due at DueAt) → running (leased, Attempts
-// incremented at each claim) → succeeded | retrying (due at RetryAt) |
-// dead_lettered. A running execution whose lease ran out is claimable
-// again (a takeover: a new attempt). BusDeadLetterReprocess puts a
-// dead-lettered execution back to queued with Attempts reset.
+// Execution states: queued (due at DueAt) → running (leased) → succeeded
+// | retrying (due at RetryAt) | dead_lettered. Attempts counts the
+// attempts that started: a claim leases an execution without counting (it
+// may wait in the claiming runtime's dispatch queue); the attempt is
+// counted when it starts (BusHeartbeat with Start) or, at the latest, when
+// its end is recorded (BusFinish: Attempts becomes at least the record's
+// Number). A running execution whose lease ran out is claimable again: a
+// takeover (TakenOver) if its attempt had started, else a plain claim of
+// an attempt never made. A release (BusReleased) takes a started
+// attempt's count back. BusDeadLetterReprocess puts a dead-lettered
+// execution back to queued with Attempts reset.
 
 // BusPublishEvent is one event to publish.
 type BusPublishEvent struct {
@@ -94,11 +100,16 @@ type BusClaimParams struct {
 
 // BusClaimed is a claimed execution with its event.
 type BusClaimed struct {
-	Execution heraldtype.Execution // Status running; Attempts already counts this claim
+	// Execution is running; its Attempts is the number of the attempt
+	// this claim makes (the attempts started before it plus one), which the
+	// store counts once the attempt starts.
+	Execution heraldtype.Execution
 	Event     BusEvent
 	LockToken string
-	// TakenOver: the previous attempt's lease ran out while it was
-	// running (its node died or stalled).
+	// TakenOver: the previous attempt (number Attempts-1) had started and
+	// its lease ran out while it ran (its node died or stalled). An
+	// execution whose lease ran out before its attempt started is claimed
+	// as if it had never been.
 	TakenOver bool
 }
 
@@ -114,11 +125,12 @@ const (
 	// stored (the store sets its ID, Execution, EventID, Subscription,
 	// EventType, EventData, Attempts and CreatedAt).
 	BusDeadLetter
-	// BusReleased: the attempt never started (the runtime stopped with
-	// the execution still in its dispatch queue): the execution goes back
-	// to queued (retrying if it had failed attempts before), due at
-	// RetryAt, with Attempts decremented and no attempt record (Attempt is
-	// ignored).
+	// BusReleased: the attempt is given back unmade (the runtime stopped
+	// with the execution in its dispatch queue, or cancelled its running
+	// attempt at a stop it could not wait for): the execution goes back to
+	// queued (retrying if attempts started before this claim's), due at
+	// RetryAt, with no attempt record (Attempt is ignored) and this claim's
+	// attempt not counted, even if it started.
 	BusReleased
 )
 
@@ -147,6 +159,11 @@ type BusHeartbeatParams struct {
 	Execution  int64
 	LockToken  string
 	LeaseUntil time.Time
+	// Start: the claim's attempt starts now. The store counts it (the
+	// execution's Attempts becomes the claim's number; once per claim,
+	// however often Start is written) and marks it started, so that a
+	// takeover after its lease runs out is one (BusClaimed.TakenOver).
+	Start bool
 }
 
 // BusSubscriptionPutParams creates or replaces a subscription.
@@ -276,11 +293,13 @@ type BusStore interface {
 	BusRoute(ctx context.Context, p *BusRouteParams) (int, error)
 	// BusClaim claims up to p.Max of the tenant's executions that are
 	// due: queued or retrying with DueAt not after p.Now, or running with
-	// a lease that ended before p.Now (TakenOver). Oldest fair-queueing
-	// number first, then DueAt, then id. Each claimed execution becomes
-	// running with a new random lock token, a lease until p.Now+p.Lease
-	// and Attempts+1. Concurrent claims (on PostgreSQL from many nodes:
-	// SKIP LOCKED) never hand out the same execution.
+	// a lease that ended before p.Now (TakenOver if its attempt had
+	// started). Oldest fair-queueing number first, then DueAt, then id.
+	// Each claimed execution becomes running, not started, with a new
+	// random lock token and a lease until p.Now+p.Lease; its stored
+	// Attempts does not change (see BusClaimed). Concurrent claims (on
+	// PostgreSQL from many nodes: SKIP LOCKED) never hand out the same
+	// execution.
 	BusClaim(ctx context.Context, p *BusClaimParams) ([]*BusClaimed, error)
 	// BusFinish ends claimed attempts in one transaction: each result's
 	// attempt record is stored and its execution set as its Outcome says
@@ -289,8 +308,9 @@ type BusStore interface {
 	// longer owns the execution (nothing of that result is written), nil
 	// otherwise. A retry wakes the tenant's bus workers.
 	BusFinish(ctx context.Context, p *BusFinishParams) ([]error, error)
-	// BusHeartbeat extends a running execution's lease to p.LeaseUntil.
-	// It returns ErrLeaseLost if p.LockToken no longer owns it.
+	// BusHeartbeat extends a running execution's lease to p.LeaseUntil
+	// and, with p.Start, starts its attempt. It returns ErrLeaseLost if
+	// p.LockToken no longer owns it.
 	BusHeartbeat(ctx context.Context, p *BusHeartbeatParams) error
 
 	// BusSubscriptionPut creates the subscription (Version 1, CreatedAt =

@@ -390,8 +390,9 @@ func (r *execRow) execution() heraldtype.Execution {
 // retrying one not yet due is stepped over in the index), and running ones
 // whose lease ran out from bus_routes_running, both skipping rows other
 // transactions hold; the earliest $3 by (fq, due_at, id) are claimed, each
-// with a new random token and its attempts counted. It returns them with
-// their events, and whether each was taken over.
+// with a new random token, not started (its attempt is counted when it
+// starts: busHeartbeatSQL). It returns them with their events, and whether
+// each was taken over (a running one whose attempt had started).
 const busClaimSQL = `WITH queued AS MATERIALIZED (
 	SELECT ctid, fq, due_at, id, false AS taken FROM bus_routes
 	WHERE tenant = $1 AND status IN ('queued', 'retrying') AND due_at <= $2
@@ -399,7 +400,7 @@ const busClaimSQL = `WITH queued AS MATERIALIZED (
 	LIMIT $3
 	FOR UPDATE SKIP LOCKED
 ), expired AS MATERIALIZED (
-	SELECT ctid, fq, due_at, id, true AS taken FROM bus_routes
+	SELECT ctid, fq, due_at, id, started AS taken FROM bus_routes
 	WHERE tenant = $1 AND status = 'running' AND lease_until < $2
 	ORDER BY fq, due_at, id
 	LIMIT $3
@@ -410,7 +411,7 @@ const busClaimSQL = `WITH queued AS MATERIALIZED (
 	LIMIT $3
 ), claimed AS (
 	UPDATE bus_routes r SET status = 'running', lock_token = replace(gen_random_uuid()::text, '-', ''),
-		lease_until = $4, attempts = r.attempts + 1, updated_at = $2
+		lease_until = $4, started = false, updated_at = $2
 	WHERE r.ctid = ANY(ARRAY(SELECT ctid FROM pick))
 	RETURNING ` + busExecCols + `, r.fq, r.due_at AS due, r.lock_token
 )
@@ -469,6 +470,7 @@ func (s *Store) BusClaim(ctx context.Context, p *storage.BusClaimParams) ([]*sto
 					return err
 				}
 				bc.Execution = r.execution()
+				bc.Execution.Attempts++ // the number of the attempt this claim makes
 				bc.Event = storage.BusEvent{ID: r.e.EventID, Data: backend.RawOf(data)}
 				if seq != nil {
 					bc.Event.Seq, bc.Event.Type, bc.Event.Source, bc.Event.PublishedAt = *seq, *typ, *source, backend.FromNanos(*at)
@@ -534,7 +536,7 @@ const busFinishSQL = `WITH r AS (
 	INSERT INTO bus_dead_letters (tenant, execution, event_id, subscription, target, event_type, event_data,
 		error_kind, error, stack, attempts, failed_at, created_at)
 	SELECT $1, f.exec, f.event_id, f.subscription, f.dl_target, COALESCE(ev.type, ''), ev.data,
-		f.dl_kind, f.dl_error, f.dl_stack, f.attempts, f.dl_failed, $2
+		f.dl_kind, f.dl_error, f.dl_stack, GREATEST(f.attempts, f.number), f.dl_failed, $2
 	FROM f LEFT JOIN LATERAL (
 		SELECT type, data FROM bus_events ev WHERE ev.tenant = $1 AND ev.id = f.event_id OFFSET 0
 	) ev ON true
@@ -548,12 +550,13 @@ const busFinishSQL = `WITH r AS (
 		f.result, f.error_kind, f.error, f.stack, f.logs
 	FROM f WHERE f.outcome <> 4 ORDER BY f.ord
 ), up AS (
-	UPDATE bus_routes e SET (status, attempts, lock_token, lease_until, due_at, fq, result, last_error, dead_letter, updated_at) = (
+	UPDATE bus_routes e SET (status, attempts, started, lock_token, lease_until, due_at, fq, result, last_error, dead_letter,
+			updated_at) = (
 		SELECT CASE f.outcome WHEN 1 THEN 'succeeded' WHEN 2 THEN 'retrying'
-				WHEN 4 THEN CASE WHEN e.attempts > 1 THEN 'retrying' ELSE 'queued' END
+				WHEN 4 THEN CASE WHEN e.attempts - e.started::int > 0 THEN 'retrying' ELSE 'queued' END
 				ELSE 'dead_lettered' END,
-			CASE WHEN f.outcome = 4 THEN e.attempts - 1 ELSE e.attempts END,
-			NULL, 0,
+			CASE WHEN f.outcome = 4 THEN e.attempts - e.started::int ELSE GREATEST(e.attempts, f.number) END,
+			false, NULL, 0,
 			CASE WHEN f.outcome IN (2, 4) THEN f.retry_at ELSE 0 END,
 			CASE WHEN f.outcome = 2 THEN ((SELECT n FROM nums))[f.k] ELSE e.fq END,
 			CASE WHEN f.outcome = 1 THEN f.result ELSE e.result END,
@@ -706,10 +709,13 @@ func (s *Store) BusFinish(ctx context.Context, p *storage.BusFinishParams) ([]er
 }
 
 // busHeartbeatSQL moves the lease of tenant $1's execution $2 to $4 if
-// token $3 owns it. A token is set only while its execution runs (the
-// query names no status, so that no partial index of statuses competes
-// with the primary key).
-const busHeartbeatSQL = `UPDATE bus_routes SET lease_until = $4 WHERE tenant = $1 AND id = $2 AND lock_token = $3`
+// token $3 owns it and, with $5 (Start), starts its attempt: counted once,
+// however often the start is written. A token is set only while its
+// execution runs (the query names no status, so that no partial index of
+// statuses competes with the primary key).
+const busHeartbeatSQL = `UPDATE bus_routes SET lease_until = $4,
+	attempts = attempts + CASE WHEN $5::boolean AND NOT started THEN 1 ELSE 0 END, started = started OR $5::boolean
+	WHERE tenant = $1 AND id = $2 AND lock_token = $3`
 
 // BusHeartbeat: see storage.BusStore. A zero LeaseUntil is refused.
 func (s *Store) BusHeartbeat(ctx context.Context, p *storage.BusHeartbeatParams) error {
@@ -727,7 +733,7 @@ func (s *Store) BusHeartbeat(ctx context.Context, p *storage.BusHeartbeatParams)
 	}
 	err := s.do(ctx, func(ctx context.Context) error {
 		ct, err := s.pool.Exec(ctx, busHeartbeatSQL,
-			p.Tenant, p.Execution, p.LockToken, backend.Nanos(p.LeaseUntil))
+			p.Tenant, p.Execution, p.LockToken, backend.Nanos(p.LeaseUntil), p.Start)
 		if err != nil {
 			return err
 		}

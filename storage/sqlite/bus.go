@@ -457,21 +457,23 @@ func scanExec(sc scanner, extra ...any) (*heraldtype.Execution, error) {
 
 // busDueSQL finds up to ?3 executions of tenant ?1 due at ?2, in claim
 // order: the first ?3 of each partial index, merged.
-const busDueSQL = `SELECT id, status FROM (
-		SELECT * FROM (SELECT id, status, fq, due_at FROM bus_routes
+const busDueSQL = `SELECT id, status, started FROM (
+		SELECT * FROM (SELECT id, status, 0 AS started, fq, due_at FROM bus_routes
 			WHERE tenant = ?1 AND status = 'queued' AND due_at <= ?2 ORDER BY fq, due_at, id LIMIT +?3)
 		UNION ALL
-		SELECT * FROM (SELECT id, status, fq, due_at FROM bus_routes
+		SELECT * FROM (SELECT id, status, 0 AS started, fq, due_at FROM bus_routes
 			WHERE tenant = ?1 AND status = 'retrying' AND due_at <= ?2 ORDER BY fq, due_at, id LIMIT +?3)
 		UNION ALL
-		SELECT * FROM (SELECT id, status, fq, due_at FROM bus_routes
+		SELECT * FROM (SELECT id, status, started, fq, due_at FROM bus_routes
 			WHERE tenant = ?1 AND status = 'running' AND lease_until < ?2 ORDER BY fq, due_at, id LIMIT +?3)
 	) ORDER BY fq, due_at, id LIMIT +?3`
 
 // busLeaseSQL leases the executions whose ids are the JSON array ?4, with
-// lock token ?1 || id, until ?2, at ?3.
+// lock token ?1 || id, until ?2, at ?3. The attempt is not counted until it
+// starts (busStartSQL): a claimed execution may wait in the runtime's
+// dispatch queue, and one that never starts spends no attempt.
 const busLeaseSQL = `UPDATE bus_routes SET status = 'running', lock_token = ?1 || id, lease_until = ?2,
-	attempts = attempts + 1, updated_at = ?3 WHERE id IN (SELECT value FROM json_each(?4))
+	started = 0, updated_at = ?3 WHERE id IN (SELECT value FROM json_each(?4))
 	RETURNING ` + execCols + `, event_seq, lock_token`
 
 // busClaimEventsSQL reads tenant ?2's events whose seqs are the JSON array
@@ -513,13 +515,14 @@ func (s *Store) BusClaim(ctx context.Context, p *storage.BusClaimParams) ([]*sto
 			return fmt.Errorf("find due executions: %w", err)
 		}
 		type due struct {
-			id     int64
-			status string
+			id      int64
+			status  string
+			started bool
 		}
 		var dues []due
 		for rows.Next() {
 			var d due
-			if err := rows.Scan(&d.id, &d.status); err != nil {
+			if err := rows.Scan(&d.id, &d.status, &d.started); err != nil {
 				return fmt.Errorf("find due executions: %w", err)
 			}
 			dues = append(dues, d)
@@ -557,8 +560,9 @@ func (s *Store) BusClaim(ctx context.Context, p *storage.BusClaimParams) ([]*sto
 			if !ok || claimed[i] != nil {
 				return fmt.Errorf("lease executions: unexpected execution %d", x.ID)
 			}
+			x.Attempts++ // the number of the attempt this claim starts
 			claimed[i] = &storage.BusClaimed{Execution: *x, LockToken: token,
-				TakenOver: dues[i].status == string(heraldtype.ExecRunning)}
+				TakenOver: dues[i].status == string(heraldtype.ExecRunning) && dues[i].started}
 			if bySeq[seq] == nil {
 				seqs = append(seqs, seq)
 			}
@@ -696,10 +700,9 @@ func finishOne(w *wtx, fq *fairQueue, tenant string, r *storage.BusResult, a fin
 	var (
 		status, eventID, sub string
 		token                sql.NullString
-		attempts             int
 	)
-	err = w.queryRow(`SELECT status, lock_token, event_id, subscription, attempts FROM bus_routes
-		WHERE id = ? AND tenant = ?`, r.Execution, tenant).Scan(&status, &token, &eventID, &sub, &attempts)
+	err = w.queryRow(`SELECT status, lock_token, event_id, subscription FROM bus_routes
+		WHERE id = ? AND tenant = ?`, r.Execution, tenant).Scan(&status, &token, &eventID, &sub)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}
@@ -710,18 +713,14 @@ func finishOne(w *wtx, fq *fairQueue, tenant string, r *storage.BusResult, a fin
 		return false, nil
 	}
 	if r.Outcome == storage.BusReleased {
-		// The attempt never started: back to where the claim found it, no
-		// record, its fair-queueing number kept (it stays at the front).
+		// Back to where the claim found it, no record, its fair-queueing
+		// number kept (it stays at the front); an attempt that started is
+		// not counted (busReleaseSQL).
 		due := backend.Nanos(r.RetryAt)
 		if due == 0 {
 			due = now
 		}
-		back := string(heraldtype.ExecQueued)
-		if attempts > 1 {
-			back = string(heraldtype.ExecRetrying)
-		}
-		if _, err := w.exec(`UPDATE bus_routes SET status = ?, attempts = attempts - 1, due_at = ?, lock_token = NULL,
-			lease_until = 0, updated_at = ? WHERE id = ?`, back, due, now, r.Execution); err != nil {
+		if _, err := w.exec(busReleaseSQL, due, now, r.Execution); err != nil {
 			return false, fmt.Errorf("release execution: %w", err)
 		}
 		return true, nil
@@ -739,7 +738,8 @@ func finishOne(w *wtx, fq *fairQueue, tenant string, r *storage.BusResult, a fin
 		due = now
 	}
 	if _, err := w.exec(`UPDATE bus_routes SET status = 'retrying', due_at = ?, fq = ?, last_error = ?, lock_token = NULL,
-		lease_until = 0, updated_at = ? WHERE id = ?`, due, n, r.Attempt.Error, now, r.Execution); err != nil {
+		lease_until = 0, attempts = max(attempts, ?), updated_at = ? WHERE id = ?`,
+		due, n, r.Attempt.Error, r.Attempt.Number, now, r.Execution); err != nil {
 		return false, fmt.Errorf("update execution: %w", err)
 	}
 	return true, nil
@@ -750,8 +750,8 @@ func finishOne(w *wtx, fq *fairQueue, tenant string, r *storage.BusResult, a fin
 func finishSucceeded(w *wtx, tenant string, r *storage.BusResult, a finishArgs, now int64) (bool, error) {
 	var eventID, sub string
 	err := w.queryRow(`UPDATE bus_routes SET status = 'succeeded', result = ?, lock_token = NULL, lease_until = 0,
-		updated_at = ? WHERE id = ? AND tenant = ? AND status = 'running' AND lock_token = ?
-		RETURNING event_id, subscription`, backend.RawArg(r.Attempt.Result), now, r.Execution, tenant, r.LockToken).
+		attempts = max(attempts, ?), updated_at = ? WHERE id = ? AND tenant = ? AND status = 'running' AND lock_token = ?
+		RETURNING event_id, subscription`, backend.RawArg(r.Attempt.Result), r.Attempt.Number, now, r.Execution, tenant, r.LockToken).
 		Scan(&eventID, &sub)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
@@ -773,11 +773,11 @@ func finishDeadLetter(w *wtx, tenant string, r *storage.BusResult, a finishArgs,
 	dl := r.DeadLetter
 	err := w.queryRow(`INSERT INTO bus_dead_letters (tenant, execution, event_id, subscription, target, event_type,
 		event_data, error_kind, error, stack, attempts, failed_at, created_at)
-		SELECT x.tenant, x.id, x.event_id, x.subscription, ?, e.type, e.data, ?, ?, ?, x.attempts, ?, ?
+		SELECT x.tenant, x.id, x.event_id, x.subscription, ?, e.type, e.data, ?, ?, ?, max(x.attempts, ?), ?, ?
 		FROM bus_routes x JOIN bus_events e ON e.seq = x.event_seq
 		WHERE x.id = ? AND x.tenant = ? AND x.status = 'running' AND x.lock_token = ?
 		RETURNING id, event_id, subscription`,
-		a.target, string(dl.ErrorKind), dl.Error, dl.Stack, backend.Nanos(dl.FailedAt), now,
+		a.target, string(dl.ErrorKind), dl.Error, dl.Stack, r.Attempt.Number, backend.Nanos(dl.FailedAt), now,
 		r.Execution, tenant, r.LockToken).Scan(&id, &eventID, &sub)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
@@ -786,7 +786,8 @@ func finishDeadLetter(w *wtx, tenant string, r *storage.BusResult, a finishArgs,
 		return false, fmt.Errorf("store dead letter: %w", err)
 	}
 	if _, err := w.exec(`UPDATE bus_routes SET status = 'dead_lettered', dead_letter = ?, last_error = ?, lock_token = NULL,
-		lease_until = 0, updated_at = ? WHERE id = ?`, id, r.Attempt.Error, now, r.Execution); err != nil {
+		lease_until = 0, attempts = max(attempts, ?), updated_at = ? WHERE id = ?`,
+		id, r.Attempt.Error, r.Attempt.Number, now, r.Execution); err != nil {
 		return false, fmt.Errorf("update execution: %w", err)
 	}
 	return true, insertAttempt(w, tenant, r, a, eventID, sub)
@@ -805,6 +806,21 @@ func insertAttempt(w *wtx, tenant string, r *storage.BusResult, a finishArgs, ev
 	return nil
 }
 
+// busReleaseSQL releases execution ?3 at ?2, due at ?1: back to queued, or
+// retrying if attempts had started before this claim's; the count of this
+// claim's attempt, if it started, is taken back (storage.BusReleased).
+const busReleaseSQL = `UPDATE bus_routes SET
+	status = CASE WHEN attempts - started > 0 THEN 'retrying' ELSE 'queued' END,
+	attempts = attempts - started, started = 0, due_at = ?1, lock_token = NULL, lease_until = 0, updated_at = ?2
+	WHERE id = ?3`
+
+// busHeartbeatSQL moves the lease of tenant ?4's execution ?3 to ?1 if
+// token ?5 owns it; with ?2 (Start) it also starts the attempt: counted
+// once, however often the start is written.
+const busHeartbeatSQL = `UPDATE bus_routes SET lease_until = ?1,
+	attempts = attempts + (?2 AND NOT started), started = (started OR ?2)
+	WHERE id = ?3 AND tenant = ?4 AND status = 'running' AND lock_token = ?5`
+
 // BusHeartbeat: see storage.BusStore.
 func (s *Store) BusHeartbeat(ctx context.Context, p *storage.BusHeartbeatParams) error {
 	if p == nil {
@@ -820,8 +836,7 @@ func (s *Store) BusHeartbeat(ctx context.Context, p *storage.BusHeartbeatParams)
 		return fmt.Errorf("sqlite: execution heartbeat %d: empty lock token: %w", p.Execution, heraldtype.ErrLeaseLost)
 	}
 	err := s.write(ctx, func(w *wtx) error {
-		res, err := w.exec(`UPDATE bus_routes SET lease_until = ? WHERE id = ? AND tenant = ? AND status = 'running' AND lock_token = ?`,
-			p.LeaseUntil.UnixNano(), p.Execution, p.Tenant, p.LockToken)
+		res, err := w.exec(busHeartbeatSQL, p.LeaseUntil.UnixNano(), p.Start, p.Execution, p.Tenant, p.LockToken)
 		if err != nil {
 			return fmt.Errorf("extend lease: %w", err)
 		}

@@ -36,10 +36,13 @@ var busTests = []struct {
 	{"BusFairQueueingNumbers", testBusFairQueueingNumbers},
 	{"BusClaim", testBusClaim},
 	{"BusClaimTakeover", testBusClaimTakeover},
+	{"BusClaimNotStarted", testBusClaimNotStarted},
+	{"BusTakeoverDeadLetter", testBusTakeoverDeadLetter},
 	{"BusClaimConcurrent", testBusClaimConcurrent},
 	{"BusFinish", testBusFinish},
 	{"BusFinishLeaseLost", testBusFinishLeaseLost},
 	{"BusFinishReleased", testBusFinishReleased},
+	{"BusFinishReleasedStarted", testBusFinishReleasedStarted},
 	{"BusFinishRefusals", testBusFinishRefusals},
 	{"BusHeartbeat", testBusHeartbeat},
 	{"BusSubscriptions", testBusSubscriptions},
@@ -150,6 +153,15 @@ func (b *bundle) busClaimOne(now time.Time, eventID, sub string) *storage.BusCla
 		b.t.Fatalf("BusClaim at %v: %v, want %s/%s", now.Sub(t0), claimedIDs(cs), eventID, sub)
 	}
 	return cs[0]
+}
+
+// busStart starts the claimed attempt of c, its lease moved to until.
+func (b *bundle) busStart(c *storage.BusClaimed, until time.Time) {
+	b.t.Helper()
+	if err := b.s.BusHeartbeat(b.ctx, &storage.BusHeartbeatParams{Tenant: b.tenant, Execution: c.Execution.ID,
+		LockToken: c.LockToken, LeaseUntil: until, Start: true}); err != nil {
+		b.t.Fatalf("BusHeartbeat (Start) of %s/%s: %v", c.Event.ID, c.Execution.Subscription, err)
+	}
 }
 
 func (b *bundle) busClaimNone(now time.Time) {
@@ -790,7 +802,10 @@ func testBusClaim(b *bundle) {
 		t.Fatal("claimed event without Seq")
 	}
 	wantEqual(t, "the execution read back", b.busExec("e1", c.Execution.Subscription).Status, heraldtype.ExecRunning)
-	wantEqual(t, "its attempts read back", b.busExec("e1", c.Execution.Subscription).Attempts, 1)
+	// Not counted until the attempt starts.
+	wantEqual(t, "its attempts read back", b.busExec("e1", c.Execution.Subscription).Attempts, 0)
+	b.busStart(c, routedAt.Add(lease))
+	wantEqual(t, "its attempts read back once started", b.busExec("e1", c.Execution.Subscription).Attempts, 1)
 
 	cs = b.busClaim(routedAt, 2)
 	wantEqual(t, "claimed with Max 2", len(cs), 2)
@@ -812,13 +827,15 @@ func testBusClaim(b *bundle) {
 	wantErr(t, "BusClaim with a negative Lease", err, heraldtype.ErrInvalidArgument)
 }
 
-// testBusClaimTakeover: a running execution whose lease ended before Now is
-// claimed again (TakenOver, a new token, Attempts+1); the lost attempt's
-// token no longer finishes or heartbeats. The default lease is a minute.
+// testBusClaimTakeover: a running execution whose attempt started and
+// whose lease ended before Now is claimed again (TakenOver, a new token,
+// Attempts+1); the lost attempt's token no longer finishes or heartbeats.
+// The default lease is a minute.
 func testBusClaimTakeover(b *bundle) {
 	t := b.t
 	b.busPublishRouted(t0, "a", []string{"s"}, "e1")
-	c1 := b.busClaimP(t0, 1, 0)[0]  // Lease 0: the default, one minute
+	c1 := b.busClaimP(t0, 1, 0)[0] // Lease 0: the default, one minute
+	b.busStart(c1, at(time.Minute))
 	b.busClaimNone(at(time.Minute)) // a lease ending at Now is still live
 	b.wantNextWake(t0, at(time.Minute))
 	cs := b.busClaimP(at(time.Minute+time.Nanosecond), 1, 10*time.Second)
@@ -833,6 +850,7 @@ func testBusClaimTakeover(b *bundle) {
 		t.Fatal("a takeover kept the lock token")
 	}
 	wantJSON(t, "Event.Data after a takeover", c2.Event.Data, string(busData("e1")))
+	b.busStart(c2, at(time.Minute+10*time.Second))
 	err := b.s.BusHeartbeat(b.ctx, &storage.BusHeartbeatParams{Tenant: b.tenant, Execution: c1.Execution.ID,
 		LockToken: c1.LockToken, LeaseUntil: at(time.Hour)})
 	wantErr(t, "heartbeat with the lost token", err, heraldtype.ErrLeaseLost)
@@ -1123,9 +1141,7 @@ func testBusHeartbeat(b *bundle) {
 		return b.s.BusHeartbeat(b.ctx, &storage.BusHeartbeatParams{Tenant: b.tenant, Execution: c.Execution.ID,
 			LockToken: token, LeaseUntil: until})
 	}
-	if err := hb(c.LockToken, at(10*time.Minute)); err != nil {
-		t.Fatalf("BusHeartbeat: %v", err)
-	}
+	b.busStart(c, at(10*time.Minute))
 	b.busClaimNone(at(5 * time.Minute)) // the first lease (1 min) would have run out
 	b.wantNextWake(at(5*time.Minute), at(10*time.Minute))
 	wantErr(t, "heartbeat with a wrong token", hb("not-the-token", at(time.Hour)), heraldtype.ErrLeaseLost)
@@ -1204,4 +1220,111 @@ func testBusFinishReleased(b *bundle) {
 			t.Fatalf("a released execution's claim is not a takeover")
 		}
 	}
+}
+
+// testBusClaimNotStarted: an attempt is counted when it starts. A claim
+// whose lease runs out before it started is claimed again as if it never
+// had been (not TakenOver, the same attempt number, nothing counted); a
+// start written twice counts once; a takeover of a started attempt counts
+// the next.
+func testBusClaimNotStarted(b *bundle) {
+	t := b.t
+	b.busPublishRouted(t0, "a", []string{"s"}, "e1")
+	c1 := b.busClaimP(t0, 1, 10*time.Second)[0]
+	wantEqual(t, "Attempts of the claim", c1.Execution.Attempts, 1)
+	// Its lease runs out in the claimer's queue, twice over.
+	c2 := b.busClaimOne(at(11*time.Second), "e1", "s")
+	wantEqual(t, "TakenOver of a claim never started", c2.TakenOver, false)
+	wantEqual(t, "Attempts of a takeover of an item never started", c2.Execution.Attempts, 1)
+	wantEqual(t, "stored Attempts, never started", b.busExec("e1", "s").Attempts, 0)
+	c3 := b.busClaimOne(at(2*time.Minute), "e1", "s")
+	wantEqual(t, "TakenOver of a claim never started, again", c3.TakenOver, false)
+	wantEqual(t, "Attempts, again", c3.Execution.Attempts, 1)
+	err := b.s.BusHeartbeat(b.ctx, &storage.BusHeartbeatParams{Tenant: b.tenant, Execution: c2.Execution.ID,
+		LockToken: c2.LockToken, LeaseUntil: at(time.Hour), Start: true})
+	wantErr(t, "start with a lost token", err, heraldtype.ErrLeaseLost)
+	wantEqual(t, "stored Attempts after a lost start", b.busExec("e1", "s").Attempts, 0)
+	// Started (written twice: counted once), then its node dies.
+	b.busStart(c3, at(3*time.Minute))
+	b.busStart(c3, at(3*time.Minute))
+	wantEqual(t, "stored Attempts once started", b.busExec("e1", "s").Attempts, 1)
+	c4 := b.busClaimOne(at(3*time.Minute+time.Second), "e1", "s")
+	wantEqual(t, "TakenOver of a started attempt", c4.TakenOver, true)
+	wantEqual(t, "Attempts of the takeover", c4.Execution.Attempts, 2)
+	wantEqual(t, "stored Attempts of the takeover, not started", b.busExec("e1", "s").Attempts, 1)
+	b.busStart(c4, at(4*time.Minute))
+	b.busFinishOK(at(4*time.Minute), outcome(c4, storage.BusSucceeded, at(4*time.Minute)))
+	x := b.busExec("e1", "s")
+	wantEqual(t, "Status", x.Status, heraldtype.ExecSucceeded)
+	wantEqual(t, "Attempts in all", x.Attempts, 2)
+}
+
+// testBusTakeoverDeadLetter: a takeover that runs nothing, dead-lettering
+// the execution whose final attempt (number Attempts-1) was lost, records
+// that attempt: no attempt is counted for the takeover, and the letter's
+// Attempts is the attempts that ran. A finish of a claim that was never
+// started counts its record's attempt.
+func testBusTakeoverDeadLetter(b *bundle) {
+	t := b.t
+	b.busPublishRouted(t0, "a", []string{"lost", "direct"}, "e1")
+	cs := b.busClaim(t0, 2)
+	bySub := map[string]*storage.BusClaimed{}
+	for _, c := range cs {
+		bySub[c.Execution.Subscription] = c
+	}
+	b.busStart(bySub["lost"], at(time.Minute))
+	// "direct" ends without a start written: its record counts it.
+	b.busFinishOK(t0, outcome(bySub["direct"], storage.BusRetry, t0))
+	wantEqual(t, "Attempts of a finish without a start", b.busExec("e1", "direct").Attempts, 1)
+	c := b.busClaimOne(at(2*time.Minute), "e1", "lost")
+	wantEqual(t, "TakenOver", c.TakenOver, true)
+	wantEqual(t, "Attempts of the takeover", c.Execution.Attempts, 2)
+	r := outcome(c, storage.BusDeadLetter, at(2*time.Minute))
+	r.Attempt.Number = c.Execution.Attempts - 1 // the lost attempt
+	b.busFinishOK(at(2*time.Minute), r)
+	x := b.busExec("e1", "lost")
+	wantEqual(t, "Status", x.Status, heraldtype.ExecDeadLettered)
+	wantEqual(t, "Attempts (the takeover counted none)", x.Attempts, 1)
+	wantEqual(t, "letter Attempts", b.deadLetter(x.DeadLetter).Attempts, 1)
+	as, _ := b.attempts(storage.BusAttemptListParams{Execution: c.Execution.ID})
+	if len(as) != 1 || as[0].Number != 1 {
+		t.Fatalf("attempt records %+v, want the lost attempt 1 only", as)
+	}
+}
+
+// testBusFinishReleasedStarted: a started attempt that is released (the
+// runtime cancelled it at a stop) spends no attempt: the execution goes
+// back as before its claim, and its next claim is not a takeover.
+func testBusFinishReleasedStarted(b *bundle) {
+	t := b.t
+	b.busPublishRouted(t0, "a", []string{"s"}, "e1")
+	c1 := b.busClaimOne(t0, "e1", "s")
+	b.busStart(c1, at(time.Minute))
+	retry := outcome(c1, storage.BusRetry, t0)
+	retry.RetryAt = at(time.Second)
+	b.busFinishOK(t0, retry)
+	c2 := b.busClaimOne(at(time.Second), "e1", "s")
+	wantEqual(t, "Attempts of the second claim", c2.Execution.Attempts, 2)
+	b.busStart(c2, at(time.Minute))
+	wantEqual(t, "stored Attempts, started", b.busExec("e1", "s").Attempts, 2)
+	b.busFinishOK(at(2*time.Second), storage.BusResult{Execution: c2.Execution.ID, LockToken: c2.LockToken,
+		Outcome: storage.BusReleased, RetryAt: at(2 * time.Second)})
+	x := b.busExec("e1", "s")
+	wantEqual(t, "released Status", x.Status, heraldtype.ExecRetrying)
+	wantEqual(t, "released Attempts", x.Attempts, 1)
+	c3 := b.busClaimOne(at(2*time.Second), "e1", "s")
+	wantEqual(t, "TakenOver after a release", c3.TakenOver, false)
+	wantEqual(t, "Attempts after a release", c3.Execution.Attempts, 2)
+	b.busStart(c3, at(time.Minute))
+	b.busFinishOK(at(3*time.Second), outcome(c3, storage.BusSucceeded, at(3*time.Second)))
+	wantEqual(t, "Attempts in all", b.busExec("e1", "s").Attempts, 2)
+	// A first attempt released after its start goes back to queued.
+	b.busPublishRouted(at(4*time.Second), "a", []string{"s"}, "e2")
+	c := b.busClaimOne(at(4*time.Second), "e2", "s")
+	b.busStart(c, at(time.Minute))
+	b.busFinishOK(at(4*time.Second), storage.BusResult{Execution: c.Execution.ID, LockToken: c.LockToken,
+		Outcome: storage.BusReleased})
+	x = b.busExec("e2", "s")
+	wantEqual(t, "released first attempt Status", x.Status, heraldtype.ExecQueued)
+	wantEqual(t, "released first attempt Attempts", x.Attempts, 0)
 }
