@@ -72,6 +72,11 @@ func ServeScriptChild() { jstarget.ServeChild() }
 type busState struct {
 	routers sync.Map // tenant → *bus.Router
 
+	// held counts each tenant's claimed executions not yet finished or
+	// released (busTenantRoom bounds it).
+	heldMu sync.Mutex
+	held   map[string]int
+
 	scriptsMu sync.Mutex
 	scripts   *jstarget.Runner // started at the first script, closed when the bus loop ends
 
@@ -155,39 +160,91 @@ func (r *Runtime) busLoop(ctx context.Context) {
 			func(context.Context, int) {})
 	}()
 	defer wg.Wait()
-	// Bus.Workers workers take claimed executions from the fair queue and
-	// hand the ends of their attempts to the finisher.
-	q := newBusQueue(r.cfg.Bus.ScriptProcesses, func(depth int) {
+	// Bus.Workers workers take claimed Go-handler, workflow and lane
+	// executions from the fair queue, as many script workers its script
+	// executions (at least Bus.ScriptProcesses: one per child), and both
+	// hand the ends of their attempts to the finisher. Scripts have
+	// workers of their own so that however long they run, they never hold
+	// one the other targets need.
+	q := newBusQueue(r.cfg.Bus.ScriptProcesses, r.cfg.Bus.TenantScriptProcesses, func(depth int) {
 		r.obs.BusQueue(BusQueueReport{Depth: depth, Capacity: r.cfg.Bus.QueueSize})
 	})
 	fin := newBusFinisher(r)
 	var workers sync.WaitGroup
 	defer func() { workers.Wait(); fin.close() }()
-	for range r.cfg.Bus.Workers {
-		workers.Add(1)
-		go func() {
-			defer workers.Done()
-			for {
-				j := q.pop(ctx)
-				if j == nil {
-					return
-				}
-				r.attemptBus(context.WithoutCancel(ctx), fin, j.it)
-				j.it.freeSlot()
-				close(j.done)
+	work := func(script bool) {
+		defer workers.Done()
+		for {
+			j := q.pop(ctx, script)
+			if j == nil {
+				return
 			}
-		}()
+			r.attemptBus(context.WithoutCancel(ctx), fin, j.it)
+			j.it.freeSlot()
+			close(j.done)
+		}
 	}
-	// Slots: Workers running plus QueueSize waiting for a worker. A claim
-	// waits until busClaimBatch of them are free: while the queue holds
-	// work (a backlog behind slow targets, such as scripts waiting for a
-	// child), the loop claims in batches rather than once per attempt
-	// ended, which is most of the claims' cost on the store's writer.
+	workers.Add(r.cfg.Bus.Workers + max(r.cfg.Bus.Workers, r.cfg.Bus.ScriptProcesses))
+	for range r.cfg.Bus.Workers {
+		go work(false)
+	}
+	for range max(r.cfg.Bus.Workers, r.cfg.Bus.ScriptProcesses) {
+		go work(true)
+	}
+	// Slots: Workers running plus QueueSize waiting for a worker, at most
+	// busTenantRoom of them one tenant's. A claim waits until
+	// busClaimBatch of them are free: while the queue holds work (a
+	// backlog behind slow targets, such as scripts waiting for a child),
+	// the loop claims in batches rather than once per attempt ended, which
+	// is most of the claims' cost on the store's writer.
 	claimLoopBatched(ctx, r, ClaimBus, storage.WorkBus, newWorkerPool(r.cfg.Bus.Workers+r.cfg.Bus.QueueSize), r.busClaimBatch(),
 		func(cctx context.Context, tenant string, max int) ([]*busItem, bool, error) {
 			return r.claimBus(cctx, tenant, max)
 		},
-		func(_ context.Context, it *busItem) { r.runBus(ctx, q, it) })
+		func(_ context.Context, it *busItem) {
+			r.runBus(ctx, q, it)
+			r.bus.unclaimed(it.tenant)
+		})
+}
+
+// busTenantRoom is how many of the claim loop's Bus.Workers +
+// Bus.QueueSize slots one tenant's executions may hold: half, so that one
+// tenant's backlog (say, scripts queued behind its runaways, which wait
+// for its share of the script slots) never takes the room another
+// tenant's executions need to be claimed at all.
+func (r *Runtime) busTenantRoom() int {
+	return max(1, (r.cfg.Bus.Workers+r.cfg.Bus.QueueSize)/2)
+}
+
+// claim counts n more of the tenant's executions as claimed and
+// unfinished, at most room in all: how many it may claim (n or fewer).
+func (b *busState) claim(tenant string, n, room int) int {
+	b.heldMu.Lock()
+	defer b.heldMu.Unlock()
+	n = max(0, min(n, room-b.held[tenant]))
+	if n > 0 {
+		if b.held == nil {
+			b.held = map[string]int{}
+		}
+		b.held[tenant] += n
+	}
+	return n
+}
+
+// unclaimed counts one of the tenant's claimed executions as finished
+// (or released); a claim of fewer than it counted gives the rest back
+// with unclaimedN.
+func (b *busState) unclaimed(tenant string) { b.unclaimedN(tenant, 1) }
+
+func (b *busState) unclaimedN(tenant string, n int) {
+	if n <= 0 {
+		return
+	}
+	b.heldMu.Lock()
+	defer b.heldMu.Unlock()
+	if b.held[tenant] -= n; b.held[tenant] <= 0 {
+		delete(b.held, tenant)
+	}
 }
 
 // busClaimBatch is the fewest free slots the bus's claim loop claims for:
@@ -202,6 +259,18 @@ func (r *Runtime) busClaimBatch() int {
 
 // claimBus claims up to max of the tenant's due executions.
 func (r *Runtime) claimBus(ctx context.Context, tenant string, max int) ([]*busItem, bool, error) {
+	// A tenant holding its whole room claims nothing and stays ready: the
+	// claim loop claims for it again once a slot is given back.
+	if max = r.bus.claim(tenant, max, r.busTenantRoom()); max == 0 {
+		return nil, true, nil
+	}
+	items, more, err := r.claimBusN(ctx, tenant, max)
+	r.bus.unclaimedN(tenant, max-len(items))
+	return items, more, err
+}
+
+// claimBusN claims up to max of the tenant's due executions.
+func (r *Runtime) claimBusN(ctx context.Context, tenant string, max int) ([]*busItem, bool, error) {
 	// The router (subscriptions) and the generation the script cache is
 	// checked against are brought up to date first: an attempt sees every
 	// subscription and script put before its claim.
