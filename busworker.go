@@ -191,13 +191,14 @@ func (r *Runtime) busLoop(ctx context.Context) {
 	for range max(r.cfg.Bus.Workers, r.cfg.Bus.ScriptProcesses) {
 		go work(true)
 	}
-	// Slots: Workers running plus QueueSize waiting for a worker, at most
-	// busTenantRoom of them one tenant's. A claim waits until
-	// busClaimBatch of them are free: while the queue holds work (a
-	// backlog behind slow targets, such as scripts waiting for a child),
-	// the loop claims in batches rather than once per attempt ended, which
-	// is most of the claims' cost on the store's writer.
-	claimLoopBatched(ctx, r, ClaimBus, storage.WorkBus, newWorkerPool(r.cfg.Bus.Workers+r.cfg.Bus.QueueSize), r.busClaimBatch(),
+	// Slots: Workers running plus QueueSize waiting for a worker for one
+	// tenant (busTenantRoom), and busClaimBatch more that only the other
+	// tenants can take. A claim waits until busClaimBatch of them are
+	// free: while the queue holds work (a backlog behind slow targets,
+	// such as scripts waiting for a child), the loop claims in batches
+	// rather than once per attempt ended, which is most of the claims'
+	// cost on the store's writer.
+	claimLoopBatched(ctx, r, ClaimBus, storage.WorkBus, newWorkerPool(r.busTenantRoom()+r.busClaimBatch()), r.busClaimBatch(),
 		func(cctx context.Context, tenant string, max int) ([]*busItem, bool, error) {
 			return r.claimBus(cctx, tenant, max)
 		},
@@ -207,14 +208,12 @@ func (r *Runtime) busLoop(ctx context.Context) {
 		})
 }
 
-// busTenantRoom is how many of the claim loop's Bus.Workers +
-// Bus.QueueSize slots one tenant's executions may hold: half, so that one
-// tenant's backlog (say, scripts queued behind its runaways, which wait
-// for its share of the script slots) never takes the room another
-// tenant's executions need to be claimed at all.
-func (r *Runtime) busTenantRoom() int {
-	return max(1, (r.cfg.Bus.Workers+r.cfg.Bus.QueueSize)/2)
-}
+// busTenantRoom is how many of the claim loop's slots one tenant's
+// executions may hold: Bus.Workers + Bus.QueueSize, busClaimBatch fewer
+// than there are, so that one tenant's backlog (say, scripts queued behind
+// its runaways, which wait for its share of the script slots) never takes
+// the room another tenant's executions need to be claimed at all.
+func (r *Runtime) busTenantRoom() int { return r.cfg.Bus.Workers + r.cfg.Bus.QueueSize }
 
 // claim counts n more of the tenant's executions as claimed and
 // unfinished, at most room in all: how many it may claim (n or fewer).

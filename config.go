@@ -158,8 +158,9 @@ type BusConfig struct {
 	Workers int
 	// QueueSize bounds the dispatch queue: claimed executions waiting for
 	// a worker. The runtime claims only what the queue and idle workers
-	// have room for (at most Workers + QueueSize executions are claimed
-	// and unfinished); the rest stays in the store. Default 1000.
+	// have room for (at most Workers + QueueSize executions of one tenant
+	// are claimed and unfinished, and min(Workers, QueueSize/2) more of the
+	// others'); the rest stays in the store. Default 1000.
 	QueueSize int
 	// Lease is how long a claimed execution is owned without a heartbeat;
 	// a running one is extended every Lease/3. Another runtime takes over
