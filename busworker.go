@@ -216,11 +216,16 @@ func (r *Runtime) busLoop(ctx context.Context) {
 func (r *Runtime) busTenantRoom() int { return r.cfg.Bus.Workers + r.cfg.Bus.QueueSize }
 
 // claim counts n more of the tenant's executions as claimed and
-// unfinished, at most room in all: how many it may claim (n or fewer).
-func (b *busState) claim(tenant string, n, room int) int {
+// unfinished, at most room in all: how many it may claim (n or fewer). It
+// gives none while fewer than batch (or n) fit, so that a tenant at its
+// room claims in batches as its slots free, as the claim loop does.
+func (b *busState) claim(tenant string, n, room, batch int) int {
 	b.heldMu.Lock()
 	defer b.heldMu.Unlock()
-	n = max(0, min(n, room-b.held[tenant]))
+	if fit := room - b.held[tenant]; fit < min(n, batch) {
+		return 0
+	}
+	n = min(n, room-b.held[tenant])
 	if n > 0 {
 		if b.held == nil {
 			b.held = map[string]int{}
@@ -260,7 +265,7 @@ func (r *Runtime) busClaimBatch() int {
 func (r *Runtime) claimBus(ctx context.Context, tenant string, max int) ([]*busItem, bool, error) {
 	// A tenant holding its whole room claims nothing and stays ready: the
 	// claim loop claims for it again once a slot is given back.
-	if max = r.bus.claim(tenant, max, r.busTenantRoom()); max == 0 {
+	if max = r.bus.claim(tenant, max, r.busTenantRoom(), r.busClaimBatch()); max == 0 {
 		return nil, true, nil
 	}
 	items, more, err := r.claimBusN(ctx, tenant, max)
