@@ -12,7 +12,8 @@ import (
 // waits for at most one execution of each other queue ahead of it, not
 // for the whole burst. Each queue is FIFO. Its size is bounded by the
 // claim loop, which claims only what Bus.Workers + Bus.QueueSize slots
-// have room for, and for one tenant at most half of them (busTenantRoom).
+// have room for per tenant (busTenantRoom), and busClaimBatch more for the
+// other tenants.
 //
 // Script executions and the rest (Go handlers, workflow and lane targets)
 // have workers of their own: pop(ctx, true) takes only script jobs,

@@ -362,8 +362,9 @@ func claimLoopBatched[T any](ctx context.Context, r *Runtime, what string, kinds
 			look = w.wait(ctx) || look
 		case claimed == 0 && len(ready.list) > 0:
 			// Every ready tenant claimed nothing yet may have more: each
-			// holds its whole room (the bus's busTenantRoom). Wait for a
-			// slot to be given back, or for new work.
+			// holds its room (the bus's busTenantRoom), or all of it but
+			// less than a batch. Wait for a slot to be given back, or for
+			// new work.
 			select {
 			case <-pool.freed:
 			case <-w.signal:
