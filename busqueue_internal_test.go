@@ -2,6 +2,7 @@ package herald
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -16,26 +17,30 @@ func queueJob(tenant, sub, id string, script bool) *busJob {
 		BusClaimed: &storage.BusClaimed{Execution: heraldtype.Execution{Subscription: sub, EventID: id}}}}
 }
 
-// takeNow takes the next job that may run, or "" if none may.
-func takeNow(q *busQueue) (*busJob, string) {
+// takeNow takes the next job of the script pool (script) or the other
+// that may run, or "" if none may.
+func takeNow(q *busQueue, script bool) (*busJob, string) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	j := q.take()
+	j := q.take(script)
 	if j == nil {
 		return nil, ""
 	}
 	return j, j.it.Execution.EventID
 }
 
-// TestBusQueue_ScriptSlots: with its one script slot taken, the queue hands
-// out the other tenants' handler jobs round robin and passes over the
-// script queue, which keeps its place: it is served first once the slot is
-// free again, and only one script job is out at a time.
+// TestBusQueue_ScriptSlots: with its one script slot taken, the script
+// pool takes nothing while the other pool takes the handler jobs, round
+// robin over tenants; the script queue keeps its place and is served first
+// once the slot is free again, and only one script job is out at a time.
 func TestBusQueue_ScriptSlots(t *testing.T) {
 	var depths []int
-	q := newBusQueue(1, func(d int) { depths = append(depths, d) })
+	q := newBusQueue(1, 0, func(d int) { depths = append(depths, d) })
 	q.push(queueJob("a", "script", "s0", true))
-	s0, got := takeNow(q)
+	if _, got := takeNow(q, false); got != "" {
+		t.Fatalf("the handler pool took %q, a script job", got)
+	}
+	s0, got := takeNow(q, true)
 	if got != "s0" || q.scriptBusy != 1 {
 		t.Fatalf("first take: %q (script slots taken %d), want s0 holding the slot", got, q.scriptBusy)
 	}
@@ -46,42 +51,118 @@ func TestBusQueue_ScriptSlots(t *testing.T) {
 	if d := depths[len(depths)-1]; d != 5 {
 		t.Fatalf("depth %d after 5 pushes, want 5", d)
 	}
+	if _, got := takeNow(q, true); got != "" {
+		t.Fatalf("the script pool took %q while s0 holds the only slot", got)
+	}
 	var order []string
 	for {
-		_, id := takeNow(q)
+		_, id := takeNow(q, false)
 		if id == "" {
 			break
 		}
 		order = append(order, id)
 	}
 	if want := []string{"h1", "c1", "h2"}; !slices.Equal(order, want) {
-		t.Fatalf("with the script slot taken, took %v, want %v (the handler jobs, round robin)", order, want)
+		t.Fatalf("the handler pool took %v, want %v (the handler jobs, round robin)", order, want)
 	}
 	if q.n != 2 || q.scriptN != 2 {
 		t.Fatalf("queued %d (scripts %d), want the 2 script jobs", q.n, q.scriptN)
 	}
 	s0.it.freeSlot()
 	s0.it.freeSlot() // a second call gives nothing back
-	if q.scriptBusy != 0 {
-		t.Fatalf("script slots taken %d after s0 freed its slot, want 0", q.scriptBusy)
+	if q.scriptBusy != 0 || len(q.held) != 0 {
+		t.Fatalf("script slots taken %d (per tenant %v) after s0 freed its slot, want 0", q.scriptBusy, q.held)
 	}
 	q.push(queueJob("d", "h", "d1", false)) // behind tenant a, which kept its turn
-	s1, got := takeNow(q)
+	s1, got := takeNow(q, true)
 	if got != "s1" {
 		t.Fatalf("after the slot was freed took %q, want s1 (its queue kept its turn)", got)
 	}
-	if _, got := takeNow(q); got != "d1" {
+	if _, got := takeNow(q, false); got != "d1" {
 		t.Fatalf("took %q while s1 holds the slot, want d1", got)
 	}
-	if _, got := takeNow(q); got != "" {
+	if _, got := takeNow(q, true); got != "" {
 		t.Fatalf("took %q while s1 holds the only slot, want nothing", got)
 	}
 	s1.it.freeSlot()
-	if _, got := takeNow(q); got != "s2" {
+	if _, got := takeNow(q, true); got != "s2" {
 		t.Fatalf("took %q, want s2", got)
 	}
 	if q.n != 0 || len(q.tenants) != 0 || len(q.byName) != 0 {
 		t.Fatalf("queue not empty: n %d, tenants %d, byName %d", q.n, len(q.tenants), len(q.byName))
+	}
+}
+
+// TestBusQueue_TenantScriptShare: four script slots, at most two of one
+// tenant's. Tenant a's backlog of scripts takes its two; tenant b's
+// scripts, queued after all of a's, take the other two at once; while a
+// holds its share it gets no third slot, even with slots free, and the
+// depth counts its queued scripts as waiting. When one of a's slots frees,
+// a's next script takes it.
+func TestBusQueue_TenantScriptShare(t *testing.T) {
+	var depth int
+	q := newBusQueue(4, 2, func(d int) { depth = d })
+	for i := range 5 {
+		q.push(queueJob("a", fmt.Sprint("run", i%2), fmt.Sprint("a", i), true))
+	}
+	var a []*busJob
+	for _, want := range []string{"a0", "a1"} {
+		j, got := takeNow(q, true)
+		if got != want {
+			t.Fatalf("took %q, want %q", got, want)
+		}
+		a = append(a, j)
+	}
+	if _, got := takeNow(q, true); got != "" {
+		t.Fatalf("took %q with tenant a holding its share of 2 (2 slots free, no other tenant waiting)", got)
+	}
+	q.mu.Lock()
+	if n := q.runnableLocked(true); n != 0 {
+		t.Errorf("runnable scripts %d with only tenant a's queued, want 0", n)
+	}
+	q.mu.Unlock()
+	q.push(queueJob("b", "s", "b0", true))
+	q.push(queueJob("b", "s", "b1", true))
+	q.push(queueJob("b", "s", "b2", true))
+	if depth != 6 {
+		t.Fatalf("depth %d, want 6 (a's 3 and b's 3 queued)", depth)
+	}
+	for _, want := range []string{"b0", "b1"} {
+		if _, got := takeNow(q, true); got != want {
+			t.Fatalf("took %q, want %q: tenant b's scripts take the slots a cannot", got, want)
+		}
+	}
+	if _, got := takeNow(q, true); got != "" {
+		t.Fatalf("took %q with every slot taken", got)
+	}
+	if q.held["a"] != 2 || q.held["b"] != 2 || q.scriptBusy != 4 {
+		t.Fatalf("held %v (busy %d), want a 2 and b 2", q.held, q.scriptBusy)
+	}
+	a[0].it.freeSlot()
+	if _, got := takeNow(q, true); got != "a2" {
+		t.Fatalf("after one of a's slots freed took %q, want a2", got)
+	}
+	if _, got := takeNow(q, true); got != "" {
+		t.Fatalf("took %q with every slot taken", got)
+	}
+}
+
+// TestBusQueue_PoolsApart: a worker of the handler pool waiting in pop is
+// not given a script job, and a script worker is not given a handler job.
+func TestBusQueue_PoolsApart(t *testing.T) {
+	q := newBusQueue(0, 0, func(int) {})
+	q.push(queueJob("a", "s", "s0", true))
+	q.push(queueJob("a", "h", "h0", false))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if j := q.pop(ctx, false); j == nil || j.it.Execution.EventID != "h0" {
+		t.Fatalf("handler pool popped %v, want h0", j)
+	}
+	if _, got := takeNow(q, false); got != "" {
+		t.Fatalf("handler pool took %q, a script job", got)
+	}
+	if j := q.pop(ctx, true); j == nil || j.it.Execution.EventID != "s0" {
+		t.Fatalf("script pool popped %v, want s0", j)
 	}
 }
 
@@ -90,21 +171,21 @@ func TestBusQueue_ScriptSlots(t *testing.T) {
 // freed, and the depth counts that job as waiting meanwhile.
 func TestBusQueue_PopWaitsForScriptSlot(t *testing.T) {
 	depth := make(chan int, 100)
-	q := newBusQueue(1, func(d int) { depth <- d })
+	q := newBusQueue(1, 0, func(d int) { depth <- d })
 	q.push(queueJob("a", "s", "s0", true))
 	q.push(queueJob("a", "s", "s1", true))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	s0 := q.pop(ctx)
+	s0 := q.pop(ctx, true)
 	if s0 == nil || s0.it.Execution.EventID != "s0" {
 		t.Fatalf("pop: %v, want s0", s0)
 	}
 	got := make(chan *busJob, 1)
-	go func() { got <- q.pop(ctx) }()
+	go func() { got <- q.pop(ctx, true) }()
 	// The waiting worker does not take s1: the depth stays 1.
 	for {
 		q.mu.Lock()
-		idle, d := q.idle, q.depthLocked()
+		idle, d := q.idle[1], q.depthLocked()
 		q.mu.Unlock()
 		if idle == 1 {
 			if d != 1 {
@@ -135,12 +216,12 @@ func TestBusQueue_PopWaitsForScriptSlot(t *testing.T) {
 // TestBusQueue_NoScriptLimit: with no script limit (0), script jobs are
 // handed out like any other.
 func TestBusQueue_NoScriptLimit(t *testing.T) {
-	q := newBusQueue(0, func(int) {})
+	q := newBusQueue(0, 0, func(int) {})
 	for _, id := range []string{"s0", "s1", "s2"} {
 		q.push(queueJob("a", "s", id, true))
 	}
 	for _, want := range []string{"s0", "s1", "s2"} {
-		if _, got := takeNow(q); got != want {
+		if _, got := takeNow(q, true); got != want {
 			t.Fatalf("took %q, want %q", got, want)
 		}
 	}

@@ -73,6 +73,11 @@ func ServeScriptChild() { jstarget.ServeChild() }
 type busState struct {
 	routers sync.Map // tenant → *bus.Router
 
+	// held counts each tenant's claimed executions not yet finished or
+	// released (busTenantRoom bounds it).
+	heldMu sync.Mutex
+	held   map[string]int
+
 	scriptsMu sync.Mutex
 	scripts   *jstarget.Runner // started at the first script, closed when the bus loop ends
 
@@ -163,9 +168,13 @@ func (r *Runtime) busLoop(ctx context.Context) {
 			func(context.Context, int) {})
 	}()
 	defer wg.Wait()
-	// Bus.Workers workers take claimed executions from the fair queue and
-	// hand the ends of their attempts to the finisher.
-	q := newBusQueue(r.cfg.Bus.ScriptProcesses, func(depth int) {
+	// Bus.Workers workers take claimed Go-handler, workflow and lane
+	// executions from the fair queue, as many script workers its script
+	// executions (at least Bus.ScriptProcesses: one per child), and both
+	// hand the ends of their attempts to the finisher. Scripts have
+	// workers of their own so that however long they run, they never hold
+	// one the other targets need.
+	q := newBusQueue(r.cfg.Bus.ScriptProcesses, r.cfg.Bus.TenantScriptProcesses, func(depth int) {
 		r.obs.BusQueue(BusQueueReport{Depth: depth, Capacity: r.cfg.Bus.QueueSize})
 	})
 	fin := newBusFinisher(r)
@@ -176,35 +185,87 @@ func (r *Runtime) busLoop(ctx context.Context) {
 	defer r.bus.attempts.CompareAndSwap(atts, nil)
 	var workers sync.WaitGroup
 	defer func() { workers.Wait(); fin.close() }()
-	for range r.cfg.Bus.Workers {
-		workers.Add(1)
-		go func() {
-			defer workers.Done()
-			for {
-				j := q.pop(ctx)
-				if j == nil {
-					return
-				}
-				r.attemptBus(atts.ctx, fin, atts, j.it)
-				j.it.freeSlot()
-				close(j.done)
+	work := func(script bool) {
+		defer workers.Done()
+		for {
+			j := q.pop(ctx, script)
+			if j == nil {
+				return
 			}
-		}()
+			r.attemptBus(atts.ctx, fin, atts, j.it)
+			j.it.freeSlot()
+			close(j.done)
+		}
 	}
 	leases := &queuedLeases{r: r, q: q}
 	wg.Add(1)
 	go func() { defer wg.Done(); leases.keep(ctx) }()
-	// Slots: Workers running plus QueueSize waiting for a worker. A claim
-	// waits until busClaimBatch of them are free: while the queue holds
-	// work (a backlog behind slow targets, such as scripts waiting for a
-	// child), the loop claims in batches rather than once per attempt
-	// ended, which is most of the claims' cost on the store's writer.
-	claimLoopBatched(ctx, r, ClaimBus, storage.WorkBus, newWorkerPool(r.cfg.Bus.Workers+r.cfg.Bus.QueueSize), r.busClaimBatch(),
+	workers.Add(r.cfg.Bus.Workers + max(r.cfg.Bus.Workers, r.cfg.Bus.ScriptProcesses))
+	for range r.cfg.Bus.Workers {
+		go work(false)
+	}
+	for range max(r.cfg.Bus.Workers, r.cfg.Bus.ScriptProcesses) {
+		go work(true)
+	}
+	// Slots: Workers running plus QueueSize waiting for a worker for one
+	// tenant (busTenantRoom), and busClaimBatch more that only the other
+	// tenants can take. A claim waits until busClaimBatch of them are
+	// free: while the queue holds work (a backlog behind slow targets,
+	// such as scripts waiting for a child), the loop claims in batches
+	// rather than once per attempt ended, which is most of the claims'
+	// cost on the store's writer.
+	claimLoopBatched(ctx, r, ClaimBus, storage.WorkBus, newWorkerPool(r.busTenantRoom()+r.busClaimBatch()), r.busClaimBatch(),
 		func(cctx context.Context, tenant string, max int) ([]*busItem, bool, error) {
 			leases.renew(cctx, tenant)
 			return r.claimBus(cctx, tenant, max)
 		},
-		func(_ context.Context, it *busItem) { r.runBus(ctx, q, it) })
+		func(_ context.Context, it *busItem) {
+			r.runBus(ctx, q, it)
+			r.bus.unclaimed(it.tenant)
+		})
+}
+
+// busTenantRoom is how many of the claim loop's slots one tenant's
+// executions may hold: Bus.Workers + Bus.QueueSize, busClaimBatch fewer
+// than there are, so that one tenant's backlog (say, scripts queued behind
+// its runaways, which wait for its share of the script slots) never takes
+// the room another tenant's executions need to be claimed at all.
+func (r *Runtime) busTenantRoom() int { return r.cfg.Bus.Workers + r.cfg.Bus.QueueSize }
+
+// claim counts n more of the tenant's executions as claimed and
+// unfinished, at most room in all: how many it may claim (n or fewer). It
+// gives none while fewer than batch (or n) fit, so that a tenant at its
+// room claims in batches as its slots free, as the claim loop does.
+func (b *busState) claim(tenant string, n, room, batch int) int {
+	b.heldMu.Lock()
+	defer b.heldMu.Unlock()
+	if fit := room - b.held[tenant]; fit < min(n, batch) {
+		return 0
+	}
+	n = min(n, room-b.held[tenant])
+	if n > 0 {
+		if b.held == nil {
+			b.held = map[string]int{}
+		}
+		b.held[tenant] += n
+	}
+	return n
+}
+
+// unclaimed counts one of the tenant's claimed executions as finished
+// (or released); a claim of fewer than it counted gives the rest back
+// with unclaimedN.
+func (b *busState) unclaimed(tenant string) { b.unclaimedN(tenant, 1) }
+
+func (b *busState) unclaimedN(tenant string, n int) {
+	if n <= 0 {
+		return
+	}
+	b.heldMu.Lock()
+	defer b.heldMu.Unlock()
+	if b.held[tenant] -= n; b.held[tenant] <= 0 {
+		delete(b.held, tenant)
+	}
 }
 
 // busClaimBatch is the fewest free slots the bus's claim loop claims for:
@@ -219,6 +280,18 @@ func (r *Runtime) busClaimBatch() int {
 
 // claimBus claims up to max of the tenant's due executions.
 func (r *Runtime) claimBus(ctx context.Context, tenant string, max int) ([]*busItem, bool, error) {
+	// A tenant holding its whole room claims nothing and stays ready: the
+	// claim loop claims for it again once a slot is given back.
+	if max = r.bus.claim(tenant, max, r.busTenantRoom(), r.busClaimBatch()); max == 0 {
+		return nil, true, nil
+	}
+	items, more, err := r.claimBusN(ctx, tenant, max)
+	r.bus.unclaimedN(tenant, max-len(items))
+	return items, more, err
+}
+
+// claimBusN claims up to max of the tenant's due executions.
+func (r *Runtime) claimBusN(ctx context.Context, tenant string, max int) ([]*busItem, bool, error) {
 	// The router (subscriptions) and the generation the script cache is
 	// checked against are brought up to date first: an attempt sees every
 	// subscription and script put before its claim.

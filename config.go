@@ -158,8 +158,9 @@ type BusConfig struct {
 	Workers int
 	// QueueSize bounds the dispatch queue: claimed executions waiting for
 	// a worker. The runtime claims only what the queue and idle workers
-	// have room for (at most Workers + QueueSize executions are claimed
-	// and unfinished); the rest stays in the store. Default 1000.
+	// have room for (at most Workers + QueueSize executions of one tenant
+	// are claimed and unfinished, and min(Workers, QueueSize/2) more of the
+	// others'); the rest stays in the store. Default 1000.
 	QueueSize int
 	// Lease is how long a claimed execution is owned without a heartbeat;
 	// a running or queued one is extended every Lease/3. Another runtime
@@ -172,9 +173,16 @@ type BusConfig struct {
 	// ScriptMemory caps the memory a script may allocate (enforced by the
 	// kernel on the script's child process, docs/bus.md). Default 128 MiB.
 	ScriptMemory int64
-	// ScriptProcesses is the number of script child processes. Default
-	// Workers.
+	// ScriptProcesses is the number of script child processes: at most
+	// that many script executions run at once, on workers of their own
+	// (Workers bounds the other targets). Default Workers.
 	ScriptProcesses int
+	// TenantScriptProcesses is the most script child processes one
+	// tenant's executions hold at once, even while the others are idle:
+	// the rest stay for the other tenants, so one tenant's runaway scripts
+	// never hold every child. At most ScriptProcesses. Default half of
+	// ScriptProcesses, rounded up (docs/bus.md, "Isolation").
+	TenantScriptProcesses int
 	// RecordRetention is how long a published event whose executions all
 	// ended is kept with its routes, executions and attempt records (dead
 	// letters are kept until deleted). Default 7 days.
@@ -261,6 +269,7 @@ func (c *Config) WithDefaults() *Config {
 	setDefault(&b.Timeout, DefaultBusTimeout)
 	setDefault(&b.ScriptMemory, DefaultBusScriptMemory)
 	setDefault(&b.ScriptProcesses, b.Workers)
+	setDefault(&b.TenantScriptProcesses, (b.ScriptProcesses+1)/2)
 	setDefault(&b.RecordRetention, DefaultBusRecordRetention)
 	return &out
 }
@@ -337,6 +346,7 @@ func (c *Config) Validate() error {
 	ps = negative(ps, "Bus.Lease", c.Bus.Lease)
 	ps = negative(ps, "Bus.Timeout", c.Bus.Timeout)
 	ps = negative(ps, "Bus.ScriptProcesses", c.Bus.ScriptProcesses)
+	ps = negative(ps, "Bus.TenantScriptProcesses", c.Bus.TenantScriptProcesses)
 	ps = negative(ps, "Bus.RecordRetention", c.Bus.RecordRetention)
 	if c.Bus.ScriptMemory < 0 {
 		ps = append(ps, fmt.Sprintf("Bus.ScriptMemory is negative (%d)", c.Bus.ScriptMemory))
@@ -358,6 +368,10 @@ func (c *Config) Validate() error {
 			ps = append(ps, fmt.Sprintf("ActivityHeartbeat %v%s does not fit in ActivityLease %v%s: the lease would lapse between heartbeats",
 				d.ActivityHeartbeat, isDefault(c.ActivityHeartbeat), d.ActivityLease, isDefault(c.ActivityLease)))
 		}
+	}
+	if c.Bus.ScriptProcesses >= 0 && c.Bus.TenantScriptProcesses > 0 && d.Bus.TenantScriptProcesses > d.Bus.ScriptProcesses {
+		ps = append(ps, fmt.Sprintf("Bus.TenantScriptProcesses %d is over Bus.ScriptProcesses %d%s (the script processes there are)",
+			d.Bus.TenantScriptProcesses, d.Bus.ScriptProcesses, isDefault(c.Bus.ScriptProcesses)))
 	}
 	if c.Bus.Lease >= 0 && d.Bus.Lease > 0 && d.Bus.Lease < 3*time.Millisecond {
 		ps = append(ps, fmt.Sprintf("Bus.Lease %v is too short for a heartbeat", d.Bus.Lease))

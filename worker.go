@@ -318,7 +318,7 @@ func claimLoopBatched[T any](ctx context.Context, r *Runtime, what string, kinds
 		tenants := slices.Clone(ready.list)
 		start := rotate % len(tenants)
 		rotate++
-		failed := false
+		failed, claimed := false, 0
 		for i := range tenants {
 			if free == 0 {
 				break
@@ -348,6 +348,7 @@ func claimLoopBatched[T any](ctx context.Context, r *Runtime, what string, kinds
 				ready.remove(t)
 			}
 			free -= len(items)
+			claimed += len(items)
 			for _, item := range items {
 				pool.take() // waits only if a hand-off took a slot since free was read
 				gos.Go(func() {
@@ -356,8 +357,21 @@ func claimLoopBatched[T any](ctx context.Context, r *Runtime, what string, kinds
 				})
 			}
 		}
-		if failed {
+		switch {
+		case failed:
 			look = w.wait(ctx) || look
+		case claimed == 0 && len(ready.list) > 0:
+			// Every ready tenant claimed nothing yet may have more: each
+			// holds its room (the bus's busTenantRoom), or all of it but
+			// less than a batch. Wait for a slot to be given back, or for
+			// new work.
+			select {
+			case <-pool.freed:
+			case <-w.signal:
+			case <-ctx.Done():
+			case <-time.After(r.cfg.PollInterval):
+				look = true
+			}
 		}
 	}
 }
