@@ -1,10 +1,13 @@
 package herald_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/heraldwf/herald"
 	"github.com/heraldwf/herald/bus/rule"
@@ -61,5 +64,72 @@ func TestBusFilter_AbsentFieldAndNumericOrdering(t *testing.T) {
 	}
 	if _, err := b.client.Subscription(b.ctx, "big"); !errors.Is(err, herald.ErrNotFound) {
 		t.Errorf("refused subscription: Subscription = %v, want ErrNotFound (nothing stored)", err)
+	}
+}
+
+// infoHandler registers "who": it answers with what BusHandlerInfoFrom
+// told it, failing (transiently) its first attempt when the event asks.
+func infoHandler(rt *herald.Runtime) {
+	herald.RegisterBusHandler(rt, "who", func(ctx context.Context, ev herald.BusEvent) (any, error) {
+		bi, ok := herald.BusHandlerInfoFrom(ctx)
+		if !ok {
+			return nil, herald.Permanent(errors.New("no BusHandlerInfo on the handler's ctx"))
+		}
+		if d, has := ctx.Deadline(); !has || !d.Equal(bi.Deadline) {
+			return nil, herald.Permanent(fmt.Errorf("Deadline %v, ctx.Deadline() %v %v", bi.Deadline, d, has))
+		}
+		if strings.Contains(string(ev.Data), `"fail_first"`) && bi.Attempt == 1 {
+			return nil, errors.New("first attempt fails")
+		}
+		return bi, nil
+	})
+}
+
+// TestBusHandlerInfo (issue 32 item 9): a Go handler is told its tenant,
+// subscription, execution, event, attempt and deadline, so two tenants
+// publishing the same event id get distinct idempotency keys, and a retry
+// sees attempt 2 with the key of attempt 1.
+func TestBusHandlerInfo(t *testing.T) {
+	t.Parallel()
+	b, vc := virtualBus(t, infoHandler)
+	acme := b.as(mustRuntimeClient(b.rt, "acme"))
+	globex := b.as(mustRuntimeClient(b.rt, "globex"))
+	for _, c := range []*bundle{acme, globex} {
+		c.subscribe(herald.Subscription{ID: "s", Pattern: "order.paid", Timeout: herald.Duration(7 * time.Second),
+			Target: herald.Target{Kind: herald.TargetHandler, Handler: "who"}})
+	}
+	acme.publish("order.paid", map[string]any{"n": 1}, "same-id")
+	globex.publish("order.paid", map[string]any{"n": 2}, "same-id")
+	infos := map[string]herald.BusHandlerInfo{}
+	for name, c := range map[string]*bundle{"acme": acme, "globex": globex} {
+		x := c.waitExecution("same-id", "s", "ended", func(x *herald.Execution) bool { return x.Status.Terminal() })
+		var bi herald.BusHandlerInfo
+		if err := json.Unmarshal(x.Result, &bi); err != nil || x.Status != herald.ExecSucceeded {
+			t.Fatalf("%s: %s, result %s: %v", name, x.Status, x.Result, err)
+		}
+		if bi.Tenant != name || bi.Subscription != "s" || bi.EventID != "same-id" || bi.Execution != x.ID || bi.Attempt != 1 ||
+			bi.Deadline.IsZero() || bi.IdempotencyKey != fmt.Sprintf("bus/%s/%d", name, x.ID) {
+			t.Errorf("%s: handler told %+v (execution %d)", name, bi, x.ID)
+		}
+		infos[name] = bi
+	}
+	if a, g := infos["acme"], infos["globex"]; a.Execution == g.Execution || a.IdempotencyKey == g.IdempotencyKey {
+		t.Errorf("two tenants' deliveries of event id same-id share an execution or key: %+v, %+v", a, g)
+	}
+
+	// A retried attempt is told attempt 2, with the same execution and key.
+	acme.publish("order.paid", map[string]any{"fail_first": true}, "retried")
+	x := acme.waitExecution("retried", "s", "retrying", func(x *herald.Execution) bool {
+		return x.Status == herald.ExecRetrying && x.Attempts == 1
+	})
+	vc.Advance(2 * time.Second)
+	x = acme.waitExecution("retried", "s", "ended", func(x *herald.Execution) bool { return x.Status.Terminal() })
+	var bi herald.BusHandlerInfo
+	if err := json.Unmarshal(x.Result, &bi); err != nil || x.Status != herald.ExecSucceeded {
+		t.Fatalf("retried: %s, result %s: %v", x.Status, x.Result, err)
+	}
+	if bi.Attempt != 2 || x.Attempts != 2 || bi.Execution != x.ID || bi.EventID != "retried" || bi.Tenant != "acme" ||
+		bi.IdempotencyKey != fmt.Sprintf("bus/acme/%d", x.ID) {
+		t.Errorf("retried: handler told %+v; execution %+v", bi, x)
 	}
 }
