@@ -133,3 +133,45 @@ func TestBusHandlerInfo(t *testing.T) {
 		t.Errorf("retried: handler told %+v; execution %+v", bi, x)
 	}
 }
+
+// TestBusSandbox_ResultAndErrorReading (issue 32 items 11 and 12): a
+// script's result is what JSON.stringify makes of it, what it refuses is
+// said in JavaScript's words, and a loop in a getter, toJSON or toString
+// of what a script returns or throws is a timeout, not a dead child
+// blamed on memory.
+func TestBusSandbox_ResultAndErrorReading(t *testing.T) {
+	b := sandbox(t)
+	var got map[string]any
+	a := b.attack("drops-f", `return {a: 1, f() {}, u: undefined, j: {toJSON() { return 'J'; }}};`, sandboxTimeout)
+	a.succeeded(t, &got)
+	if string(a.x.Result) != `{"a":1,"j":"J"}` {
+		t.Errorf("result %s, want {\"a\":1,\"j\":\"J\"} as JSON.stringify gives", a.x.Result)
+	}
+	a = b.attack("cycle", `const o = {}; o.o = o; return o;`, sandboxTimeout)
+	a.failed(t, herald.ErrorRuntime, "result is not JSON: Converting circular structure to JSON")
+	noGoTypes(t, a.attempt.Error)
+	a = b.attack("bigint", `return 10n;`, sandboxTimeout)
+	a.failed(t, herald.ErrorRuntime, "result is not JSON: Do not know how to serialize a BigInt")
+	noGoTypes(t, a.attempt.Error)
+	for id, src := range map[string]string{
+		"getter-loop":   `return {get x() { while (true) {} }};`,
+		"tojson-loop":   `return {toJSON() { for (;;) {} }};`,
+		"tostring-loop": `throw {toString() { while (true) {} }};`,
+	} {
+		a = b.attack(id, src, sandboxTimeout)
+		a.failed(t, herald.ErrorTimeout)
+		if e := strings.ToLower(a.attempt.Error); strings.Contains(e, "memory") || strings.Contains(e, "died") {
+			t.Errorf("%s: %q blames the process or memory", id, a.attempt.Error)
+		}
+		b.stillServes()
+	}
+}
+
+func noGoTypes(t *testing.T, msg string) {
+	t.Helper()
+	for _, g := range []string{"goja", "interface {}", "map[", "func(", "json: "} {
+		if strings.Contains(msg, g) {
+			t.Errorf("message %q names Go (%q)", msg, g)
+		}
+	}
+}
