@@ -302,9 +302,12 @@ func (c *child) deathError() *Error {
 }
 
 // outOfMemory reports whether a child's stderr says the Go runtime could
-// not get memory: what reaching the child's RLIMIT_AS looks like.
+// not get memory: what reaching the child's RLIMIT_AS looks like (the
+// last two are the race detector's runtime and ThreadSanitizer failing to
+// map memory under the cap).
 func outOfMemory(stderr string) bool {
-	for _, s := range []string{"out of memory", "cannot allocate memory", "cannot map pages"} {
+	for _, s := range []string{"out of memory", "cannot allocate memory", "cannot map pages",
+		"address space collisions", "failed to allocate"} {
 		if strings.Contains(stderr, s) {
 			return true
 		}
