@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/dop251/goja"
 )
@@ -229,6 +230,18 @@ func newHelpers(vm *goja.Runtime, permCtor goja.Value) (*helpers, error) {
 func (h *helpers) encode(res goja.Value) (json.RawMessage, *Error) {
 	if res == nil || goja.IsUndefined(res) {
 		return json.RawMessage("null"), nil
+	}
+	if str, ok := res.(goja.String); ok {
+		// A string runs no script code when encoded, and Go's encoding
+		// of it is the same JSON as JSON.stringify's, several times
+		// faster on a large one — unless it holds a lone surrogate,
+		// which Go's text would have replaced with U+FFFD.
+		if text := str.String(); !strings.ContainsRune(text, utf8.RuneError) {
+			b, err := json.Marshal(text)
+			if err == nil {
+				return b, nil
+			}
+		}
 	}
 	v, err := h.stringify(goja.Undefined(), res)
 	if err != nil {

@@ -162,3 +162,18 @@ func TestChildDeathReason(t *testing.T) {
 		})
 	}
 }
+
+// TestStringResultEncoding: a string result is the JSON JSON.stringify
+// gives, lone surrogates included, whichever way it is encoded.
+func TestStringResultEncoding(t *testing.T) {
+	r := newRunner(t, Config{Children: 1})
+	for _, c := range []struct{ src, want string }{
+		{`return 'plain'`, `"plain"`},
+		{`return 'q"\\ \n\t\u0001 é 😀'`, `"q\"\\ \n\t\u0001 é 😀"`},
+		{`return '\ud800 lone'`, `"\ud800 lone"`},
+		{`return '\ufffd kept'`, `"� kept"`},
+		{`return ['\ud800']`, `["\ud800"]`},
+	} {
+		mustValue(t, r, c.src, c.want)
+	}
+}
