@@ -57,6 +57,7 @@ func busCrashEvent(i int) (id, typ string, data map[string]any) {
 	switch i % 5 {
 	case 0:
 		typ = "order.created"
+		data["skip"] = false // "ne" is false on an absent field
 	case 1:
 		typ = "order.created"
 		data["skip"] = true

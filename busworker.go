@@ -33,7 +33,8 @@ import (
 // error is retried with backoff unless it is Permanent (then the execution
 // goes to the dead-letter queue at once); ctx ends at the subscription's
 // timeout (kind timeout). A panic is recovered and recorded with its stack
-// (kind runtime).
+// (kind runtime). BusHandlerInfoFrom(ctx) gives the tenant, subscription,
+// execution, attempt and an idempotency key.
 type BusHandler func(ctx context.Context, ev BusEvent) (any, error)
 
 // RegisterBusHandler registers a Go handler for the event bus under name,
@@ -654,7 +655,7 @@ func (r *Runtime) runTarget(ctx context.Context, it *busItem, sub *heraldtype.Su
 	var err error
 	switch t.Kind {
 	case heraldtype.TargetHandler:
-		res, err = r.runHandler(tctx, t.Handler, env)
+		res, err = r.runHandler(withBusHandlerInfo(tctx, it), t.Handler, env)
 	case heraldtype.TargetWorkflow, heraldtype.TargetSignal, heraldtype.TargetEnqueue, heraldtype.TargetCorrelated:
 		res, err = r.deliver(tctx, it, sub, env)
 	default:

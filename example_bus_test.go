@@ -90,7 +90,7 @@ func Example_eventBus() {
 	// pay-2 filtered by $.conditions[0] (data.amount gte): value
 	// pay-3 done dead_lettered dead letter 1
 	// dead letter: pay-3 permanent needs a human
-	// reprocessed 1 → pay-3 succeeded {"manual":true,"ok":3}
+	// reprocessed 1 → pay-3 succeeded {"ok":3,"manual":true}
 }
 
 // waitSettled polls a published event until every execution has ended.

@@ -118,7 +118,7 @@ func TestBus_ScriptDryRun(t *testing.T) {
 	}
 
 	res := run(wire.TestScriptRequest{Source: `log("amount", ctx.event.data.amount); return {tenant: ctx.tenant.id, id: ctx.event.id}`, Event: ev})
-	if !res.Succeeded || string(res.Result) != `{"id":"dry-run","tenant":"acme"}` || len(res.Logs) != 1 || res.Logs[0] != "amount 1200" {
+	if !res.Succeeded || string(res.Result) != `{"tenant":"acme","id":"dry-run"}` || len(res.Logs) != 1 || res.Logs[0] != "amount 1200" {
 		t.Fatalf("success: %+v (%s)", res, res.Result)
 	}
 	res = run(wire.TestScriptRequest{Source: "log('a');\nfunction check() { throw new Error('too big'); }\ncheck();", Event: ev})

@@ -66,7 +66,7 @@ return {id: ctx.event.id, type: ctx.event.type, role: ctx.event.data.role, n: ct
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"id":"ev-1","n":4,"role":"admin","ts":"2026-01-02T03:04:05Z","type":"user.created"}`
+	want := `{"id":"ev-1","type":"user.created","role":"admin","n":4,"ts":"2026-01-02T03:04:05Z"}` // JSON.stringify: in insertion order
 	if string(res.Value) != want {
 		t.Fatalf("value = %s, want %s", res.Value, want)
 	}

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -274,12 +275,44 @@ func (c *child) kill() {
 	<-c.exited
 }
 
-// deathError describes a child that died in the middle of a script: the
-// only way a child dies on its own is the memory cap.
+// deathError describes a child that died on its own in the middle of a
+// script (the parent's own kills are reported by their cause, never
+// here), with the real reason: its exit status or signal and the first
+// lines it wrote to stderr. The memory cap is blamed only on its evidence:
+// the cap is RLIMIT_AS plus the Go memory limit (capMemory), so reaching
+// it makes the Go runtime report that it is out of memory; a SIGKILL the
+// parent did not send is the kernel's, whose usual reason is memory too.
+// Anything else (a crash of the child) is kind runtime.
 func (c *child) deathError() *Error {
 	<-c.exited
-	return &Error{Kind: KindResource, Message: fmt.Sprintf("script child died (%v), most likely at its memory cap: %s",
-		c.cmd.ProcessState, firstLines(c.stderr.String(), 2))}
+	st := c.cmd.ProcessState
+	stderr := firstLines(c.stderr.String(), 2)
+	how := st.String() // "exit status 2", "signal: killed"
+	if stderr != "" {
+		how += ": " + stderr
+	}
+	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
+		return &Error{Kind: KindResource, Message: "the script process was killed by the system (" + how +
+			"), most likely for using too much memory"}
+	}
+	if outOfMemory(c.stderr.String()) {
+		return &Error{Kind: KindResource, Message: "the script process died at its memory cap (" + how + ")"}
+	}
+	return &Error{Kind: KindRuntime, Message: "the script process died (" + how + ")"}
+}
+
+// outOfMemory reports whether a child's stderr says the Go runtime could
+// not get memory: what reaching the child's RLIMIT_AS looks like (the
+// last two are the race detector's runtime and ThreadSanitizer failing to
+// map memory under the cap).
+func outOfMemory(stderr string) bool {
+	for _, s := range []string{"out of memory", "cannot allocate memory", "cannot map pages",
+		"address space collisions", "failed to allocate"} {
+		if strings.Contains(stderr, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // headBuffer keeps the first max bytes written: a Go runtime crash states

@@ -21,7 +21,7 @@
 // twice, is refused. What each op accepts as its value:
 //
 //	eq ne              a scalar: string, number, true/false or null
-//	gt gte lt lte      a string or a number
+//	gt gte lt lte      a number (anything else is refused, CodeNotNumeric)
 //	in nin             a non-empty array of scalars
 //	contains           a scalar
 //	prefix suffix      a string
@@ -55,12 +55,13 @@
 // present is not absent: exists is true for it, eq null matches it.
 //
 //   - exists: true iff the field is present.
-//   - absent field: ne and nin are true, every other op is false.
+//   - absent field: every op but exists is false, ne and nin included
+//     ("status ne x" holds only for an event that has a status).
 //   - eq / ne: equal type and value; ne is exactly not-eq. Numbers compare
 //     numerically (1 eq 1.0), strings bytewise, no coercion between types
 //     ("5" is not 5). An object or array field never equals a scalar.
-//   - gt gte lt lte: number against number numerically, string against
-//     string bytewise; any other pairing is false (a type miss).
+//   - gt gte lt lte: number against number numerically; a field that is
+//     not a number is false (a type miss). Strings are not ordered.
 //   - in / nin: in is true iff the field eq some element; nin is not-in.
 //   - contains: a string field contains the string value as a substring;
 //     an array field contains an element eq the value; otherwise false.

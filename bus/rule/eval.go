@@ -101,9 +101,10 @@ func (n *node) eval(doc any) (bool, *node, Reason) {
 		return false, n, ReasonAbsent
 	}
 	if !found {
-		if n.op == OpNe || n.op == OpNin {
-			return true, nil, ""
-		}
+		// Every op but exists is false on an absent field, ne and nin
+		// included: "status ne cancelled" means the event has a status
+		// that is not cancelled, not that it may lack one (the reading
+		// users of other brokers filed bugs to get).
 		return false, n, ReasonAbsent
 	}
 	ok, typed := n.test(v)
@@ -311,15 +312,9 @@ func equal(v any, s scalar) (eq, typed bool) {
 	return false, false
 }
 
-// compare orders a document value against a string or number scalar.
+// compare orders a document value against a number scalar (the compiler
+// accepts nothing else for an ordering op).
 func compare(v any, s scalar) (c int, typed bool) {
-	if s.kind == jString {
-		x, ok := v.(string)
-		if !ok {
-			return 0, false
-		}
-		return strings.Compare(x, s.s), true
-	}
 	n, ok := docNumber(v)
 	if !ok {
 		return 0, false

@@ -180,12 +180,14 @@ type problems struct {
 	extra int
 }
 
-func (p *problems) add(path, msg string) {
+func (p *problems) add(path, msg string) { p.addCode(path, "", msg) }
+
+func (p *problems) addCode(path string, code ProblemCode, msg string) {
 	if len(p.list) >= MaxProblems {
 		p.extra++
 		return
 	}
-	p.list = append(p.list, Problem{Path: path, Message: msg})
+	p.list = append(p.list, Problem{Path: path, Code: code, Message: msg})
 }
 
 func (p *problems) err() error {
@@ -313,8 +315,11 @@ func (c *compiler) condition(n *jnode, path string) *node {
 			c.prob.add(vpath, "op "+cn.op.String()+" needs a string, number, boolean or null, not "+article(v.kind))
 		}
 	case OpGt, OpGte, OpLt, OpLte:
-		if v.kind != jString && v.kind != jNumber {
-			c.prob.add(vpath, "op "+cn.op.String()+" needs a number or a string, not "+article(v.kind))
+		// Ordering is numeric only: a string operand ("gt": "abc") would
+		// order bytewise, so "10" < "9" and an amount saved as text would
+		// silently pass or fail; it is refused instead.
+		if v.kind != jNumber {
+			c.prob.addCode(vpath, CodeNotNumeric, "op "+cn.op.String()+" needs a number, not "+describe(v)+" (gt gte lt lte order numbers only)")
 		} else if s, ok := c.scalar(v, vpath); ok {
 			cn.val = s
 		}

@@ -71,10 +71,12 @@ func TestCompileRefuses(t *testing.T) {
 		{"eq without value", one(`{"field":"a","op":"eq"}`), []string{`$.conditions[0]: op eq needs a "value"`}},
 		{"eq array", one(`{"field":"a","op":"eq","value":[1]}`), []string{`$.conditions[0].value: op eq needs a string, number, boolean or null, not an array`}},
 		{"ne object", one(`{"field":"a","op":"ne","value":{}}`), []string{`op ne needs a string, number, boolean or null, not an object`}},
-		{"gt bool", one(`{"field":"a","op":"gt","value":true}`), []string{`$.conditions[0].value: op gt needs a number or a string, not a boolean`}},
-		{"gte null", one(`{"field":"a","op":"gte","value":null}`), []string{`op gte needs a number or a string, not null`}},
-		{"lt array", one(`{"field":"a","op":"lt","value":[1]}`), []string{`op lt needs a number or a string, not an array`}},
-		{"lte object", one(`{"field":"a","op":"lte","value":{}}`), []string{`op lte needs a number or a string, not an object`}},
+		{"gt bool", one(`{"field":"a","op":"gt","value":true}`), []string{`$.conditions[0].value: op gt needs a number, not a boolean`}},
+		{"gte null", one(`{"field":"a","op":"gte","value":null}`), []string{`op gte needs a number, not null`}},
+		{"lt array", one(`{"field":"a","op":"lt","value":[1]}`), []string{`op lt needs a number, not an array`}},
+		{"lte object", one(`{"field":"a","op":"lte","value":{}}`), []string{`op lte needs a number, not an object`}},
+		{"gt string", one(`{"field":"a","op":"gt","value":"abc"}`), []string{`$.conditions[0].value: op gt needs a number, not "abc" (gt gte lt lte order numbers only)`}},
+		{"lte numeric string", one(`{"field":"a","op":"lte","value":"10"}`), []string{`op lte needs a number, not "10"`}},
 		{"in scalar", one(`{"field":"a","op":"in","value":"admin"}`), []string{`op in needs an array of values, not a string`}},
 		{"nin empty", one(`{"field":"a","op":"nin","value":[]}`), []string{`op nin needs at least one value`}},
 		{"in nested", one(`{"field":"a","op":"in","value":[1,[2],{"x":3}]}`), []string{`$.conditions[0].value[1]: op in needs strings`, `$.conditions[0].value[2]: op in needs strings`}},
@@ -154,8 +156,8 @@ func TestCompileAccepts(t *testing.T) {
 	for name, raw := range map[string]string{
 		"every op": `{"logic":"AND","conditions":[
 			{"field":"a","op":"eq","value":"s"},{"field":"a","op":"eq","value":1.5},{"field":"a","op":"eq","value":true},{"field":"a","op":"eq","value":null},
-			{"field":"a","op":"ne","value":"s"},{"field":"a","op":"gt","value":1},{"field":"a","op":"gte","value":"m"},
-			{"field":"a","op":"lt","value":-2e3},{"field":"a","op":"lte","value":"z"},{"field":"a","op":"in","value":["x",1,true,null]},
+			{"field":"a","op":"ne","value":"s"},{"field":"a","op":"gt","value":1},{"field":"a","op":"gte","value":0},
+			{"field":"a","op":"lt","value":-2e3},{"field":"a","op":"lte","value":1e9},{"field":"a","op":"in","value":["x",1,true,null]},
 			{"field":"a","op":"nin","value":[1]},{"field":"a","op":"contains","value":"x"},{"field":"a","op":"contains","value":3},
 			{"field":"a","op":"prefix","value":""},{"field":"a","op":"suffix","value":"z"},{"field":"a","op":"exists"}]}`,
 		"max depth":         deep,
@@ -213,4 +215,57 @@ func clipped(s string) string {
 		return s[:120] + "…"
 	}
 	return s
+}
+
+// TestOrderingNeedsNumber: an ordering op given anything but a number is
+// refused with a typed problem (Code, ErrNotNumeric), every such problem
+// listed, not compared bytewise at evaluation.
+func TestOrderingNeedsNumber(t *testing.T) {
+	t.Parallel()
+	_, err := rule.Compile(json.RawMessage(`{"logic":"AND","conditions":[
+		{"field":"a","op":"gt","value":"abc"},{"field":"b","op":"gte","value":"10"},
+		{"field":"c","op":"lt","value":true},{"field":"d","op":"lte","value":5},{"field":"e","op":"eq","value":"x"}]}`))
+	var ie *rule.InvalidError
+	if !errors.As(err, &ie) || !errors.Is(err, rule.ErrInvalid) || !errors.Is(err, rule.ErrNotNumeric) {
+		t.Fatalf("Compile = %v, want an *InvalidError matching ErrInvalid and ErrNotNumeric", err)
+	}
+	want := []rule.Problem{
+		{Path: "$.conditions[0].value", Code: rule.CodeNotNumeric, Message: `op gt needs a number, not "abc" (gt gte lt lte order numbers only)`},
+		{Path: "$.conditions[1].value", Code: rule.CodeNotNumeric, Message: `op gte needs a number, not "10" (gt gte lt lte order numbers only)`},
+		{Path: "$.conditions[2].value", Code: rule.CodeNotNumeric, Message: `op lt needs a number, not a boolean (gt gte lt lte order numbers only)`},
+	}
+	if len(ie.Problems) != len(want) {
+		t.Fatalf("problems = %+v, want %+v", ie.Problems, want)
+	}
+	for i := range want {
+		if ie.Problems[i] != want[i] {
+			t.Errorf("problem %d = %+v, want %+v", i, ie.Problems[i], want[i])
+		}
+	}
+	// Other refusals carry no code and do not match ErrNotNumeric.
+	_, err = rule.Compile(json.RawMessage(one(`{"field":"a","op":"prefix","value":1}`)))
+	if !errors.Is(err, rule.ErrInvalid) || errors.Is(err, rule.ErrNotNumeric) {
+		t.Errorf("prefix 1: %v", err)
+	}
+}
+
+// TestAbsentFieldOnlyExists: on a field the event does not have, every op
+// but exists is false, ne and nin included (peers' users filed "ne
+// matches a missing field" as a bug: knative #7488, moto #5134).
+func TestAbsentFieldOnlyExists(t *testing.T) {
+	t.Parallel()
+	values := map[string]string{"eq": `"x"`, "ne": `"x"`, "gt": `1`, "gte": `1`, "lt": `1`, "lte": `1`,
+		"in": `["x"]`, "nin": `["x"]`, "contains": `"x"`, "prefix": `"x"`, "suffix": `"x"`}
+	doc := map[string]any{"data": map[string]any{"present": "y"}}
+	for op, v := range values {
+		r := rule.MustCompile(one(`{"field":"data.missing","op":"` + op + `","value":` + v + `}`))
+		ok, m := r.Eval(doc)
+		if ok || m == nil || m.Reason != rule.ReasonAbsent {
+			t.Errorf("%s on an absent field: Eval = %v, %v; want false, absent", op, ok, m)
+		}
+	}
+	if !rule.MustCompile(one(`{"field":"data.present","op":"exists"}`)).Match(doc) ||
+		rule.MustCompile(one(`{"field":"data.missing","op":"exists"}`)).Match(doc) {
+		t.Error("exists does not follow presence")
+	}
 }
