@@ -363,7 +363,11 @@ func TestBusCrash_KillWhileExecuting(t *testing.T) {
 			}
 			// Exactly one record per execution: the one that ended it.
 			if len(mine) != 1 || mine[0].Subscription != sub || mine[0].Number != x.Attempts {
-				t.Errorf("%s: execution %d (%s, %d attempts started) has records %+v, want exactly one, the last", id, x.ID, sub, x.Attempts, mine)
+				var recs []string
+				for _, a := range mine {
+					recs = append(recs, fmt.Sprintf("{#%d %s ok=%v %s: %s}", a.Number, a.Subscription, a.Succeeded, a.ErrorKind, a.Error))
+				}
+				t.Errorf("%s: execution %d (%s, %d attempts started) has records %v, want exactly one, the last", id, x.ID, sub, x.Attempts, recs)
 				continue
 			}
 			a := mine[0]
