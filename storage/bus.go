@@ -192,6 +192,11 @@ type BusDeadLetterFilter struct {
 	Reprocessed *bool
 	// IDs, when non-nil, restricts to these letters.
 	IDs []int64
+	// Through, when positive, restricts to letters with ID <= Through: a
+	// bulk operation fences its selection at the newest letter when it
+	// starts, so letters written while it runs (a reprocessed execution
+	// that failed again) are not taken by its later batches.
+	Through int64
 }
 
 // BusDeadLetterListParams lists dead letters, newest first (by id).

@@ -533,6 +533,9 @@ func deadLetterWhere(f *storage.BusDeadLetterFilter, args []any) (string, []any,
 			where = append(where, "d.reprocessed_at = 0")
 		}
 	}
+	if f.Through > 0 {
+		add("d.id <= ?", f.Through)
+	}
 	if f.IDs != nil {
 		add("d.id = ANY(?::bigint[])", f.IDs)
 	}

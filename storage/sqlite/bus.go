@@ -1264,6 +1264,9 @@ func letterFilter(tenant string, f *storage.BusDeadLetterFilter) (where []string
 			where = append(where, "d.reprocessed_at = 0")
 		}
 	}
+	if f.Through > 0 {
+		where, args = append(where, "d.id <= ?"), append(args, f.Through)
+	}
 	if f.IDs != nil {
 		if len(f.IDs) == 0 {
 			return nil, nil, true, nil

@@ -359,6 +359,8 @@ func testBusDeadLetterList(b *bundle) {
 	list("ids", storage.BusDeadLetterFilter{IDs: []int64{L[1], L[4], 987654321}}, 0, 0, []int64{L[4], L[1]}, 0)
 	list("ids and subscription", storage.BusDeadLetterFilter{IDs: []int64{L[1], L[4]}, Subscription: "B"}, 0, 0, []int64{L[1]}, 0)
 	list("an empty id list", storage.BusDeadLetterFilter{IDs: []int64{}}, 0, 0, nil, 0)
+	list("through a letter", storage.BusDeadLetterFilter{Through: L[3]}, 0, 0, []int64{L[3], L[2], L[1], L[0]}, 0)
+	list("through a letter, subscription A", storage.BusDeadLetterFilter{Through: L[3], Subscription: "A"}, 0, 0, []int64{L[2], L[0]}, 0)
 	list("unknown subscription", storage.BusDeadLetterFilter{Subscription: "C"}, 0, 0, nil, 0)
 	no, yes := false, true
 	list("not reprocessed", storage.BusDeadLetterFilter{Reprocessed: &no}, 0, 0, []int64{L[5], L[4], L[3], L[2], L[1], L[0]}, 0)
@@ -433,6 +435,21 @@ func testBusDeadLetterReprocess(b *bundle) {
 	}
 	_, err := b.s.BusDeadLetterReprocess(b.ctx, &storage.BusDeadLetterOpParams{Tenant: b.tenant, Limit: -1, Now: at(4 * time.Hour)})
 	wantErr(t, "BusDeadLetterReprocess with a negative limit", err, heraldtype.ErrInvalidArgument)
+
+	// Through fences the selection: z1 fails again after the reprocess
+	// took it, and its new letter is past the fence.
+	o := b.in(b.tenant + "-fence")
+	Z1 := o.makeDeadLetters(t0, deadLetterSpec{"z1", "a", "z", heraldtype.ErrorPermanent})[0]
+	fence := storage.BusDeadLetterFilter{Through: Z1}
+	wantEqual(t, "reprocessed through z1's letter", o.reprocess(fence, 0, at(5*time.Hour)), 1)
+	c = o.busClaimOne(at(5*time.Hour), "z1", "z")
+	o.busFinishOK(at(5*time.Hour), outcome(c, storage.BusDeadLetter, at(5*time.Hour)))
+	if Z2 := o.busExec("z1", "z").DeadLetter; Z2 <= Z1 {
+		t.Fatalf("z1's second letter %d is not after its first %d", Z2, Z1)
+	}
+	wantEqual(t, "reprocessed through z1's first letter, after it failed again", o.reprocess(fence, 0, at(5*time.Hour)), 0)
+	wantEqual(t, "z1 after the fenced reprocess", o.busExec("z1", "z").Status, heraldtype.ExecDeadLettered)
+	wantEqual(t, "reprocessed without the fence", o.reprocess(storage.BusDeadLetterFilter{}, 0, at(5*time.Hour)), 1)
 	wantEqual(t, "y's execution after a refused reprocess", b.busExec("y1", "y").Status, heraldtype.ExecDeadLettered)
 }
 
