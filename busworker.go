@@ -232,11 +232,11 @@ func (r *Runtime) router(ctx context.Context, tenant string) (*bus.Router, error
 	if v, ok := r.bus.routers.Load(tenant); ok && v.(*bus.Router).Generation == gen {
 		return v.(*bus.Router), nil
 	}
-	subs, gen, err := r.store.BusSubscriptionList(ctx, &storage.BusTenantParams{Tenant: tenant})
+	vs, gen, err := r.store.BusSubscriptionVersions(ctx, &storage.BusTenantParams{Tenant: tenant})
 	if err != nil {
 		return nil, fmt.Errorf("list subscriptions: %w", err)
 	}
-	rt := bus.NewRouter(gen, subs)
+	rt := bus.NewVersionedRouter(gen, vs)
 	r.bus.routers.Store(tenant, rt)
 	return rt, nil
 }
