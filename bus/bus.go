@@ -77,8 +77,8 @@ type entry struct {
 	// until (until 0: no end).
 	since, until int64
 	sub          *heraldtype.Subscription
-	rule *rule.Rule
-	bad  string // the stored filter does not compile: every event is filtered out, visibly
+	rule         *rule.Rule
+	bad          string // the stored filter does not compile: every event is filtered out, visibly
 }
 
 // NewRouter builds the router of the enabled subscriptions among subs, each
