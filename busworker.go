@@ -243,13 +243,27 @@ func (r *Runtime) router(ctx context.Context, tenant string) (*bus.Router, error
 
 // routeBus routes one batch of the tenant's unrouted events: how many it
 // routed, and whether the batch was full (more may wait).
+// The store routes only with the router of the current subscription
+// generation (CheckGeneration): when a subscription changed since the
+// router was read (on another node too), it reads it again and routes
+// again.
 func (r *Runtime) routeBus(ctx context.Context, tenant string) (int, bool, error) {
+	for i := 0; ; i++ {
+		n, full, err := r.routeBusAt(ctx, tenant)
+		if i == 3 || !errors.Is(err, storage.ErrSubscriptionsChanged) {
+			return n, full, err
+		}
+	}
+}
+
+func (r *Runtime) routeBusAt(ctx context.Context, tenant string) (int, bool, error) {
 	rt, err := r.router(ctx, tenant)
 	if err != nil {
 		return 0, false, err
 	}
 	var reports []BusRouteReport
 	n, err := r.store.BusRoute(ctx, &storage.BusRouteParams{Tenant: tenant, Max: busRouteBatch, Now: r.cfg.Clock.Now(),
+		CheckGeneration: true, Generation: rt.Generation,
 		Route: func(ev *storage.BusEvent) []storage.BusRouteDecision {
 			ds := rt.Route(ev)
 			rep := BusRouteReport{Tenant: tenant, EventID: ev.ID, Type: ev.Type}

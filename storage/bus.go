@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/heraldwf/herald/heraldtype"
@@ -82,7 +83,24 @@ type BusRouteParams struct {
 	// call the store. A decision naming the same subscription twice is
 	// an error (the call writes nothing).
 	Route func(ev *BusEvent) []BusRouteDecision
+	// CheckGeneration, when set, makes the routing conditional on the
+	// subscriptions Route matches against: the tenant's subscription
+	// generation, read in the routing's own transaction after its events
+	// are taken, must be exactly Generation (the one the caller built Route
+	// from, BusSubscriptionVersions), otherwise BusRoute returns
+	// ErrSubscriptionsChanged and writes nothing. So an event published
+	// after a subscription change (another node's) that Route does not
+	// know of is never routed without it. Unset, the generation is not
+	// read.
+	CheckGeneration bool
+	Generation      int64
 }
+
+// ErrSubscriptionsChanged: a routing with BusRouteParams.CheckGeneration
+// set named a subscription generation that is not the current one.
+// Nothing was written; the caller reads the subscriptions again and
+// routes again.
+var ErrSubscriptionsChanged = errors.New("herald: bus subscriptions changed")
 
 // BusClaimParams claims due executions of a tenant.
 type BusClaimParams struct {

@@ -362,6 +362,16 @@ func (s *Store) BusRoute(ctx context.Context, p *storage.BusRouteParams) (int, e
 		if len(evs) == 0 {
 			return nil
 		}
+		if p.CheckGeneration {
+			var gen int64
+			if err := w.queryRow(`SELECT COALESCE((SELECT sub_generation FROM bus_tenants WHERE tenant = ?), 0)`,
+				p.Tenant).Scan(&gen); err != nil {
+				return fmt.Errorf("read the subscription generation: %w", err)
+			}
+			if gen != p.Generation {
+				return fmt.Errorf("generation %d, not %d: %w", gen, p.Generation, storage.ErrSubscriptionsChanged)
+			}
+		}
 		fq := newFairQueue(w, p.Tenant)
 		queued := false
 		for _, ev := range evs {

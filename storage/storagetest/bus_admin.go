@@ -260,12 +260,27 @@ func testBusSubscriptionVersions(b *bundle) {
 		t.Fatalf("seqs %v against positions s v2 %d, v3 %d, delete %d, t %d", seqs, s2, c3, d, tSince)
 	}
 
-	// A kept version stays while an unrouted event needs it.
+	// A routing that names another generation than the current one routes
+	// nothing; one that names the current one routes.
 	b.busPublish("e4", "a", at(3*time.Second))
+	gen := b.subGeneration()
+	for _, g := range []int64{gen - 1, gen + 1} {
+		_, err := b.s.BusRoute(b.ctx, &storage.BusRouteParams{Tenant: b.tenant, Now: at(3 * time.Second),
+			CheckGeneration: true, Generation: g, Route: matchAll("t")})
+		wantErr(t, fmt.Sprintf("BusRoute at generation %d (current %d)", g, gen), err, storage.ErrSubscriptionsChanged)
+	}
+	wantEqual(t, "e4's routes after refused routings", len(b.busEvent("e4").Routes), 0)
+
+	// A kept version stays while an unrouted event needs it.
 	b.putSub(sub("t", `{"n":4}`), at(4*time.Second))
 	wantEqual(t, "pruned", b.busPrune(at(time.Hour), 0), 3)
 	versions("pruned with e4 unrouted", v{"t", 1, tSince, b.subVersionSince("t")}, v{"t", 2, b.subVersionSince("t"), 0})
-	wantEqual(t, "routed e4", route(at(5*time.Second)), 1)
+	n, err := b.s.BusRoute(b.ctx, &storage.BusRouteParams{Tenant: b.tenant, Now: at(5 * time.Second),
+		CheckGeneration: true, Generation: b.subGeneration(), Route: matchAll("t")})
+	if err != nil || n != 1 {
+		t.Fatalf("BusRoute at the current generation: %d, %v", n, err)
+	}
+	wantEqual(t, "e4's routes", len(b.busEvent("e4").Routes), 1)
 	b.busPrune(at(time.Hour), 0)
 	versions("pruned after e4 was routed", v{"t", 2, b.subVersionSince("t"), 0})
 
