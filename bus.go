@@ -352,8 +352,11 @@ func busEventRecord(ev *PublishedEvent) *EventRecord {
 
 // PutSubscription creates a subscription of the tenant or replaces every
 // field of the one with its ID (its version goes up; CreatedAt is kept),
-// and returns it as stored. Events published from then on are matched
-// against it; events already routed are not routed again.
+// and returns it as stored. Events published after it returns are matched
+// against it; those published before are matched against the version in
+// force when they were published (none, for a new subscription), even when
+// they are routed later, and events already routed are not routed again
+// (docs/bus.md, "Routing as of publish").
 //
 // It is validated first, and refused with a *SubscriptionInvalidError
 // (ErrInvalidArgument) listing every problem, nothing stored: an id or
@@ -515,7 +518,9 @@ func (c *Client) SetSubscriptionEnabled(ctx context.Context, id string, enabled 
 
 // DeleteSubscription deletes a subscription; its executions, attempt
 // records and dead letters stay (an execution still queued then ends in
-// the dead-letter queue, kind permission). ErrNotFound if there is none.
+// the dead-letter queue, kind permission). Events published before the
+// delete and not yet routed are still matched against it. ErrNotFound if
+// there is none.
 func (c *Client) DeleteSubscription(ctx context.Context, id string) error {
 	if !textOK(id, MaxIDBytes) {
 		return notFound("subscription", id)

@@ -74,7 +74,7 @@ type Router struct {
 
 type entry struct {
 	// since, until: the version routes the events with since < Seq <=
-	// until (until 0: no end).
+	// until (0: no bound).
 	since, until int64
 	sub          *heraldtype.Subscription
 	rule         *rule.Rule
@@ -144,7 +144,7 @@ func (r *Router) Route(ev *storage.BusEvent) []storage.BusRouteDecision {
 	// pattern, and the versions' ranges of events do not overlap, so a
 	// subscription is among the hits in force at most once.
 	for _, e := range hits {
-		if ev.Seq <= e.since || (e.until != 0 && ev.Seq > e.until) {
+		if (e.since != 0 && ev.Seq <= e.since) || (e.until != 0 && ev.Seq > e.until) {
 			continue
 		}
 		d := storage.BusRouteDecision{Subscription: e.sub.ID, Matched: true}

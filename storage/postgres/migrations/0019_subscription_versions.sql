@@ -1,5 +1,5 @@
 -- Herald schema, version 19 (PostgreSQL): subscriptions as of each event's
--- publish (docs/bus.md, "Routing").
+-- publish (docs/bus.md, "Routing as of publish").
 --
 -- Routing runs behind the publishes, so an event is matched against the
 -- subscription versions that were in force when it was published, not
