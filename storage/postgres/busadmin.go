@@ -55,7 +55,7 @@ func (r *subscriptionRow) subscription() (*heraldtype.Subscription, error) {
 
 // subscriptionPosSQL is the position of a subscription change in tenant
 // $1's publish order, taken from bus_events' seq identity: every event
-// published after the change has a higher seq (migration 0019).
+// published after the change has a higher seq (migration 0020).
 const subscriptionPosSQL = `c AS MATERIALIZED (SELECT nextval(pg_get_serial_sequence('bus_events', 'seq')) AS pos)`
 
 // subscriptionKeepSQL keeps the version o (a CTE) replaces or deletes, for
@@ -235,7 +235,7 @@ func (s *Store) BusSubscriptionList(ctx context.Context, p *storage.BusTenantPar
 }
 
 // subscriptionVersionsSQL reads tenant $1's current subscriptions and kept
-// versions (migration 0019), by id and since, and its generation in one
+// versions (migration 0020), by id and since, and its generation in one
 // statement (one snapshot): a row with a NULL id when it has none.
 const subscriptionVersionsSQL = `SELECT g.gen, v.id IS NOT NULL, COALESCE(v.id, ''), COALESCE(v.pattern, ''), v.filter,
 	v.target, COALESCE(v.enabled, false), v.max_retries, COALESCE(v.timeout_ns, 0), COALESCE(v.version, 0),

@@ -894,7 +894,7 @@ func bumpGeneration(w *wtx, tenant string) error {
 // event seq given: writes are serial, so every event published after the
 // change has a higher one) and, if the tenant has unrouted events (all
 // published before the change), keeps the subscription's current version,
-// if any, for routing them (migration 0014).
+// if any, for routing them (migration 0015).
 func retireSubscription(w *wtx, tenant, id string) (int64, error) {
 	var (
 		pos  int64
@@ -1038,7 +1038,7 @@ func (s *Store) BusSubscriptionList(ctx context.Context, p *storage.BusTenantPar
 }
 
 // busSubscriptionVersionsSQL reads tenant ?1's current subscriptions and
-// kept versions (migration 0014), by id and since.
+// kept versions (migration 0015), by id and since.
 const busSubscriptionVersionsSQL = `SELECT ` + subCols + `, since, 0 FROM bus_subscriptions WHERE tenant = ?1
 	UNION ALL SELECT ` + subCols + `, since, until FROM bus_subscription_versions WHERE tenant = ?1
 	ORDER BY id, since`

@@ -1,4 +1,4 @@
--- Herald schema, version 14 (SQLite): subscriptions as of each event's
+-- Herald schema, version 15 (SQLite): subscriptions as of each event's
 -- publish (docs/bus.md, "Routing as of publish").
 --
 -- Routing runs behind the publishes, so an event is matched against the

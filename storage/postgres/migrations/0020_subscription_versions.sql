@@ -1,4 +1,4 @@
--- Herald schema, version 19 (PostgreSQL): subscriptions as of each event's
+-- Herald schema, version 20 (PostgreSQL): subscriptions as of each event's
 -- publish (docs/bus.md, "Routing as of publish").
 --
 -- Routing runs behind the publishes, so an event is matched against the
