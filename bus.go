@@ -352,8 +352,11 @@ func busEventRecord(ev *PublishedEvent) *EventRecord {
 
 // PutSubscription creates a subscription of the tenant or replaces every
 // field of the one with its ID (its version goes up; CreatedAt is kept),
-// and returns it as stored. Events published from then on are matched
-// against it; events already routed are not routed again.
+// and returns it as stored. Events published after it returns are matched
+// against it; those published before are matched against the version in
+// force when they were published (none, for a new subscription), even when
+// they are routed later, and events already routed are not routed again
+// (docs/bus.md, "Routing as of publish").
 //
 // It is validated first, and refused with a *SubscriptionInvalidError
 // (ErrInvalidArgument) listing every problem, nothing stored: an id or
@@ -515,7 +518,9 @@ func (c *Client) SetSubscriptionEnabled(ctx context.Context, id string, enabled 
 
 // DeleteSubscription deletes a subscription; its executions, attempt
 // records and dead letters stay (an execution still queued then ends in
-// the dead-letter queue, kind permission). ErrNotFound if there is none.
+// the dead-letter queue, kind permission). Events published before the
+// delete and not yet routed are still matched against it. ErrNotFound if
+// there is none.
 func (c *Client) DeleteSubscription(ctx context.Context, id string) error {
 	if !textOK(id, MaxIDBytes) {
 		return notFound("subscription", id)
@@ -677,7 +682,9 @@ func (c *Client) DeadLetterByID(ctx context.Context, id int64) (*DeadLetter, err
 // again (every one that waits for a decision when f is zero): attempts
 // start from zero, the subscription's current target runs (a script's
 // latest version), and each letter is kept, marked reprocessed, as the link
-// to the failure. It returns how many it queued.
+// to the failure. It returns how many it queued. It takes the letters
+// selected when it starts: one written while it runs (an execution it queued
+// that failed again) waits for the next call.
 func (c *Client) ReprocessDeadLetters(ctx context.Context, f DeadLetterFilter) (int, error) {
 	return c.deadLetterBulk(ctx, f, "reprocess", c.store.BusDeadLetterReprocess)
 }
@@ -694,9 +701,20 @@ func (c *Client) deadLetterBulk(ctx context.Context, f DeadLetterFilter, what st
 	if err != nil {
 		return 0, err
 	}
+	// Fence the selection at the newest matching letter now: a reprocessed
+	// execution that fails again during the call writes a new letter, which
+	// a later batch would otherwise take (and count) again.
+	newest, _, err := c.store.BusDeadLetterList(ctx, &storage.BusDeadLetterListParams{Tenant: c.tenant, Filter: sf, Limit: 1})
+	if err != nil {
+		return 0, fmt.Errorf("%s dead letters: %w", what, err)
+	}
+	if len(newest) == 0 {
+		return 0, nil
+	}
+	sf.Through = newest[0].ID
 	total := 0
 	for {
-		n, err := op(ctx, &storage.BusDeadLetterOpParams{Tenant: c.tenant, Filter: sf, Limit: 1000, Now: c.cfg.Clock.Now()})
+		n, err := op(ctx, &storage.BusDeadLetterOpParams{Tenant: c.tenant, Filter: sf, Limit: deadLetterBatch, Now: c.cfg.Clock.Now()})
 		total += n
 		if err != nil {
 			return total, fmt.Errorf("%s dead letters: %w", what, err)
@@ -704,11 +722,15 @@ func (c *Client) deadLetterBulk(ctx context.Context, f DeadLetterFilter, what st
 		// A reprocessed letter no longer matches Reprocessed=false and a
 		// deleted one is gone, so the next call takes the next batch; a
 		// batch short of the limit was the last.
-		if n < 1000 || sf.Reprocessed == nil {
+		if n < deadLetterBatch || sf.Reprocessed == nil {
 			return total, nil
 		}
 	}
 }
+
+// deadLetterBatch is how many letters one store call of a bulk dead-letter
+// operation takes (a variable so that tests can make batches small).
+var deadLetterBatch = 1000
 
 // AttemptFilter selects attempt records: at least one of EventID,
 // Subscription and Execution.

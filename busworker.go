@@ -323,24 +323,38 @@ func (r *Runtime) router(ctx context.Context, tenant string) (*bus.Router, error
 	if v, ok := r.bus.routers.Load(tenant); ok && v.(*bus.Router).Generation == gen {
 		return v.(*bus.Router), nil
 	}
-	subs, gen, err := r.store.BusSubscriptionList(ctx, &storage.BusTenantParams{Tenant: tenant})
+	vs, gen, err := r.store.BusSubscriptionVersions(ctx, &storage.BusTenantParams{Tenant: tenant})
 	if err != nil {
 		return nil, fmt.Errorf("list subscriptions: %w", err)
 	}
-	rt := bus.NewRouter(gen, subs)
+	rt := bus.NewVersionedRouter(gen, vs)
 	r.bus.routers.Store(tenant, rt)
 	return rt, nil
 }
 
 // routeBus routes one batch of the tenant's unrouted events: how many it
 // routed, and whether the batch was full (more may wait).
+// The store routes only with the router of the current subscription
+// generation (CheckGeneration): when a subscription changed since the
+// router was read (on another node too), it reads it again and routes
+// again.
 func (r *Runtime) routeBus(ctx context.Context, tenant string) (int, bool, error) {
+	for i := 0; ; i++ {
+		n, full, err := r.routeBusAt(ctx, tenant)
+		if i == 3 || !errors.Is(err, storage.ErrSubscriptionsChanged) {
+			return n, full, err
+		}
+	}
+}
+
+func (r *Runtime) routeBusAt(ctx context.Context, tenant string) (int, bool, error) {
 	rt, err := r.router(ctx, tenant)
 	if err != nil {
 		return 0, false, err
 	}
 	var reports []BusRouteReport
 	n, err := r.store.BusRoute(ctx, &storage.BusRouteParams{Tenant: tenant, Max: busRouteBatch, Now: r.cfg.Clock.Now(),
+		CheckGeneration: true, Generation: rt.Generation,
 		Route: func(ev *storage.BusEvent) []storage.BusRouteDecision {
 			ds := rt.Route(ev)
 			rep := BusRouteReport{Tenant: tenant, EventID: ev.ID, Type: ev.Type}

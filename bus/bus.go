@@ -61,7 +61,9 @@ func (e Envelope) Doc() (map[string]any, error) {
 }
 
 // Router matches events against one tenant's subscriptions as they were
-// at one generation. It is immutable and safe for concurrent use.
+// at one generation: each event against the versions in force when it was
+// published (storage.BusSubscriptionVersion). It is immutable and safe for
+// concurrent use.
 type Router struct {
 	// Generation is the tenant's subscription generation the router was
 	// built from (storage.BusStore.BusSubscriptionGeneration).
@@ -71,24 +73,42 @@ type Router struct {
 }
 
 type entry struct {
-	sub  *heraldtype.Subscription
-	rule *rule.Rule
-	bad  string // the stored filter does not compile: every event is filtered out, visibly
+	// since, until: the version routes the events with since < Seq <=
+	// until (0: no bound).
+	since, until int64
+	sub          *heraldtype.Subscription
+	rule         *rule.Rule
+	bad          string // the stored filter does not compile: every event is filtered out, visibly
 }
 
-// NewRouter builds the router of the enabled subscriptions among subs. A
-// subscription whose stored pattern is invalid matches nothing (the store
-// only holds validated ones; a row written otherwise cannot break the
-// others); one whose stored filter does not compile filters every event
-// out, with the compile error as the reason.
+// NewRouter builds the router of the enabled subscriptions among subs, each
+// in force for every event. A subscription whose stored pattern is invalid
+// matches nothing (the store only holds validated ones; a row written
+// otherwise cannot break the others); one whose stored filter does not
+// compile filters every event out, with the compile error as the reason.
 func NewRouter(generation int64, subs []*heraldtype.Subscription) *Router {
-	r := &Router{Generation: generation, subs: make(map[string]*heraldtype.Subscription, len(subs))}
-	for _, s := range subs {
-		r.subs[s.ID] = s
+	vs := make([]*storage.BusSubscriptionVersion, len(subs))
+	for i, s := range subs {
+		vs[i] = &storage.BusSubscriptionVersion{Subscription: s}
+	}
+	return NewVersionedRouter(generation, vs)
+}
+
+// NewVersionedRouter builds the router of the enabled versions among vs
+// (storage.BusStore.BusSubscriptionVersions): an event is matched against
+// the version of each subscription in force at its Seq, if any.
+// Subscription returns the current versions (Until 0).
+func NewVersionedRouter(generation int64, vs []*storage.BusSubscriptionVersion) *Router {
+	r := &Router{Generation: generation, subs: make(map[string]*heraldtype.Subscription, len(vs))}
+	for _, v := range vs {
+		s := v.Subscription
+		if v.Until == 0 {
+			r.subs[s.ID] = s
+		}
 		if !s.Enabled {
 			continue
 		}
-		e := &entry{sub: s}
+		e := &entry{since: v.Since, until: v.Until, sub: s}
 		if rl, err := rule.Compile(s.Filter); err != nil {
 			e.bad = "invalid filter: " + err.Error()
 		} else {
@@ -103,7 +123,7 @@ func NewRouter(generation int64, subs []*heraldtype.Subscription) *Router {
 // it (enabled or not), or nil.
 func (r *Router) Subscription(id string) *heraldtype.Subscription { return r.subs[id] }
 
-// Len returns the number of enabled, indexed subscriptions.
+// Len returns the number of enabled, indexed subscription versions.
 func (r *Router) Len() int { return r.idx.Len() }
 
 // Route returns the decisions for one event: one per enabled subscription
@@ -120,9 +140,13 @@ func (r *Router) Route(ev *storage.BusEvent) []storage.BusRouteDecision {
 	var doc map[string]any
 	var docErr error
 	decoded := false
-	// Each subscription is indexed once, under its one pattern, so it is
-	// among the hits at most once.
+	// Each version of a subscription is indexed once, under its one
+	// pattern, and the versions' ranges of events do not overlap, so a
+	// subscription is among the hits in force at most once.
 	for _, e := range hits {
+		if (e.since != 0 && ev.Seq <= e.since) || (e.until != 0 && ev.Seq > e.until) {
+			continue
+		}
 		d := storage.BusRouteDecision{Subscription: e.sub.ID, Matched: true}
 		switch {
 		case e.bad != "":
@@ -141,6 +165,9 @@ func (r *Router) Route(ev *storage.BusEvent) []storage.BusRouteDecision {
 			}
 		}
 		out = append(out, d)
+	}
+	if len(out) == 0 {
+		return nil // no version in force at the event matched
 	}
 	return out
 }

@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/heraldwf/herald/heraldtype"
@@ -88,7 +89,24 @@ type BusRouteParams struct {
 	// call the store. A decision naming the same subscription twice is
 	// an error (the call writes nothing).
 	Route func(ev *BusEvent) []BusRouteDecision
+	// CheckGeneration, when set, makes the routing conditional on the
+	// subscriptions Route matches against: the tenant's subscription
+	// generation, read in the routing's own transaction after its events
+	// are taken, must be exactly Generation (the one the caller built Route
+	// from, BusSubscriptionVersions), otherwise BusRoute returns
+	// ErrSubscriptionsChanged and writes nothing. So an event published
+	// after a subscription change (another node's) that Route does not
+	// know of is never routed without it. Unset, the generation is not
+	// read.
+	CheckGeneration bool
+	Generation      int64
 }
+
+// ErrSubscriptionsChanged: a routing with BusRouteParams.CheckGeneration
+// set named a subscription generation that is not the current one.
+// Nothing was written; the caller reads the subscriptions again and
+// routes again.
+var ErrSubscriptionsChanged = errors.New("herald: bus subscriptions changed")
 
 // BusClaimParams claims due executions of a tenant.
 type BusClaimParams struct {
@@ -173,6 +191,16 @@ type BusSubscriptionPutParams struct {
 	Now          time.Time
 }
 
+// BusSubscriptionVersion is a version of a subscription as routing uses
+// it: it routes the events with Since < Seq <= Until (Until 0: no end, the
+// subscription's current version). Since and Until are positions in the
+// tenant's publish order (BusEvent.Seq) taken by the put or delete that
+// made and ended the version.
+type BusSubscriptionVersion struct {
+	Subscription *heraldtype.Subscription
+	Since, Until int64
+}
+
 // BusSubscriptionGetParams names a subscription.
 type BusSubscriptionGetParams struct {
 	Tenant string
@@ -209,6 +237,11 @@ type BusDeadLetterFilter struct {
 	Reprocessed *bool
 	// IDs, when non-nil, restricts to these letters.
 	IDs []int64
+	// Through, when positive, restricts to letters with ID <= Through: a
+	// bulk operation fences its selection at the newest letter when it
+	// starts, so letters written while it runs (a reprocessed execution
+	// that failed again) are not taken by its later batches.
+	Through int64
 }
 
 // BusDeadLetterListParams lists dead letters, newest first (by id).
@@ -316,7 +349,9 @@ type BusStore interface {
 	// BusSubscriptionPut creates the subscription (Version 1, CreatedAt =
 	// UpdatedAt = Now) or replaces every field of an existing one
 	// (Version+1, CreatedAt kept) and returns it as stored. It changes the
-	// tenant's subscription generation.
+	// tenant's subscription generation. The new version routes the events
+	// published after the put; the one it replaces is kept for routing the
+	// unrouted events published before it (BusSubscriptionVersions).
 	BusSubscriptionPut(ctx context.Context, p *BusSubscriptionPutParams) (*heraldtype.Subscription, error)
 	// BusSubscriptionGet returns ErrNotFound if there is none.
 	BusSubscriptionGet(ctx context.Context, p *BusSubscriptionGetParams) (*heraldtype.Subscription, error)
@@ -326,8 +361,16 @@ type BusStore interface {
 	BusSubscriptionList(ctx context.Context, p *BusTenantParams) ([]*heraldtype.Subscription, int64, error)
 	// BusSubscriptionDelete deletes a subscription (its executions,
 	// attempts and dead letters stay) and changes the generation. It
-	// returns ErrNotFound if there is none.
+	// returns ErrNotFound if there is none. The deleted version is kept
+	// for routing the unrouted events published before the delete.
 	BusSubscriptionDelete(ctx context.Context, p *BusSubscriptionGetParams) error
+	// BusSubscriptionVersions returns what routing matches the tenant's
+	// unrouted events against: every current subscription (Until 0) and
+	// every replaced or deleted version still kept, ordered by id then
+	// Since, and the subscription generation, read in one snapshot. A
+	// version is kept while an unrouted event of the tenant was published
+	// before its end (at most until BusPrune finds none).
+	BusSubscriptionVersions(ctx context.Context, p *BusTenantParams) ([]*BusSubscriptionVersion, int64, error)
 	// BusSubscriptionGeneration returns a number that changes whenever a
 	// subscription or a script of the tenant is put or deleted (0 before
 	// the first): a runtime's router and script cache are checked against
@@ -374,7 +417,9 @@ type BusStore interface {
 	// BusPrune deletes up to p.Limit of the tenant's events that were
 	// routed before p.Before and whose executions have all ended (or that
 	// had none), with their routes, executions and attempts, and returns
-	// how many events it deleted. Dead letters are kept until deleted.
+	// how many events it deleted. Dead letters are kept until deleted. It
+	// also deletes the kept subscription versions (BusSubscriptionVersions)
+	// that no unrouted event of the tenant needs any more.
 	BusPrune(ctx context.Context, p *BusPruneParams) (int, error)
 	// BusBacklog counts the tenant's unrouted events plus its executions
 	// that have not ended, stopping at p.Limit (0: no limit).

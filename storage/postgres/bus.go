@@ -258,9 +258,19 @@ func (s *Store) BusRoute(ctx context.Context, p *storage.BusRouteParams) (int, e
 			}
 			return nil
 		}, routeSelectSQL, p.Tenant, max)
+		var gen int64
+		if p.CheckGeneration {
+			// After the events are locked: a change committed before any
+			// of them was published is seen.
+			first.queryRow("read the subscription generation", func(row pgx.Row) error { return row.Scan(&gen) },
+				`SELECT COALESCE((SELECT sub_generation FROM bus_tenants WHERE tenant = $1), 0)`, p.Tenant)
+		}
 		return s.txn(ctx, &first, func() (*batch, error) {
 			if len(evs) == 0 {
 				return nil, nil
+			}
+			if p.CheckGeneration && gen != p.Generation {
+				return nil, fmt.Errorf("generation %d, not %d: %w", gen, p.Generation, storage.ErrSubscriptionsChanged)
 			}
 			var (
 				eventIDs, subs, numbered []string

@@ -53,14 +53,37 @@ func (r *subscriptionRow) subscription() (*heraldtype.Subscription, error) {
 	return &s, nil
 }
 
+// subscriptionPosSQL is the position of a subscription change in tenant
+// $1's publish order, taken from bus_events' seq identity: every event
+// published after the change has a higher seq (migration 0020).
+const subscriptionPosSQL = `c AS MATERIALIZED (SELECT nextval(pg_get_serial_sequence('bus_events', 'seq')) AS pos)`
+
+// subscriptionKeepSQL keeps the version o (a CTE) replaces or deletes, for
+// routing tenant $1's unrouted events, all published before the change,
+// if it has any.
+const subscriptionKeepSQL = `k AS (
+	INSERT INTO bus_subscription_versions (tenant, id, version, pattern, filter, target, enabled, max_retries, timeout_ns,
+		created_at, updated_at, since, until)
+	SELECT o.tenant, o.id, o.version, o.pattern, o.filter, o.target, o.enabled, o.max_retries, o.timeout_ns,
+		o.created_at, o.updated_at, o.since, c.pos
+	FROM o, c WHERE EXISTS (SELECT 1 FROM bus_events WHERE tenant = $1 AND routed_at = 0)
+	RETURNING 1
+)`
+
 // subscriptionPutSQL creates or replaces subscription $2 of tenant $1 at
-// $9 and changes the tenant's generation, in one statement.
-const subscriptionPutSQL = `WITH s AS (
-	INSERT INTO bus_subscriptions AS s (tenant, id, pattern, filter, target, enabled, max_retries, timeout_ns, version, created_at, updated_at)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 1, $9, $9)
+// $9, keeping the version it replaces while events published before need
+// it, and changes the tenant's generation, in one statement. o locks the
+// row first, so that concurrent puts each keep the version the other made;
+// the new since reads k, so that o and k have run before s changes the
+// row (a row this statement changed is invisible to o).
+const subscriptionPutSQL = `WITH ` + subscriptionPosSQL + `,
+o AS MATERIALIZED (SELECT * FROM bus_subscriptions WHERE tenant = $1 AND id = $2 FOR UPDATE),
+` + subscriptionKeepSQL + `, s AS (
+	INSERT INTO bus_subscriptions AS s (tenant, id, pattern, filter, target, enabled, max_retries, timeout_ns, version, created_at, updated_at, since)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 1, $9, $9, (SELECT c.pos FROM c, (SELECT count(*) FROM k) kept))
 	ON CONFLICT (tenant, id) DO UPDATE SET pattern = excluded.pattern, filter = excluded.filter, target = excluded.target,
 		enabled = excluded.enabled, max_retries = excluded.max_retries, timeout_ns = excluded.timeout_ns,
-		version = s.version + 1, updated_at = excluded.updated_at
+		version = s.version + 1, updated_at = excluded.updated_at, since = excluded.since
 	RETURNING ` + subscriptionCols + `
 ), g AS (
 	INSERT INTO bus_tenants (tenant, sub_generation) VALUES ($1, 1)
@@ -211,6 +234,63 @@ func (s *Store) BusSubscriptionList(ctx context.Context, p *storage.BusTenantPar
 	return out, gen, nil
 }
 
+// subscriptionVersionsSQL reads tenant $1's current subscriptions and kept
+// versions (migration 0020), by id and since, and its generation in one
+// statement (one snapshot): a row with a NULL id when it has none.
+const subscriptionVersionsSQL = `SELECT g.gen, v.id IS NOT NULL, COALESCE(v.id, ''), COALESCE(v.pattern, ''), v.filter,
+	v.target, COALESCE(v.enabled, false), v.max_retries, COALESCE(v.timeout_ns, 0), COALESCE(v.version, 0),
+	COALESCE(v.created_at, 0), COALESCE(v.updated_at, 0), COALESCE(v.since, 0), COALESCE(v.until, 0)
+FROM (SELECT COALESCE((SELECT sub_generation FROM bus_tenants WHERE tenant = $1), 0) AS gen) g
+LEFT JOIN (
+	SELECT ` + subscriptionCols + `, since, 0::bigint AS until FROM bus_subscriptions WHERE tenant = $1
+	UNION ALL SELECT ` + subscriptionCols + `, since, until FROM bus_subscription_versions WHERE tenant = $1
+) v ON true
+ORDER BY v.id, v.since`
+
+// BusSubscriptionVersions: see storage.BusStore.
+func (s *Store) BusSubscriptionVersions(ctx context.Context, p *storage.BusTenantParams) ([]*storage.BusSubscriptionVersion, int64, error) {
+	if p == nil {
+		return nil, 0, fmt.Errorf("postgres: subscription versions: %w", errNilParams)
+	}
+	if err := storage.ValidateTenantID(p.Tenant); err != nil {
+		return nil, 0, fmt.Errorf("postgres: subscription versions: %w", err)
+	}
+	var (
+		out []*storage.BusSubscriptionVersion
+		gen int64
+	)
+	err := s.do(ctx, func(ctx context.Context) error {
+		out = nil
+		rows, err := s.pool.Query(ctx, subscriptionVersionsSQL, p.Tenant)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var (
+				r  subscriptionRow
+				ok bool
+				v  storage.BusSubscriptionVersion
+			)
+			if err := rows.Scan(append(append([]any{&gen, &ok}, r.dest()...), &v.Since, &v.Until)...); err != nil {
+				return err
+			}
+			if !ok {
+				continue
+			}
+			if v.Subscription, err = r.subscription(); err != nil {
+				return err
+			}
+			out = append(out, &v)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("postgres: subscription versions: %w", err)
+	}
+	return out, gen, nil
+}
+
 // BusSubscriptionDelete: see storage.BusStore.
 func (s *Store) BusSubscriptionDelete(ctx context.Context, p *storage.BusSubscriptionGetParams) error {
 	if p == nil {
@@ -224,9 +304,9 @@ func (s *Store) BusSubscriptionDelete(ctx context.Context, p *storage.BusSubscri
 		// Its fair-queueing number goes with it: put again, it starts
 		// afresh (its executions still queued get numbers as if it were
 		// new, when they are retried).
-		if err := s.pool.QueryRow(ctx, `WITH d AS (
-				DELETE FROM bus_subscriptions WHERE tenant = $1 AND id = $2 RETURNING 1
-			), g AS (
+		if err := s.pool.QueryRow(ctx, `WITH `+subscriptionPosSQL+`, o AS (
+				DELETE FROM bus_subscriptions WHERE tenant = $1 AND id = $2 RETURNING *
+			), d AS (SELECT 1 FROM o), `+subscriptionKeepSQL+`, g AS (
 				UPDATE bus_tenants SET sub_generation = sub_generation + 1 WHERE tenant = $1 AND EXISTS (SELECT 1 FROM d)
 			), fq AS (
 				DELETE FROM bus_fq WHERE tenant = $1 AND subscription = $2 AND EXISTS (SELECT 1 FROM d)
@@ -532,6 +612,9 @@ func deadLetterWhere(f *storage.BusDeadLetterFilter, args []any) (string, []any,
 		} else {
 			where = append(where, "d.reprocessed_at = 0")
 		}
+	}
+	if f.Through > 0 {
+		add("d.id <= ?", f.Through)
 	}
 	if f.IDs != nil {
 		add("d.id = ANY(?::bigint[])", f.IDs)
@@ -962,8 +1045,13 @@ const busPruneSQL = `WITH ids AS MATERIALIZED (
 )
 SELECT count(*) FROM events`
 
-// BusPrune: see storage.BusStore. One transaction of two statements in one
-// round trip (busPruneLockSQL, busPruneSQL); events another transaction
+// busVersionsPruneSQL deletes tenant $1's kept subscription versions that
+// no unrouted event needs: none is at or before the version's end.
+const busVersionsPruneSQL = `DELETE FROM bus_subscription_versions v WHERE v.tenant = $1 AND NOT EXISTS (
+	SELECT 1 FROM bus_events e WHERE e.tenant = $1 AND e.routed_at = 0 AND e.seq <= v.until)`
+
+// BusPrune: see storage.BusStore. One transaction of three statements in one
+// round trip (busPruneLockSQL, busPruneSQL, busVersionsPruneSQL); events another transaction
 // holds are skipped.
 func (s *Store) BusPrune(ctx context.Context, p *storage.BusPruneParams) (int, error) {
 	if p == nil {
@@ -986,6 +1074,7 @@ func (s *Store) BusPrune(ctx context.Context, p *storage.BusPruneParams) (int, e
 		b.exec("", scanSettings)
 		b.exec("lock events", busPruneLockSQL, p.Tenant, before, limit)
 		b.queryRow("delete", func(row pgx.Row) error { return row.Scan(&n) }, busPruneSQL, p.Tenant)
+		b.exec("delete subscription versions", busVersionsPruneSQL, p.Tenant)
 		return b.send(ctx, s.pool)
 	})
 	if err != nil {

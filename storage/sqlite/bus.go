@@ -362,6 +362,16 @@ func (s *Store) BusRoute(ctx context.Context, p *storage.BusRouteParams) (int, e
 		if len(evs) == 0 {
 			return nil
 		}
+		if p.CheckGeneration {
+			var gen int64
+			if err := w.queryRow(`SELECT COALESCE((SELECT sub_generation FROM bus_tenants WHERE tenant = ?), 0)`,
+				p.Tenant).Scan(&gen); err != nil {
+				return fmt.Errorf("read the subscription generation: %w", err)
+			}
+			if gen != p.Generation {
+				return fmt.Errorf("generation %d, not %d: %w", gen, p.Generation, storage.ErrSubscriptionsChanged)
+			}
+		}
 		fq := newFairQueue(w, p.Tenant)
 		queued := false
 		for _, ev := range evs {
@@ -894,6 +904,32 @@ func bumpGeneration(w *wtx, tenant string) error {
 	return nil
 }
 
+// retireSubscription is the first step of a put or delete of subscription
+// id: it returns the change's position in the publish order (the highest
+// event seq given: writes are serial, so every event published after the
+// change has a higher one) and, if the tenant has unrouted events (all
+// published before the change), keeps the subscription's current version,
+// if any, for routing them (migration 0015).
+func retireSubscription(w *wtx, tenant, id string) (int64, error) {
+	var (
+		pos  int64
+		keep bool
+	)
+	if err := w.queryRow(`SELECT COALESCE((SELECT max(seq) FROM bus_events), 0),
+		EXISTS (SELECT 1 FROM bus_events WHERE tenant = ? AND routed_at = 0)`, tenant).Scan(&pos, &keep); err != nil {
+		return 0, fmt.Errorf("read the publish position: %w", err)
+	}
+	if keep {
+		if _, err := w.exec(`INSERT INTO bus_subscription_versions (tenant, id, version, pattern, filter, target, enabled,
+				max_retries, timeout, created_at, updated_at, since, until)
+			SELECT tenant, id, version, pattern, filter, target, enabled, max_retries, timeout, created_at, updated_at, since, ?
+			FROM bus_subscriptions WHERE tenant = ? AND id = ?`, pos, tenant, id); err != nil {
+			return 0, fmt.Errorf("keep the replaced version: %w", err)
+		}
+	}
+	return pos, nil
+}
+
 // BusSubscriptionPut: see storage.BusStore.
 func (s *Store) BusSubscriptionPut(ctx context.Context, p *storage.BusSubscriptionPutParams) (*heraldtype.Subscription, error) {
 	if p == nil {
@@ -929,14 +965,17 @@ func (s *Store) BusSubscriptionPut(ctx context.Context, p *storage.BusSubscripti
 	now := backend.NowOr(p.Now).UnixNano()
 	var got *heraldtype.Subscription
 	err = s.write(ctx, func(w *wtx) error {
-		var err error
+		pos, err := retireSubscription(w, p.Tenant, sub.ID)
+		if err != nil {
+			return err
+		}
 		got, err = scanSub(w.queryRow(`INSERT INTO bus_subscriptions (tenant, id, pattern, filter, target, enabled,
-				max_retries, timeout, version, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)
+				max_retries, timeout, version, created_at, updated_at, since) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?)
 			ON CONFLICT (tenant, id) DO UPDATE SET pattern = excluded.pattern, filter = excluded.filter,
 				target = excluded.target, enabled = excluded.enabled, max_retries = excluded.max_retries,
-				timeout = excluded.timeout, version = version + 1, updated_at = excluded.updated_at
+				timeout = excluded.timeout, version = version + 1, updated_at = excluded.updated_at, since = excluded.since
 			RETURNING `+subCols, p.Tenant, sub.ID, sub.Pattern, backend.RawArg(sub.Filter), string(target), sub.Enabled,
-			maxRetries, int64(sub.Timeout), now, now))
+			maxRetries, int64(sub.Timeout), now, now, pos))
 		if err != nil {
 			return fmt.Errorf("store: %w", err)
 		}
@@ -1013,6 +1052,63 @@ func (s *Store) BusSubscriptionList(ctx context.Context, p *storage.BusTenantPar
 	return out, gen, nil
 }
 
+// busSubscriptionVersionsSQL reads tenant ?1's current subscriptions and
+// kept versions (migration 0015), by id and since.
+const busSubscriptionVersionsSQL = `SELECT ` + subCols + `, since, 0 FROM bus_subscriptions WHERE tenant = ?1
+	UNION ALL SELECT ` + subCols + `, since, until FROM bus_subscription_versions WHERE tenant = ?1
+	ORDER BY id, since`
+
+// BusSubscriptionVersions: see storage.BusStore. One read transaction for
+// the versions and the generation.
+func (s *Store) BusSubscriptionVersions(ctx context.Context, p *storage.BusTenantParams) (_ []*storage.BusSubscriptionVersion, _ int64, err error) {
+	defer s.afterRead(ctx, &err)
+	if p == nil {
+		return nil, 0, fmt.Errorf("sqlite: subscription versions: %w", errNilParams)
+	}
+	if err := checkTenant(p.Tenant); err != nil {
+		return nil, 0, fmt.Errorf("sqlite: subscription versions: %w", err)
+	}
+	if s.closed.Load() {
+		return nil, 0, heraldtype.ErrClosed
+	}
+	tx, err := s.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, 0, fmt.Errorf("sqlite: subscription versions: %w", s.readErr(err))
+	}
+	defer tx.Rollback()
+	r := s.reader(tx)
+	gen, err := readGeneration(ctx, r, p.Tenant)
+	if err != nil {
+		return nil, 0, fmt.Errorf("sqlite: subscription versions: %w", s.readErr(err))
+	}
+	rows, err := r.QueryContext(ctx, busSubscriptionVersionsSQL, p.Tenant)
+	if err != nil {
+		return nil, 0, fmt.Errorf("sqlite: subscription versions: %w", s.readErr(err))
+	}
+	defer rows.Close()
+	var out []*storage.BusSubscriptionVersion
+	for rows.Next() {
+		v := &storage.BusSubscriptionVersion{}
+		if v.Subscription, err = scanSub(extraScan{rows, []any{&v.Since, &v.Until}}); err != nil {
+			return nil, 0, fmt.Errorf("sqlite: subscription versions: %w", err)
+		}
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, fmt.Errorf("sqlite: subscription versions: %w", s.readErr(err))
+	}
+	return out, gen, nil
+}
+
+// extraScan scans a row's first columns with the scan it is handed and the
+// rest into extra.
+type extraScan struct {
+	sc    scanner
+	extra []any
+}
+
+func (e extraScan) Scan(dest ...any) error { return e.sc.Scan(append(dest, e.extra...)...) }
+
 func readGeneration(ctx context.Context, q querier, tenant string) (int64, error) {
 	var gen int64
 	err := q.QueryRowContext(ctx, `SELECT sub_generation FROM bus_tenants WHERE tenant = ?`, tenant).Scan(&gen)
@@ -1032,6 +1128,9 @@ func (s *Store) BusSubscriptionDelete(ctx context.Context, p *storage.BusSubscri
 		return fmt.Errorf("sqlite: delete subscription: %w", err)
 	}
 	err := s.write(ctx, func(w *wtx) error {
+		if _, err := retireSubscription(w, p.Tenant, p.ID); err != nil {
+			return err
+		}
 		res, err := w.exec(`DELETE FROM bus_subscriptions WHERE tenant = ? AND id = ?`, p.Tenant, p.ID)
 		if err != nil {
 			return err
@@ -1278,6 +1377,9 @@ func letterFilter(tenant string, f *storage.BusDeadLetterFilter) (where []string
 		} else {
 			where = append(where, "d.reprocessed_at = 0")
 		}
+	}
+	if f.Through > 0 {
+		where, args = append(where, "d.id <= ?"), append(args, f.Through)
 	}
 	if f.IDs != nil {
 		if len(f.IDs) == 0 {
@@ -1616,6 +1718,11 @@ const busPrunableSQL = `SELECT seq FROM bus_events e WHERE tenant = ?1 AND route
 		AND r.status IN ('queued', 'running', 'retrying'))
 	ORDER BY routed_at LIMIT +?3`
 
+// busVersionsPruneSQL deletes tenant ?1's kept subscription versions that
+// no unrouted event needs: none is at or before the version's end.
+const busVersionsPruneSQL = `DELETE FROM bus_subscription_versions WHERE tenant = ?1 AND NOT EXISTS (
+	SELECT 1 FROM bus_events e WHERE e.tenant = ?1 AND e.routed_at = 0 AND e.seq <= bus_subscription_versions.until)`
+
 // BusPrune: see storage.BusStore. The oldest routed events first
 // (bus_events_routed), skipping those with an execution that has not
 // ended.
@@ -1659,6 +1766,9 @@ func (s *Store) BusPrune(ctx context.Context, p *storage.BusPruneParams) (int, e
 			}
 		}
 		count = len(seqs)
+		if _, err := w.exec(busVersionsPruneSQL, p.Tenant); err != nil {
+			return fmt.Errorf("delete subscription versions: %w", err)
+		}
 		return nil
 	})
 	if err != nil {

@@ -47,6 +47,7 @@ var busTests = []struct {
 	{"BusHeartbeat", testBusHeartbeat},
 	{"BusSubscriptions", testBusSubscriptions},
 	{"BusSubscriptionDeleteKeepsExecutions", testBusSubscriptionDeleteKeepsExecutions},
+	{"BusSubscriptionVersions", testBusSubscriptionVersions},
 	{"BusScripts", testBusScripts},
 	{"BusDeadLetterList", testBusDeadLetterList},
 	{"BusDeadLetterReprocess", testBusDeadLetterReprocess},

@@ -170,6 +170,153 @@ func testBusSubscriptionDeleteKeepsExecutions(b *bundle) {
 	wantEqual(t, "Attempts", c.Execution.Attempts, 2)
 }
 
+// subVersions returns the tenant's subscription versions and generation.
+func (b *bundle) subVersions() ([]*storage.BusSubscriptionVersion, int64) {
+	b.t.Helper()
+	vs, gen, err := b.s.BusSubscriptionVersions(b.ctx, &storage.BusTenantParams{Tenant: b.tenant})
+	if err != nil {
+		b.t.Fatalf("BusSubscriptionVersions: %v", err)
+	}
+	return vs, gen
+}
+
+// testBusSubscriptionVersions: a put or delete takes a position in the
+// publish order and keeps the version it replaces while unrouted events
+// published before it may need it; BusPrune drops a kept version once no
+// unrouted event is at or before its end.
+func testBusSubscriptionVersions(b *bundle) {
+	t := b.t
+	type v struct {
+		id           string
+		version      int
+		since, until int64
+	}
+	versions := func(what string, want ...v) []*storage.BusSubscriptionVersion {
+		t.Helper()
+		vs, gen := b.subVersions()
+		wantEqual(t, what+": generation", gen, b.subGeneration())
+		var got []v
+		for _, x := range vs {
+			got = append(got, v{x.Subscription.ID, x.Subscription.Version, x.Since, x.Until})
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("%s: versions %v, want %v", what, got, want)
+		}
+		return vs
+	}
+	seqs := map[string]int64{}
+	route := func(now time.Time) int {
+		t.Helper()
+		return b.busRoute(now, 100, func(ev *storage.BusEvent) []storage.BusRouteDecision {
+			seqs[ev.ID] = ev.Seq
+			return nil
+		})
+	}
+	sub := func(id, filter string) heraldtype.Subscription {
+		return heraldtype.Subscription{ID: id, Pattern: "a", Filter: json.RawMessage(filter), Enabled: true,
+			Target: heraldtype.Target{Kind: heraldtype.TargetHandler, Handler: "h"}}
+	}
+	del := func(id string) {
+		t.Helper()
+		if err := b.s.BusSubscriptionDelete(b.ctx, &storage.BusSubscriptionGetParams{Tenant: b.tenant, ID: id}); err != nil {
+			t.Fatalf("BusSubscriptionDelete(%s): %v", id, err)
+		}
+	}
+	versions("no subscription")
+
+	// Nothing unrouted: a put keeps nothing.
+	b.putSub(sub("s", `{"n":1}`), t0)
+	b.putSub(sub("s", `{"n":2}`), t0)
+	vs := versions("s put twice, nothing unrouted", v{"s", 2, b.subVersionSince("s"), 0})
+	s2 := vs[0].Since
+
+	// e1 is published under s v2; the put of v3 keeps v2 until it.
+	b.busPublish("e1", "a", t0)
+	b.putSub(sub("s", `{"n":3}`), at(time.Second))
+	vs = versions("s v3 after e1", v{"s", 2, s2, b.subVersionSince("s")}, v{"s", 3, b.subVersionSince("s"), 0})
+	c3 := vs[0].Until
+	wantJSON(t, "kept v2's filter", vs[0].Subscription.Filter, `{"n":2}`)
+	wantTime(t, "kept v2's UpdatedAt", vs[0].Subscription.UpdatedAt, t0)
+	wantJSON(t, "v3's filter", vs[1].Subscription.Filter, `{"n":3}`)
+
+	// e2 is published under v3; the delete keeps v3 until it. t is created
+	// after the delete; e3 is published under t alone.
+	b.busPublish("e2", "a", at(time.Second))
+	del("s")
+	b.putSub(sub("t", ``), at(2*time.Second))
+	b.busPublish("e3", "a", at(2*time.Second))
+	vs, _ = b.subVersions()
+	if len(vs) != 3 {
+		t.Fatalf("versions after the delete and t's put: %d, want 3", len(vs))
+	}
+	d, tSince := vs[1].Until, vs[2].Since
+	versions("s deleted, t put", v{"s", 2, s2, c3}, v{"s", 3, c3, d}, v{"t", 1, tSince, 0})
+	if !(d > c3 && tSince >= d) {
+		t.Fatalf("positions: v3 put at %d, delete at %d, t put at %d", c3, d, tSince)
+	}
+	wantEqual(t, "routed", route(at(3*time.Second)), 3)
+	// Each event's seq is within the versions it was published under.
+	if !(s2 < seqs["e1"] && seqs["e1"] <= c3 && c3 < seqs["e2"] && seqs["e2"] <= d && tSince < seqs["e3"]) {
+		t.Fatalf("seqs %v against positions s v2 %d, v3 %d, delete %d, t %d", seqs, s2, c3, d, tSince)
+	}
+
+	// A routing that names another generation than the current one routes
+	// nothing; one that names the current one routes.
+	b.busPublish("e4", "a", at(3*time.Second))
+	gen := b.subGeneration()
+	for _, g := range []int64{gen - 1, gen + 1} {
+		_, err := b.s.BusRoute(b.ctx, &storage.BusRouteParams{Tenant: b.tenant, Now: at(3 * time.Second),
+			CheckGeneration: true, Generation: g, Route: matchAll("t")})
+		wantErr(t, fmt.Sprintf("BusRoute at generation %d (current %d)", g, gen), err, storage.ErrSubscriptionsChanged)
+	}
+	wantEqual(t, "e4's routes after refused routings", len(b.busEvent("e4").Routes), 0)
+
+	// A kept version stays while an unrouted event needs it.
+	b.putSub(sub("t", `{"n":4}`), at(4*time.Second))
+	wantEqual(t, "pruned", b.busPrune(at(time.Hour), 0), 3)
+	versions("pruned with e4 unrouted", v{"t", 1, tSince, b.subVersionSince("t")}, v{"t", 2, b.subVersionSince("t"), 0})
+	n, err := b.s.BusRoute(b.ctx, &storage.BusRouteParams{Tenant: b.tenant, Now: at(5 * time.Second),
+		CheckGeneration: true, Generation: b.subGeneration(), Route: matchAll("t")})
+	if err != nil || n != 1 {
+		t.Fatalf("BusRoute at the current generation: %d, %v", n, err)
+	}
+	wantEqual(t, "e4's routes", len(b.busEvent("e4").Routes), 1)
+	b.busPrune(at(time.Hour), 0)
+	versions("pruned after e4 was routed", v{"t", 2, b.subVersionSince("t"), 0})
+
+	// Another tenant's changes keep nothing of this one.
+	o := b.in(b.tenant + "-other")
+	o.busPublish("x", "a", t0)
+	o.putSub(sub("t", ``), t0)
+	vs, _ = o.subVersions()
+	wantEqual(t, "another tenant's versions", len(vs), 1)
+	versions("after another tenant's put", v{"t", 2, b.subVersionSince("t"), 0})
+}
+
+// busPrune prunes what ended before before and returns how many events it
+// deleted.
+func (b *bundle) busPrune(before time.Time, limit int) int {
+	b.t.Helper()
+	n, err := b.s.BusPrune(b.ctx, &storage.BusPruneParams{Tenant: b.tenant, Before: before, Limit: limit})
+	if err != nil {
+		b.t.Fatalf("BusPrune: %v", err)
+	}
+	return n
+}
+
+// subVersionSince returns the Since of subscription id's current version.
+func (b *bundle) subVersionSince(id string) int64 {
+	b.t.Helper()
+	vs, _ := b.subVersions()
+	for _, v := range vs {
+		if v.Subscription.ID == id && v.Until == 0 {
+			return v.Since
+		}
+	}
+	b.t.Fatalf("no current version of %s", id)
+	return 0
+}
+
 func testBusScripts(b *bundle) {
 	t := b.t
 	put := func(id, src string, now time.Time) *heraldtype.Script {
@@ -359,6 +506,8 @@ func testBusDeadLetterList(b *bundle) {
 	list("ids", storage.BusDeadLetterFilter{IDs: []int64{L[1], L[4], 987654321}}, 0, 0, []int64{L[4], L[1]}, 0)
 	list("ids and subscription", storage.BusDeadLetterFilter{IDs: []int64{L[1], L[4]}, Subscription: "B"}, 0, 0, []int64{L[1]}, 0)
 	list("an empty id list", storage.BusDeadLetterFilter{IDs: []int64{}}, 0, 0, nil, 0)
+	list("through a letter", storage.BusDeadLetterFilter{Through: L[3]}, 0, 0, []int64{L[3], L[2], L[1], L[0]}, 0)
+	list("through a letter, subscription A", storage.BusDeadLetterFilter{Through: L[3], Subscription: "A"}, 0, 0, []int64{L[2], L[0]}, 0)
 	list("unknown subscription", storage.BusDeadLetterFilter{Subscription: "C"}, 0, 0, nil, 0)
 	no, yes := false, true
 	list("not reprocessed", storage.BusDeadLetterFilter{Reprocessed: &no}, 0, 0, []int64{L[5], L[4], L[3], L[2], L[1], L[0]}, 0)
@@ -433,6 +582,21 @@ func testBusDeadLetterReprocess(b *bundle) {
 	}
 	_, err := b.s.BusDeadLetterReprocess(b.ctx, &storage.BusDeadLetterOpParams{Tenant: b.tenant, Limit: -1, Now: at(4 * time.Hour)})
 	wantErr(t, "BusDeadLetterReprocess with a negative limit", err, heraldtype.ErrInvalidArgument)
+
+	// Through fences the selection: z1 fails again after the reprocess
+	// took it, and its new letter is past the fence.
+	o := b.in(b.tenant + "-fence")
+	Z1 := o.makeDeadLetters(t0, deadLetterSpec{"z1", "a", "z", heraldtype.ErrorPermanent})[0]
+	fence := storage.BusDeadLetterFilter{Through: Z1}
+	wantEqual(t, "reprocessed through z1's letter", o.reprocess(fence, 0, at(5*time.Hour)), 1)
+	c = o.busClaimOne(at(5*time.Hour), "z1", "z")
+	o.busFinishOK(at(5*time.Hour), outcome(c, storage.BusDeadLetter, at(5*time.Hour)))
+	if Z2 := o.busExec("z1", "z").DeadLetter; Z2 <= Z1 {
+		t.Fatalf("z1's second letter %d is not after its first %d", Z2, Z1)
+	}
+	wantEqual(t, "reprocessed through z1's first letter, after it failed again", o.reprocess(fence, 0, at(5*time.Hour)), 0)
+	wantEqual(t, "z1 after the fenced reprocess", o.busExec("z1", "z").Status, heraldtype.ExecDeadLettered)
+	wantEqual(t, "reprocessed without the fence", o.reprocess(storage.BusDeadLetterFilter{}, 0, at(5*time.Hour)), 1)
 	wantEqual(t, "y's execution after a refused reprocess", b.busExec("y1", "y").Status, heraldtype.ExecDeadLettered)
 }
 
