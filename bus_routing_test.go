@@ -2,6 +2,7 @@ package herald_test
 
 import (
 	"encoding/json"
+	"slices"
 	"testing"
 
 	"github.com/heraldwf/herald"
@@ -39,22 +40,10 @@ func wantRoutes(b *bundle, eventID string, matched, filtered []string) *herald.P
 	b.t.Helper()
 	ev := b.waitEnded(eventID)
 	m, f := matchedSubs(ev)
-	if !equalStrings(m, matched) || !equalStrings(f, filtered) {
+	if !slices.Equal(m, matched) || !slices.Equal(f, filtered) {
 		b.t.Fatalf("%s: matched %v filtered %v, want matched %v filtered %v (%s)", eventID, m, f, matched, filtered, describeBus(ev))
 	}
 	return ev
-}
-
-func equalStrings(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // An event is matched against the subscriptions in force when it was
