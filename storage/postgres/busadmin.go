@@ -192,44 +192,13 @@ ORDER BY s.id`
 
 // BusSubscriptionList: see storage.BusStore.
 func (s *Store) BusSubscriptionList(ctx context.Context, p *storage.BusTenantParams) ([]*heraldtype.Subscription, int64, error) {
-	if p == nil {
-		return nil, 0, fmt.Errorf("postgres: list subscriptions: %w", errNilParams)
-	}
-	if err := storage.ValidateTenantID(p.Tenant); err != nil {
-		return nil, 0, fmt.Errorf("postgres: list subscriptions: %w", err)
-	}
-	var (
-		out []*heraldtype.Subscription
-		gen int64
-	)
-	err := s.do(ctx, func(ctx context.Context) error {
-		out = nil
-		rows, err := s.pool.Query(ctx, subscriptionListSQL, p.Tenant)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var (
-				r  subscriptionRow
-				ok bool
-			)
-			if err := rows.Scan(append([]any{&gen, &ok}, r.dest()...)...); err != nil {
-				return err
-			}
-			if !ok {
-				continue
-			}
-			sub, err := r.subscription()
-			if err != nil {
-				return err
-			}
-			out = append(out, sub)
-		}
-		return rows.Err()
-	})
+	vs, gen, err := s.subscriptionRows(ctx, "list subscriptions", subscriptionListSQL, p, false)
 	if err != nil {
-		return nil, 0, fmt.Errorf("postgres: list subscriptions: %w", err)
+		return nil, 0, err
+	}
+	out := make([]*heraldtype.Subscription, len(vs))
+	for i, v := range vs {
+		out[i] = v.Subscription
 	}
 	return out, gen, nil
 }
@@ -249,11 +218,18 @@ ORDER BY v.id, v.since`
 
 // BusSubscriptionVersions: see storage.BusStore.
 func (s *Store) BusSubscriptionVersions(ctx context.Context, p *storage.BusTenantParams) ([]*storage.BusSubscriptionVersion, int64, error) {
+	return s.subscriptionRows(ctx, "subscription versions", subscriptionVersionsSQL, p, true)
+}
+
+// subscriptionRows runs q (subscriptionListSQL or, with versions,
+// subscriptionVersionsSQL, whose rows end with since and until) for p's
+// tenant: its subscriptions and its generation, read in one snapshot.
+func (s *Store) subscriptionRows(ctx context.Context, op, q string, p *storage.BusTenantParams, versions bool) ([]*storage.BusSubscriptionVersion, int64, error) {
 	if p == nil {
-		return nil, 0, fmt.Errorf("postgres: subscription versions: %w", errNilParams)
+		return nil, 0, fmt.Errorf("postgres: %s: %w", op, errNilParams)
 	}
 	if err := storage.ValidateTenantID(p.Tenant); err != nil {
-		return nil, 0, fmt.Errorf("postgres: subscription versions: %w", err)
+		return nil, 0, fmt.Errorf("postgres: %s: %w", op, err)
 	}
 	var (
 		out []*storage.BusSubscriptionVersion
@@ -261,7 +237,7 @@ func (s *Store) BusSubscriptionVersions(ctx context.Context, p *storage.BusTenan
 	)
 	err := s.do(ctx, func(ctx context.Context) error {
 		out = nil
-		rows, err := s.pool.Query(ctx, subscriptionVersionsSQL, p.Tenant)
+		rows, err := s.pool.Query(ctx, q, p.Tenant)
 		if err != nil {
 			return err
 		}
@@ -272,7 +248,11 @@ func (s *Store) BusSubscriptionVersions(ctx context.Context, p *storage.BusTenan
 				ok bool
 				v  storage.BusSubscriptionVersion
 			)
-			if err := rows.Scan(append(append([]any{&gen, &ok}, r.dest()...), &v.Since, &v.Until)...); err != nil {
+			dest := append([]any{&gen, &ok}, r.dest()...)
+			if versions {
+				dest = append(dest, &v.Since, &v.Until)
+			}
+			if err := rows.Scan(dest...); err != nil {
 				return err
 			}
 			if !ok {
@@ -286,7 +266,7 @@ func (s *Store) BusSubscriptionVersions(ctx context.Context, p *storage.BusTenan
 		return rows.Err()
 	})
 	if err != nil {
-		return nil, 0, fmt.Errorf("postgres: subscription versions: %w", err)
+		return nil, 0, fmt.Errorf("postgres: %s: %w", op, err)
 	}
 	return out, gen, nil
 }
