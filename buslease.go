@@ -172,6 +172,23 @@ func (l *queuedLeases) keep(ctx context.Context) {
 	}
 }
 
+// mustStart reports whether the attempt must be started (startAttempt)
+// before its target runs, or may be counted by its end alone. A Go handler
+// runs in this process and may crash it every time: only a start written
+// before it runs bounds its attempts. A script (in a child process),
+// workflow or lane target cannot take the process down with it, so its
+// attempt is counted by its end's record (a node that dies while it runs
+// leaves it unstarted: the takeover runs it again as the same attempt),
+// unless its lease was renewed a third of the lease ago or more, when the
+// start renews it and fences out a takeover. The start is a store write
+// that an attempt waits for: skipping it where it buys nothing is what
+// keeps script and lane attempts from waiting for the store twice
+// (bench/README.md, issue 32).
+func (r *Runtime) mustStart(it *busItem, target heraldtype.Target) bool {
+	return target.Kind == heraldtype.TargetHandler || target.Kind == "" ||
+		r.cfg.Clock.Now().Sub(it.renewed) >= r.cfg.Bus.Lease/3
+}
+
 // startAttempt starts the claimed attempt: the store counts it and renews
 // its lease. Counting it before the target runs is what bounds the
 // attempts of a target that crashes its process every time.

@@ -483,12 +483,15 @@ func (r *Runtime) attemptBusIn(ctx context.Context, fin *busFinisher, atts *busA
 	}
 	// The final attempt started, and its node stopped or stalled: the
 	// execution is dead-lettered without a new attempt (none is counted;
-	// the record is the lost attempt's). Otherwise the attempt starts: it
-	// is counted, and its lease renewed, before the target runs (which
-	// also fences out an attempt another node took over meanwhile).
+	// the record is the lost attempt's). Otherwise the attempt starts
+	// (mustStart): it is counted, and its lease renewed, before the target
+	// runs (which also fences out an attempt another node took over
+	// meanwhile); else its end counts it.
 	takenOverLast := it.TakenOver && ex.Attempts > maxRetries+1
 	if takenOverLast {
 		ex.Attempts--
+	} else if !r.mustStart(it, target) {
+		// Counted by its end's record.
 	} else if err := r.startAttempt(ctx, it); err != nil {
 		if errors.Is(err, heraldtype.ErrLeaseLost) {
 			atts.end(it)

@@ -722,10 +722,15 @@ func (s *Store) BusFinish(ctx context.Context, p *storage.BusFinishParams) ([]er
 // token $3 owns it and, with $5 (Start), starts its attempt: counted once,
 // however often the start is written. A token is set only while its
 // execution runs (the query names no status, so that no partial index of
-// statuses competes with the primary key).
+// statuses competes with the primary key). It commits with
+// synchronous_commit off, as the claims do (postgres.go): an attempt waits
+// for its start before its target runs, and a heartbeat or start lost in a
+// database crash loses only a lease's extension or one attempt's count,
+// never an outcome (a start guards against a Go handler that crashes
+// Herald's process, which the server outlives).
 const busHeartbeatSQL = `UPDATE bus_routes SET lease_until = $4,
 	attempts = attempts + CASE WHEN $5::boolean AND NOT started THEN 1 ELSE 0 END, started = started OR $5::boolean
-	WHERE tenant = $1 AND id = $2 AND lock_token = $3`
+	WHERE tenant = $1 AND id = $2 AND lock_token = $3 AND set_config('synchronous_commit', 'off', true) IS NOT NULL`
 
 // BusHeartbeat: see storage.BusStore. A zero LeaseUntil is refused.
 func (s *Store) BusHeartbeat(ctx context.Context, p *storage.BusHeartbeatParams) error {

@@ -50,6 +50,7 @@ const busScenarioHandler = "bus publish → handler done"
 type busOptions struct {
 	n, publishers, samples int
 	workers, scriptProcs   int
+	tenantScriptProcs      int // Bus.TenantScriptProcesses (0: Herald's default)
 	warmup                 int
 }
 
@@ -163,7 +164,7 @@ func busRun(ctx context.Context, o *options, k busKind, backend string, hopt her
 		return []Result{{Scenario: loadScenario, System: "herald " + backend, Error: err.Error()}}
 	}
 	probe := newBusProbe()
-	hopt.bus = herald.BusConfig{Workers: bo.workers, ScriptProcesses: bo.scriptProcs}
+	hopt.bus = herald.BusConfig{Workers: bo.workers, ScriptProcesses: bo.scriptProcs, TenantScriptProcesses: bo.tenantScriptProcs}
 	hopt.observer = probe
 	hopt.onBusFinish = probe.busFinished
 	progress("Herald bus (%s) on %s: %d workers, %d script processes", k.label, backend, bo.workers, bo.scriptProcs)
@@ -274,6 +275,9 @@ func busRun(ctx context.Context, o *options, k busKind, backend string, hopt her
 
 	sys, dur := h.Name(), h.Durability()+"; the event committed before Publish returns, each attempt's end committed (BusFinish)"
 	cfg := fmt.Sprintf("Bus.Workers %d, Bus.ScriptProcesses %d, %d publishers", bo.workers, bo.scriptProcs, bo.publishers)
+	if bo.tenantScriptProcs > 0 {
+		cfg += fmt.Sprintf(", Bus.TenantScriptProcesses %d", bo.tenantScriptProcs)
+	}
 	probe.mu.Lock()
 	defer probe.mu.Unlock()
 	r := Result{Scenario: loadScenario, System: sys, Durability: dur, N: bo.n, Rate: rate, RateUnit: "events/s",

@@ -174,6 +174,7 @@ func main() {
 	flag.IntVar(&o.bus.samples, "bus-samples", 200, "events published one at a time in the bus runs' isolated part (30 with -quick)")
 	flag.IntVar(&o.bus.workers, "bus-workers", 32, "Herald Config.Bus.Workers in the bus runs, and River's MaxWorkers")
 	flag.IntVar(&o.bus.scriptProcs, "bus-script-processes", defaultScriptProcs(), "Herald Config.Bus.ScriptProcesses in the bus runs (default: the CPUs)")
+	flag.IntVar(&o.bus.tenantScriptProcs, "bus-tenant-script-processes", 0, "Herald Config.Bus.TenantScriptProcesses in the bus runs (default Herald's: half the script processes); the runs are of one tenant")
 	flag.IntVar(&o.matchEvents, "match-events", 200000, "events routed in the bus-match scenario")
 	flag.StringVar(&o.workerSchema, "worker-schema", "", "internal: run as a scale-out worker process on this PostgreSQL schema")
 	flag.Parse()
