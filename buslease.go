@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/heraldwf/herald/heraldtype"
@@ -131,14 +132,14 @@ func (l *queuedLeases) renew(ctx context.Context, tenant string) {
 	now := r.cfg.Clock.Now()
 	for _, j := range l.q.queued(tenant) {
 		it := j.it
-		if now.Sub(it.renewed) < r.cfg.Bus.Lease/3 {
+		if now.Sub(it.renewed.load()) < r.cfg.Bus.Lease/3 {
 			continue
 		}
 		err := r.store.BusHeartbeat(ctx, &storage.BusHeartbeatParams{Tenant: it.tenant, Execution: it.Execution.ID,
 			LockToken: it.LockToken, LeaseUntil: now.Add(r.cfg.Bus.Lease)})
 		switch {
 		case err == nil:
-			it.renewed = now
+			it.renewed.store(now)
 		case errors.Is(err, heraldtype.ErrLeaseLost):
 			if l.q.remove(j) {
 				close(j.done)
@@ -186,7 +187,7 @@ func (l *queuedLeases) keep(ctx context.Context) {
 // (bench/README.md, issue 32).
 func (r *Runtime) mustStart(it *busItem, target heraldtype.Target) bool {
 	return target.Kind == heraldtype.TargetHandler || target.Kind == "" ||
-		r.cfg.Clock.Now().Sub(it.renewed) >= r.cfg.Bus.Lease/3
+		r.cfg.Clock.Now().Sub(it.renewed.load()) >= r.cfg.Bus.Lease/3
 }
 
 // startAttempt starts the claimed attempt: the store counts it and renews
@@ -230,3 +231,10 @@ func (r *Runtime) finishHeld(fin *busFinisher, atts *busAttempts, it *busItem, n
 		wait = min(2*wait, busFinishRetryMax)
 	}
 }
+
+// atomicTime is a time that the lease keeper sets while a worker that has
+// just taken the item from the queue reads it (mustStart).
+type atomicTime struct{ ns atomic.Int64 }
+
+func (t *atomicTime) store(v time.Time) { t.ns.Store(v.UnixNano()) }
+func (t *atomicTime) load() time.Time   { return time.Unix(0, t.ns.Load()) }

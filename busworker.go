@@ -112,8 +112,9 @@ type busItem struct {
 	tenant string
 	// renewed is when its lease was last set while it waited in the
 	// dispatch queue (engine clock): at its claim, then by
-	// queuedLeases.renew, which guards it.
-	renewed time.Time
+	// queuedLeases.renew, while a worker that takes it reads it
+	// (mustStart).
+	renewed atomicTime
 	// gen is the tenant's subscription generation read just before the
 	// claim (0: not known).
 	gen int64
@@ -308,7 +309,8 @@ func (r *Runtime) claimBusN(ctx context.Context, tenant string, max int) ([]*bus
 	now := r.cfg.Clock.Now()
 	items := make([]*busItem, len(claimed))
 	for i, c := range claimed {
-		items[i] = &busItem{tenant: tenant, renewed: now, gen: rt.Generation, BusClaimed: c}
+		items[i] = &busItem{tenant: tenant, gen: rt.Generation, BusClaimed: c}
+		items[i].renewed.store(now)
 	}
 	return items, len(items) >= max, nil
 }
