@@ -76,15 +76,7 @@ func TestBus_QueuedExecutionKeepsItsLease(t *testing.T) {
 	// over.
 	b.waitFor("a claim round after the lease ran out", func() bool { return obs.n.Load() > rounds })
 	g.open()
-	x := b.waitExecution("e-quick", "quick", "ended", func(x *herald.Execution) bool {
-		return x.Status == herald.ExecSucceeded || x.Status == herald.ExecDeadLettered
-	})
-	if x.Status != herald.ExecSucceeded || x.Attempts != 1 {
-		t.Fatalf("the queued execution: %s after %d attempts (%s), want succeeded at attempt 1", x.Status, x.Attempts, x.LastError)
-	}
-	if as := b.attempts("e-quick"); len(as) != 1 || as[0].Number != 1 || !as[0].Succeeded {
-		t.Fatalf("attempt records %+v, want one: attempt 1, succeeded", as)
-	}
+	b.wantSucceededAtFirst(t, "e-quick", "quick")
 	if n := quickRuns.Load(); n != 1 {
 		t.Fatalf("the handler ran %d times, want 1", n)
 	}
@@ -131,15 +123,7 @@ func TestBus_StopReleasesAttemptsInFlight(t *testing.T) {
 		})
 	})
 	vc.Advance(3 * herald.DefaultBusLease) // a lease the Stop left would have run out
-	x := next.waitExecution("e1", "s", "ended", func(x *herald.Execution) bool {
-		return x.Status == herald.ExecSucceeded || x.Status == herald.ExecDeadLettered
-	})
-	if x.Status != herald.ExecSucceeded || x.Attempts != 1 {
-		t.Fatalf("after the stop: %s after %d attempts (%s), want succeeded at attempt 1", x.Status, x.Attempts, x.LastError)
-	}
-	if as := next.attempts("e1"); len(as) != 1 || as[0].Number != 1 || !as[0].Succeeded {
-		t.Fatalf("attempt records %+v, want one: attempt 1 by the next runtime", as)
-	}
+	next.wantSucceededAtFirst(t, "e1", "s")
 	if runs.Load() != 1 {
 		t.Fatalf("the next runtime ran the handler %d times, want 1", runs.Load())
 	}
@@ -284,5 +268,21 @@ func TestBus_DeadLetterWriteRetriedKeepsTheError(t *testing.T) {
 	}
 	if x.Attempts != 1 || dl.Attempts != 1 {
 		t.Fatalf("attempts: execution %d, letter %d; want 1", x.Attempts, dl.Attempts)
+	}
+}
+
+// wantSucceededAtFirst waits for event id's execution for sub to end and
+// fails unless it succeeded at attempt 1, with that attempt's record the
+// only one.
+func (b *bundle) wantSucceededAtFirst(t *testing.T, id, sub string) {
+	t.Helper()
+	x := b.waitExecution(id, sub, "ended", func(x *herald.Execution) bool {
+		return x.Status == herald.ExecSucceeded || x.Status == herald.ExecDeadLettered
+	})
+	if x.Status != herald.ExecSucceeded || x.Attempts != 1 {
+		t.Fatalf("%s: %s after %d attempts (%s), want succeeded at attempt 1", id, x.Status, x.Attempts, x.LastError)
+	}
+	if as := b.attempts(id); len(as) != 1 || as[0].Number != 1 || !as[0].Succeeded {
+		t.Fatalf("%s: attempt records %+v, want one: attempt 1, succeeded", id, as)
 	}
 }
