@@ -50,7 +50,8 @@ func TestBus_QueuedExecutionKeepsItsLease(t *testing.T) {
 	g := newGate()
 	obs := &busClaimRounds{countingObserver: newCountingObserver()}
 	var quickRuns atomic.Int64
-	b := setup(t, &herald.Config{Bus: herald.BusConfig{Workers: 1},
+	st := &leaseWatch{Store: testStore(t)}
+	b := setupOn(t, st, &herald.Config{Bus: herald.BusConfig{Workers: 1},
 		ClientConfig: herald.ClientConfig{Clock: vc, Observer: obs}}, func(rt *herald.Runtime) {
 		herald.RegisterBusHandler(rt, "hold", func(ctx context.Context, ev herald.BusEvent) (any, error) {
 			g.run(ev)
@@ -67,19 +68,54 @@ func TestBus_QueuedExecutionKeepsItsLease(t *testing.T) {
 	b.publish("hold", nil, "e-hold")
 	g.waitStarted(t, 1) // the only worker is busy
 	b.publish("quick", nil, "e-quick")
-	b.waitExecution("e-quick", "quick", "claimed", statusIs(herald.ExecRunning))
+	quick := b.waitExecution("e-quick", "quick", "claimed", statusIs(herald.ExecRunning))
 	b.waitFor("both claims reported", func() bool { return obs.n.Load() >= 2 })
 	rounds := obs.n.Load()
 	vc.Advance(3 * herald.DefaultBusLease) // the queued execution's claim lease is long over
-	// The claim loop looks again (the lease that ran out makes the tenant
-	// ready): the round in which it used to take its own queued execution
-	// over.
-	b.waitFor("a claim round after the lease ran out", func() bool { return obs.n.Load() > rounds })
+	// Either the claim loop looks again (the lease that ran out makes the
+	// tenant ready: the round in which it used to take its own queued
+	// execution over), or the node renews the queued execution's lease
+	// first, after which no claim can take it. Which comes first is the
+	// scheduler's; either is the moment the old code lost it.
+	now := vc.Now()
+	b.waitFor("a claim round, or the queued lease renewed, after the lease ran out", func() bool {
+		return obs.n.Load() > rounds || st.renewedPast(quick.ID, now)
+	})
 	g.open()
 	b.wantSucceededAtFirst(t, "e-quick", "quick")
 	if n := quickRuns.Load(); n != 1 {
 		t.Fatalf("the handler ran %d times, want 1", n)
 	}
+}
+
+// leaseWatch is a store that remembers the furthest lease each execution
+// was renewed to.
+type leaseWatch struct {
+	storage.Store
+	mu    sync.Mutex
+	until map[int64]time.Time
+}
+
+func (s *leaseWatch) BusHeartbeat(ctx context.Context, p *storage.BusHeartbeatParams) error {
+	err := s.Store.BusHeartbeat(ctx, p)
+	if err == nil {
+		s.mu.Lock()
+		if s.until == nil {
+			s.until = map[int64]time.Time{}
+		}
+		if p.LeaseUntil.After(s.until[p.Execution]) {
+			s.until[p.Execution] = p.LeaseUntil
+		}
+		s.mu.Unlock()
+	}
+	return err
+}
+
+// renewedPast reports whether the execution's lease was renewed to after t.
+func (s *leaseWatch) renewedPast(execution int64, t time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.until[execution].After(t)
 }
 
 // TestBus_StopReleasesAttemptsInFlight: a graceful Stop whose context ends
