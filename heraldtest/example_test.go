@@ -1,7 +1,8 @@
 package heraldtest_test
 
-// The README's "Testing your workflows" examples, as they are printed
-// there (the README's TestMain is main_test.go's here).
+// The examples of docs/testing.md ("An example"), as they are printed
+// there; the README shows TestExpense (the printed TestMain is
+// main_test.go's here).
 
 import (
 	"context"
