@@ -16,11 +16,12 @@ import (
 // one statement and one WAL flush) for many attempts; when idle a result
 // is written at once, alone, with no added wait.
 //
-// Measured with heraldbench bus-handler (32 workers, 10,000 events, three
-// alternated pairs against one BusFinish per attempt): PostgreSQL 2.0× the
-// events/s; SQLite FULL 0.86× (its writer already merges concurrent calls
-// into one commit, and the hand-over costs it a little). Two finishers
-// did better on PostgreSQL than four (1.8×) or eight (1.5×).
+// Batching pays on PostgreSQL, where each transaction costs a round trip
+// and a WAL flush; on SQLite the writer already merges concurrent calls
+// into one commit, so there the hand-over only costs a little. Few
+// finishers keep the batches full: more of them split the same results
+// into smaller transactions (bench/results.md, "Event bus: 2026-11-24,
+// 05:38 UTC", has the comparison).
 type busFinisher struct {
 	r    *Runtime
 	reqs chan *finishReq

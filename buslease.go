@@ -184,7 +184,7 @@ func (l *queuedLeases) keep(ctx context.Context) {
 // start renews it and fences out a takeover. The start is a store write
 // that an attempt waits for: skipping it where it buys nothing is what
 // keeps script and lane attempts from waiting for the store twice
-// (bench/README.md, issue 32).
+// (bench/results.md, issue 32).
 func (r *Runtime) mustStart(it *busItem, target heraldtype.Target) bool {
 	return target.Kind == heraldtype.TargetHandler || target.Kind == "" ||
 		r.cfg.Clock.Now().Sub(it.renewed.load()) >= r.cfg.Bus.Lease/3

@@ -136,12 +136,9 @@ func (it *busItem) freeSlot() {
 
 // busRouteBatch is how many events one BusRoute call routes. A routing
 // call is one write transaction; on SQLite every other write waits behind
-// it, so a smaller batch shortens the tail of the writes queued after it.
-// Measured with heraldbench bus-script,bus-dlq on SQLite FULL (six
-// alternated pairs on a quiet machine, 2026-11-24 12:15 UTC) against 256:
-// dead-letter write p99 under load 3.85–4.39 ms against 3.95–4.89 ms
-// (mean 0.94×), publish → dead letter done 1.09× and publish → script
-// done 1.03× the events/s.
+// it, so a smaller batch shortens the tail of the writes queued after it;
+// at 64 the bus's throughput did not drop against 256 (bench/results.md,
+// "Event bus: 2026-11-24, 12:13 UTC").
 const busRouteBatch = 64
 
 // busLoop routes and runs the event bus's work until ctx ends: one claim

@@ -290,8 +290,8 @@ var errTimeout = errors.New("script timed out")
 // JSON.parse gives, frozen with the runtime's own Object.freeze, at a
 // fraction of the cost of parsing and freezing in JavaScript (which
 // brings up the runtime's JSON and Array built-ins and runs a recursive
-// freeze through getOwnPropertyNames and forEach: about 60 µs of a
-// trivial script's 75). JSON with a \uD800–\uDFFF escape takes the
+// freeze through getOwnPropertyNames and forEach: most of a trivial
+// script's run). JSON with a \uD800–\uDFFF escape takes the
 // JavaScript way: JSON.parse keeps a lone surrogate that Go's decoder
 // would replace.
 func sandboxValues(vm *goja.Runtime, event, tenant json.RawMessage) (ctx, permCtor goja.Value, err error) {

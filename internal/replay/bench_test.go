@@ -55,7 +55,7 @@ func loopHistory(b *testing.B, size int) []history.Event {
 
 // BenchmarkReplay times one turn of an instance whose history has size
 // events: replay the whole history, then take one new event. The ns/event
-// metric stays flat if replay grows linearly with history length (a target in bench/README.md).
+// metric stays flat if replay grows linearly with history length (a target in bench/results.md, the run of record).
 // The workflow's code runs on a reused goroutine, as the runtime runs it
 // (Input.Go).
 func BenchmarkReplay(b *testing.B) {

@@ -16,11 +16,9 @@ import (
 //
 // A further batch (up to maxLeaders at a time) starts only when a full
 // batch's worth of calls waits: until then one batch in flight keeps up,
-// and fewer, bigger batches cost the server less per call. On the 2-core
-// benchmark machine, where the server's CPU is the limit, this rule made
-// the round trip 11-15 % faster and the p50 under paced load a quarter
-// lower than starting a batch for any call that found one of four slots
-// free (see bench/README.md, round 2).
+// and fewer, bigger batches cost the server less per call, which matters
+// when the server's CPU is the limit (bench/results.md, round 2, fourth
+// pass, against starting a batch for any call that finds a slot free).
 type combiner[T any] struct {
 	maxLeaders int // batches in flight at most
 	maxBatch   int // calls per batch at most

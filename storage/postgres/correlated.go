@@ -340,8 +340,8 @@ func (t *laneTx) StoreCorrelated(def, key string, payload json.RawMessage, trace
 // commitWaitSQL is backend.RegisterWaits for one wait, in one statement
 // that the commit's batch carries without a round trip of its own: the Go
 // rule reads the stored event before it decides, which on PostgreSQL costs
-// an interactive transaction (a commit with a correlated wait took 1.7 to
-// 2.1 times as long that way: BenchmarkCorrelated, sync=off/rules=go). backend.RegisterWaits is the contract's
+// an interactive transaction, a round trip per read on the commit's path
+// (BenchmarkCorrelated, rules=go, shows it). backend.RegisterWaits is the contract's
 // reference; the tests run the conformance suite's correlated cases with
 // it too (config.goCorrelated), so the two cannot drift apart unseen.
 //
@@ -460,8 +460,8 @@ func queueDeleteCorrelated(b *batch, found *bool, tenant, def, key string) {
 // putDeliverSQL is the delivery of backend.CorrelatedPut (the reference,
 // held to the same conformance cases, see correlatedPutGo) in one
 // statement: the Go rule needs a round trip to read the markers first and
-// queues statements per marker (heraldbench's fan-out of one put to 100
-// waiting instances ran at 0.80× with it). It
+// queues statements per marker, so a put's cost would grow with its
+// waiters by round trips, not rows. It
 // delivers a put correlated event to the markers on its key
 // of running instances (on the marker's execution), oldest first, at most
 // $6 (NULL: all): $1 tenant, $2 definition, $3 key, $4 payload, $5 now, $7

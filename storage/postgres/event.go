@@ -74,8 +74,8 @@ const raiseDefinitionCheck = `($10::bigint < 0 OR $10::bigint = COALESCE((SELECT
 // loading statements (scanPlans), set for the rest of the transaction.
 // Without them each hand-off that loads planned its loading statements
 // anew: PostgreSQL's estimate of their generic plans is worse than that of
-// the custom ones (on the 2-core benchmark machine at 1,000 hand-offs/s
-// that planning was a tenth of the server's CPU).
+// the custom ones, and planning on every hand-off is server CPU spent on
+// the hot path for nothing.
 //
 // The row comes from the statement's lock of it (inst, and the update's
 // RETURNING): a commit that the lock waited for is in it, where a

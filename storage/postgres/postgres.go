@@ -123,8 +123,8 @@
 // the write has committed, in its own transaction with synchronous_commit
 // off, instead of inside the write's transaction: PostgreSQL serializes the
 // commits of all transactions that notify (an exclusive lock held through the
-// commit's WAL flush), which on the development machine cut concurrent
-// commits from ~3,100/s to ~1,150/s. If a process dies between a commit and
+// commit's WAL flush), so notifying inside the write would make every
+// concurrent commit wait for the others' flushes. If a process dies between a commit and
 // its NOTIFY, other nodes find the work on their next poll (NextWake).
 // Anyone can wake a tenant's workers with NOTIFY herald_<schema>, '<tenant>'.
 //

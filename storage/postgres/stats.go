@@ -32,10 +32,8 @@ import (
 // table still smaller is left alone, never analyzed near empty. (An earlier
 // rule analyzed the core tables after the store's first 512 writes,
 // whatever their size: the events table, empty while the instances are
-// started, was analyzed empty; the ledger was then scanned 4,511 times,
-// 22 million rows read, in a 20,000-instance round trip, and the plans that
-// auto_explain sampled in another run showed the scans, twice in each
-// ending commit, all in one session.)
+// started, was analyzed empty, and every ending commit of that session
+// then scanned the ledger, twice: bench/results.md, round 2, fifth pass.)
 //
 // Once a table has such statistics, the store leaves it to autovacuum.
 // Plans made at 16 pages stay sound as the table grows (the planner scales
@@ -43,10 +41,9 @@ import (
 // a range past the histogram), while every ANALYZE makes every session
 // replan every statement that reads the table, at once. An earlier rule
 // analyzed a table again each time its live rows had doubled, by 10,000
-// or more: in a paced run at 2,000 sends/s on the 2-core benchmark
-// machine, the replans after each such ANALYZE stalled the sends for
-// 30-90 ms (p99 over seven runs 12.9-160 ms, median 18.9; without the
-// rule 10.6-17.7 ms, median 14.7). That rule had been measured against
+// or more: under paced load the replans after each such ANALYZE stalled
+// every session's sends at once, the worst of the tail (bench/results.md,
+// round 2, fifth pass). That rule had been measured against
 // statistics of an empty events table, the failure the page rule above
 // removes. The checks go on once per restatsEvery after the warm-up, for a
 // table whose statistics someone took again while it was small.

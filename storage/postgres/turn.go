@@ -637,9 +637,8 @@ func (s *Store) commitOne(ctx context.Context, c *commitCall) error {
 // Commit batches. The commits of concurrent turns share a transaction, in
 // one round trip, when they can: under load, the per-transaction and
 // per-round-trip work (commit, WAL flush, wake-ups of the client and of the
-// backend, system calls) was most of a commit's cost (a phase of 3,000
-// completing turns: 590 us of server CPU and 160 us of client CPU per turn
-// one by one, 360 and 100 in transactions of 16). Only commits that take no
+// backend, system calls) was most of a commit's cost, and a transaction
+// of many commits pays it once. Only commits that take no
 // advisory lock are batched, since those locks must come before any row
 // lock; the batch fences its instances in (tenant, id) order, as every
 // transaction that locks several instances does, so batches do not

@@ -23,8 +23,8 @@ import (
 // neither gives its P back to the Go scheduler: when as many readers spin
 // as there are Ps, the goroutine that holds the lock, runnable, gets no P
 // until sysmon takes one back, and every read, write and fsync of the
-// store waits meanwhile (stalls of 10 to 20 ms seen under load on 2 CPUs,
-// the worst of the tail). With fewer readers than Ps one is always free.
+// store waits meanwhile, the worst of the tail under load. With fewer
+// readers than Ps one is always free.
 type rpool struct {
 	dsn string
 	max int
@@ -138,9 +138,8 @@ func (p *rpool) query(ctx context.Context, q string, args []any) (*wrows, error)
 // rconn is a read connection with the goroutine that runs its statements.
 // SQLite's code needs a deep stack: run on the caller's goroutine, a read
 // grows the stack of every new goroutine that makes one (a request
-// handler's, a turn's), each time copying it (CPU profile of the paced load
-// on 2 CPUs: 7 % of the process in copystack, most of it under reads); this
-// goroutine's stack stays grown.
+// handler's, a turn's), each time copying it; this goroutine's stack stays
+// grown.
 type rconn struct {
 	c    *wconn
 	work chan func()

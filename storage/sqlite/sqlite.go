@@ -332,10 +332,10 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	// pages); the COMMIT then drops every cached page numbered past the
 	// end of the database, and with a key that far out it does so by
 	// scanning the cache's whole hash table, whose size follows the number
-	// of cached pages. With 32 MiB (8,192 pages) that scan took 11 % of the
-	// writer's time under load; with 4 MiB (1,024 pages, more than a batch
-	// dirties) it takes 2 %, and the reads it adds (from the OS's cache)
-	// stay under 1 % (bench/README.md, round 2).
+	// of cached pages. 4 MiB (1,024 pages) is more than a batch dirties, so
+	// the cache still holds what a commit writes, and small enough that the
+	// scan stays a small part of the writer's time (bench/results.md, round
+	// 2, fourth pass, has the measurements).
 	wdsn := name + "?" + busy +
 		"&_pragma=journal_mode(WAL)" +
 		"&_pragma=synchronous(" + string(sync) + ")" +
