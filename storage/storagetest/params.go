@@ -205,7 +205,9 @@ func testBusParamRules(b *bundle) {
 		return []storage.BusRouteDecision{{Subscription: "s", Matched: true}, {Subscription: "s2"}, {Subscription: "s"}}
 	}
 	tooMany := 1<<30 + 1
-	finish := func(rs []storage.BusResult) error { return errOf(s.BusFinish(ctx, &storage.BusFinishParams{Tenant: tn, Now: t0, Results: rs})) }
+	finish := func(rs []storage.BusResult) error {
+		return errOf(s.BusFinish(ctx, &storage.BusFinishParams{Tenant: tn, Now: t0, Results: rs}))
+	}
 	publish := func(ev storage.BusPublishEvent) error {
 		return errOf(s.BusPublish(ctx, &storage.BusPublishParams{Tenant: tn, Now: t0, Event: ev}))
 	}
