@@ -31,24 +31,15 @@ import (
 //     after the lease ran out as long as nobody claimed the execution since.
 //     An ended execution has no token, so a second finish gets
 //     ErrLeaseLost.
-//   - BusHeartbeat refuses a zero LeaseUntil. BusFinish reads a zero RetryAt
-//     as Now. An execution's LastError is the error of its latest failed
-//     attempt (a retry's or a dead letter's); DeadLetter keeps the id of the
-//     latest letter after a reprocess.
+//   - BusFinish reads a zero RetryAt as Now. An execution's LastError is
+//     the error of its latest failed attempt (a retry's or a dead
+//     letter's); DeadLetter keeps the id of the latest letter after a
+//     reprocess.
 //   - BusScriptPut after BusScriptDelete goes on from the deleted script's
 //     last version (with a new CreatedAt), so a script id and version never
 //     name two sources.
-//   - Text: event ids, subscription and script ids and the tenant follow
-//     storage.TextProblem with MaxIDBytes, event types and subscription
-//     patterns with MaxNameBytes; a Source must be valid UTF-8 without NUL
-//     and at most "workflow:" plus MaxIDBytes; script sources valid UTF-8
-//     without NUL; a subscription's Filter valid JSON (or empty), its
-//     MaxRetries and Timeout not negative. Data must not be empty; that it
-//     is JSON the engine checks (the hot path does not parse it again). A
-//     filter field of a list that breaks the text rules is refused like an
-//     id.
-//   - Limits: a negative Max, Limit, Lease, cursor or script version is
-//     refused; zero is the default; a list Limit over 1000 is read as 1000.
+//   - The params are checked as storage.BusStore says, by backend
+//     (busparams.go), before the write.
 //   - BusRoute calls Route on the writer goroutine, inside the write
 //     transaction (it must be quick). If the group-commit transaction it ran
 //     in fails as a whole (an I/O error at COMMIT), the call is run again
