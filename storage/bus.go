@@ -298,9 +298,37 @@ type BusBacklogParams struct {
 }
 
 // BusStore is the event bus's storage. Every call is scoped to p.Tenant:
-// no call reads or writes another tenant's rows. Identifiers follow the
-// text rules (TextProblem with MaxIDBytes); the store returns
-// ErrInvalidArgument for one that breaks them.
+// no call reads or writes another tenant's rows.
+//
+// The rules of its params, the same on every backend (one implementation,
+// in storage/internal/backend, checked before anything is written): a call
+// that breaks one returns an error wrapping ErrInvalidArgument and writes
+// nothing.
+//
+//   - Identifiers (the tenant, event ids, subscription and script ids, a
+//     decision's subscription) follow TextProblem with MaxIDBytes; event
+//     types and patterns with MaxNameBytes. A filter field (of
+//     BusAttemptList, BusDeadLetterFilter) follows the same rule, "" not
+//     filtering.
+//   - Text stored as text that is no identifier is valid UTF-8 without NUL
+//     bytes: an event's Source (also at most len("workflow:")+MaxIDBytes),
+//     a script's Source, an attempt's and a dead letter's ErrorKind (also
+//     as a filter), and JSON documents: an event's Data (not empty; that
+//     it is JSON the engine checks), an attempt's Result and a
+//     subscription's Filter (empty, or JSON). A target's fields (a
+//     subscription's, a dead letter's) are valid UTF-8. Free text the
+//     targets produce (an attempt's Error, Stack and Logs, a dead letter's
+//     Error and Stack, a decision's FilteredBy) is never refused.
+//   - Numbers: a negative Max, Limit, Lease, cursor (Before, After) or
+//     execution is refused; zero is the default; a list Limit over 1000
+//     is read as 1000. A subscription's MaxRetries is within [0, 2^30] and
+//     its Timeout not negative; a script Version within [0, 2^31-1].
+//   - BusRoute needs a Route; a decision naming a subscription twice is
+//     refused. BusFinish needs a known Outcome, and a DeadLetter with
+//     BusDeadLetter. BusHeartbeat refuses a zero LeaseUntil. BusAttemptList
+//     needs one of EventID, Subscription and Execution.
+//   - A lock token that cannot be one (empty, not valid UTF-8, a NUL byte)
+//     owns nothing: ErrLeaseLost, not ErrInvalidArgument.
 type BusStore interface {
 	// BusPublish stores an event with fate routing (not yet routed). If
 	// the tenant already has an event with this id and type, it changes

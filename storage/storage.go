@@ -686,7 +686,9 @@ type LeaderElectParams struct {
 // Store is the storage seam: every role a backend plays. All methods are
 // safe for concurrent use, and every method is scoped to params.Tenant (it
 // never reads or writes across tenants; the package comment names the
-// cross-tenant exceptions). A nil params is an error. A write
+// cross-tenant exceptions). A nil params, like any argument that can never
+// be valid, is refused with an error wrapping ErrInvalidArgument, writing
+// nothing (the conformance suite calls every method with nil). A write
 // refused for want of room returns an error matching ErrStorageFull, except
 // TurnAbandon, ActivityComplete and ActivityRetry, which hand back work the
 // caller holds: they wait for room (until ctx ends or the store closes).

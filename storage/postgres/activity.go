@@ -80,7 +80,7 @@ RETURNING ` + activityColsA + `, a.visible_at, a.rid`
 // concurrent claims never wait for each other and never overlap.
 func (s *Store) ActivityClaim(ctx context.Context, p *storage.ActivityClaimParams) ([]*storage.ActivityTask, error) {
 	if p == nil {
-		return nil, errors.New("postgres: claim activities: nil params")
+		return nil, backend.NilParams("postgres: claim activities")
 	}
 	now := backend.NowOr(p.Now)
 	max := backend.ClaimMax(p.Max)
@@ -161,7 +161,7 @@ SELECT EXISTS (SELECT 1 FROM task), EXISTS (SELECT 1 FROM msg)`
 // the task row's lock token.
 func (s *Store) ActivityComplete(ctx context.Context, p *storage.ActivityCompleteParams) error {
 	if p == nil {
-		return errors.New("postgres: complete activity: nil params")
+		return backend.NilParams("postgres: complete activity")
 	}
 	now := backend.NowOr(p.Now).UnixNano()
 	kind := storage.MsgActivityCompleted
@@ -201,7 +201,7 @@ func (s *Store) ActivityComplete(ctx context.Context, p *storage.ActivityComplet
 // ActivityRetry: see storage.ActivityStore.
 func (s *Store) ActivityRetry(ctx context.Context, p *storage.ActivityRetryParams) error {
 	if p == nil {
-		return errors.New("postgres: retry activity: nil params")
+		return backend.NilParams("postgres: retry activity")
 	}
 	var retried, deleted int64
 	err := s.doUntilRoom(ctx, func(ctx context.Context) error {
@@ -240,7 +240,7 @@ func (s *Store) ActivityRetry(ctx context.Context, p *storage.ActivityRetryParam
 // ActivityHeartbeat: see storage.ActivityStore.
 func (s *Store) ActivityHeartbeat(ctx context.Context, p *storage.ActivityHeartbeatParams) (bool, error) {
 	if p == nil {
-		return false, errors.New("postgres: activity heartbeat: nil params")
+		return false, backend.NilParams("postgres: activity heartbeat")
 	}
 	q := `UPDATE activities SET lease_until = $6
 		WHERE tenant = $1 AND instance_id = $2 AND execution = $3 AND task_seq = $4 AND lock_token = $5

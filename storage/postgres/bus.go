@@ -125,12 +125,9 @@ func (s *Store) publishOne(ctx context.Context, c *publishCall) error {
 // its first copy committed while the statement ran.
 func (s *Store) BusPublish(ctx context.Context, p *storage.BusPublishParams) (*storage.BusPublished, error) {
 	if p == nil {
-		return nil, fmt.Errorf("postgres: bus publish: %w", errNilParams)
+		return nil, backend.NilParams("postgres: bus publish")
 	}
-	if err := storage.ValidateTenantID(p.Tenant); err != nil {
-		return nil, fmt.Errorf("postgres: bus publish: %w", err)
-	}
-	if err := checkPublish(&p.Event); err != nil {
+	if err := backend.CheckBusPublish(p); err != nil {
 		return nil, fmt.Errorf("postgres: bus publish %.64q: %w", p.Event.ID, err)
 	}
 	c := &publishCall{ctx: ctx, p: p, now: backend.NowOr(p.Now).UnixNano()}
@@ -162,14 +159,7 @@ const publishTurnSQL = `INSERT INTO bus_events (tenant, id, type, data, source, 
 	ON CONFLICT (tenant, id) DO NOTHING`
 
 // checkTurnPublish checks a commit's Publish.
-func checkTurnPublish(p *storage.TurnCommitParams) error {
-	for i := range p.Publish {
-		if err := checkPublish(&p.Publish[i]); err != nil {
-			return fmt.Errorf("publish %d: %w", i, err)
-		}
-	}
-	return nil
-}
+func checkTurnPublish(p *storage.TurnCommitParams) error { return backend.CheckTurnPublish(p.Publish) }
 
 // queuePublish queues the insertion of a commit's published events.
 func (b *batch) queuePublish(tenant string, evs []storage.BusPublishEvent, now int64) {
@@ -220,15 +210,9 @@ const routeMarkSQL = `UPDATE bus_events SET routed_at = $1 WHERE ctid = ANY($2::
 // them.
 func (s *Store) BusRoute(ctx context.Context, p *storage.BusRouteParams) (int, error) {
 	if p == nil {
-		return 0, fmt.Errorf("postgres: bus route: %w", errNilParams)
+		return 0, backend.NilParams("postgres: bus route")
 	}
-	if err := storage.ValidateTenantID(p.Tenant); err != nil {
-		return 0, fmt.Errorf("postgres: bus route: %w", err)
-	}
-	if p.Route == nil {
-		return 0, fmt.Errorf("postgres: bus route: %w", invalid("no Route function"))
-	}
-	max, err := limitOr(p.Max, busRouteMax, 0)
+	max, err := backend.BusRouteArgs(p)
 	if err != nil {
 		return 0, fmt.Errorf("postgres: bus route: %w", err)
 	}
@@ -280,15 +264,10 @@ func (s *Store) BusRoute(ctx context.Context, p *storage.BusRouteParams) (int, e
 			)
 			for _, ev := range evs {
 				ds := p.Route(ev)
-				seen := make(map[string]bool, len(ds))
+				if err := backend.CheckBusDecisions(ds); err != nil {
+					return nil, fmt.Errorf("route of event %q: %w", ev.ID, err)
+				}
 				for _, d := range ds {
-					if err := checkID("subscription", d.Subscription); err != nil {
-						return nil, fmt.Errorf("route of event %q: %w", ev.ID, err)
-					}
-					if seen[d.Subscription] {
-						return nil, fmt.Errorf("route of event %q: %w", ev.ID, invalid("subscription %q decided twice", d.Subscription))
-					}
-					seen[d.Subscription] = true
 					var k int32
 					if d.Matched {
 						numbered = append(numbered, d.Subscription)
@@ -436,27 +415,20 @@ LEFT JOIN LATERAL (
 // loses its lease, and its token then fails to finish).
 func (s *Store) BusClaim(ctx context.Context, p *storage.BusClaimParams) ([]*storage.BusClaimed, error) {
 	if p == nil {
-		return nil, fmt.Errorf("postgres: bus claim: %w", errNilParams)
+		return nil, backend.NilParams("postgres: bus claim")
 	}
-	if err := storage.ValidateTenantID(p.Tenant); err != nil {
+	max, lease, err := backend.BusClaimArgs(p)
+	if err != nil {
 		return nil, fmt.Errorf("postgres: bus claim: %w", err)
 	}
-	if p.Max < 0 || p.Lease < 0 {
-		return nil, fmt.Errorf("postgres: bus claim: %w", invalid("negative Max %d or Lease %v", p.Max, p.Lease))
-	}
 	now := backend.NowOr(p.Now)
-	max := backend.ClaimMax(p.Max)
-	lease := p.Lease
-	if lease == 0 {
-		lease = busLease
-	}
 	leaseUntil := now.Add(lease)
 	type claimed struct {
 		c       *storage.BusClaimed
 		fq, due int64
 	}
 	var out []*storage.BusClaimed
-	err := s.do(ctx, func(ctx context.Context) error {
+	err = s.do(ctx, func(ctx context.Context) error {
 		out = nil
 		var (
 			cs []claimed
@@ -578,13 +550,6 @@ const busFinishSQL = `WITH r AS (
 )
 SELECT ord FROM f`
 
-// tokenValid reports whether token may be a lock token the store handed
-// out: not empty, and text PostgreSQL accepts (a token that is not owns
-// nothing, and gets ErrLeaseLost).
-func tokenValid(token string) bool {
-	return token != "" && checkText("", token) == nil
-}
-
 // BusFinish: see storage.BusStore. One round trip for all the results: a
 // statement that locks the executions the results' tokens own, then
 // busFinishSQL. A result whose lock token is empty (or no text), or
@@ -592,9 +557,9 @@ func tokenValid(token string) bool {
 // gets ErrLeaseLost without being sent.
 func (s *Store) BusFinish(ctx context.Context, p *storage.BusFinishParams) ([]error, error) {
 	if p == nil {
-		return nil, fmt.Errorf("postgres: bus finish: %w", errNilParams)
+		return nil, backend.NilParams("postgres: bus finish")
 	}
-	if err := storage.ValidateTenantID(p.Tenant); err != nil {
+	if err := backend.CheckBusFinish(p); err != nil {
 		return nil, fmt.Errorf("postgres: bus finish: %w", err)
 	}
 	now := backend.NowOr(p.Now).UnixNano()
@@ -616,16 +581,7 @@ func (s *Store) BusFinish(ctx context.Context, p *storage.BusFinishParams) ([]er
 	retries := false
 	for i := range p.Results {
 		r := &p.Results[i]
-		if r.Outcome < storage.BusSucceeded || r.Outcome > storage.BusReleased {
-			return nil, fmt.Errorf("postgres: bus finish: %w", invalid("result %d: unknown outcome %d", i, r.Outcome))
-		}
 		a := &r.Attempt
-		if err := checkJSON("attempt result", a.Result); err != nil {
-			return nil, fmt.Errorf("postgres: bus finish: result %d: %w", i, err)
-		}
-		if err := checkText("attempt error kind", string(a.ErrorKind)); err != nil {
-			return nil, fmt.Errorf("postgres: bus finish: result %d: %w", i, err)
-		}
 		var (
 			target, kind   string
 			dlErr, dlStack []byte
@@ -633,20 +589,14 @@ func (s *Store) BusFinish(ctx context.Context, p *storage.BusFinishParams) ([]er
 		)
 		if r.Outcome == storage.BusDeadLetter {
 			d := r.DeadLetter
-			if d == nil {
-				return nil, fmt.Errorf("postgres: bus finish: %w", invalid("result %d: a dead letter without its letter", i))
-			}
 			var err error
 			if target, err = targetArg(&d.Target); err != nil {
-				return nil, fmt.Errorf("postgres: bus finish: result %d: %w", i, err)
-			}
-			if err := checkText("dead letter error kind", string(d.ErrorKind)); err != nil {
 				return nil, fmt.Errorf("postgres: bus finish: result %d: %w", i, err)
 			}
 			kind, dlErr, dlStack, failedAt = string(d.ErrorKind), textArg(d.Error), textArg(d.Stack), backend.Nanos(d.FailedAt)
 		}
 		k := key{r.Execution, r.LockToken}
-		if !tokenValid(r.LockToken) || seen[k] {
+		if !backend.BusTokenValid(r.LockToken) || seen[k] {
 			out[i] = heraldtype.ErrLeaseLost
 			continue
 		}
@@ -735,16 +685,10 @@ const busHeartbeatSQL = `UPDATE bus_routes SET lease_until = $4,
 // BusHeartbeat: see storage.BusStore. A zero LeaseUntil is refused.
 func (s *Store) BusHeartbeat(ctx context.Context, p *storage.BusHeartbeatParams) error {
 	if p == nil {
-		return fmt.Errorf("postgres: bus heartbeat: %w", errNilParams)
+		return backend.NilParams("postgres: bus heartbeat")
 	}
-	if err := storage.ValidateTenantID(p.Tenant); err != nil {
+	if err := backend.CheckBusHeartbeat(p); err != nil {
 		return fmt.Errorf("postgres: bus heartbeat: %w", err)
-	}
-	if p.LeaseUntil.IsZero() {
-		return fmt.Errorf("postgres: bus heartbeat of execution %d: %w", p.Execution, invalid("zero LeaseUntil"))
-	}
-	if !tokenValid(p.LockToken) {
-		return fmt.Errorf("postgres: bus heartbeat of execution %d: not a lock token: %w", p.Execution, heraldtype.ErrLeaseLost)
 	}
 	err := s.do(ctx, func(ctx context.Context) error {
 		ct, err := s.pool.Exec(ctx, busHeartbeatSQL,

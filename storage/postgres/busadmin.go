@@ -2,12 +2,10 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -96,12 +94,15 @@ SELECT * FROM s`
 // negative MaxRetries or Timeout is refused.
 func (s *Store) BusSubscriptionPut(ctx context.Context, p *storage.BusSubscriptionPutParams) (*heraldtype.Subscription, error) {
 	if p == nil {
-		return nil, fmt.Errorf("postgres: put subscription: %w", errNilParams)
+		return nil, backend.NilParams("postgres: put subscription")
 	}
 	sub := &p.Subscription
-	target, err := checkSubscription(p.Tenant, sub)
-	if err != nil {
+	if err := backend.CheckBusSubscription(p.Tenant, sub); err != nil {
 		return nil, fmt.Errorf("postgres: put subscription %.64q: %w", sub.ID, err)
+	}
+	target, err := targetArg(&sub.Target)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: put subscription %q: %w", sub.ID, err)
 	}
 	var maxRetries *int32
 	if sub.MaxRetries != nil {
@@ -126,39 +127,12 @@ func (s *Store) BusSubscriptionPut(ctx context.Context, p *storage.BusSubscripti
 	return out, nil
 }
 
-// checkSubscription checks a subscription to put and returns its target's
-// JSON.
-func checkSubscription(tenant string, sub *heraldtype.Subscription) (string, error) {
-	if err := storage.ValidateTenantID(tenant); err != nil {
-		return "", err
-	}
-	if err := checkID("subscription id", sub.ID); err != nil {
-		return "", err
-	}
-	if p := storage.TextProblem(sub.Pattern, storage.MaxNameBytes); p != "" {
-		return "", invalid("pattern %s", p)
-	}
-	if err := checkJSON("filter", sub.Filter); err != nil {
-		return "", err
-	}
-	if len(sub.Filter) > 0 && !json.Valid(sub.Filter) {
-		return "", invalid("filter is not JSON")
-	}
-	if sub.MaxRetries != nil && (*sub.MaxRetries < 0 || *sub.MaxRetries > 1<<30) {
-		return "", invalid("max retries %d out of range", *sub.MaxRetries)
-	}
-	if sub.Timeout < 0 {
-		return "", invalid("negative timeout %v", time.Duration(sub.Timeout))
-	}
-	return targetArg(&sub.Target)
-}
-
 // BusSubscriptionGet: see storage.BusStore.
 func (s *Store) BusSubscriptionGet(ctx context.Context, p *storage.BusSubscriptionGetParams) (*heraldtype.Subscription, error) {
 	if p == nil {
-		return nil, fmt.Errorf("postgres: get subscription: %w", errNilParams)
+		return nil, backend.NilParams("postgres: get subscription")
 	}
-	if err := checkTenantAndID(p.Tenant, "subscription id", p.ID); err != nil {
+	if err := backend.CheckBusID(p.Tenant, "subscription id", p.ID); err != nil {
 		return nil, fmt.Errorf("postgres: get subscription: %w", err)
 	}
 	var out *heraldtype.Subscription
@@ -226,9 +200,9 @@ func (s *Store) BusSubscriptionVersions(ctx context.Context, p *storage.BusTenan
 // tenant: its subscriptions and its generation, read in one snapshot.
 func (s *Store) subscriptionRows(ctx context.Context, op, q string, p *storage.BusTenantParams, versions bool) ([]*storage.BusSubscriptionVersion, int64, error) {
 	if p == nil {
-		return nil, 0, fmt.Errorf("postgres: %s: %w", op, errNilParams)
+		return nil, 0, backend.NilParams("postgres: " + op)
 	}
-	if err := storage.ValidateTenantID(p.Tenant); err != nil {
+	if err := backend.CheckBusTenant(p.Tenant); err != nil {
 		return nil, 0, fmt.Errorf("postgres: %s: %w", op, err)
 	}
 	var (
@@ -274,9 +248,9 @@ func (s *Store) subscriptionRows(ctx context.Context, op, q string, p *storage.B
 // BusSubscriptionDelete: see storage.BusStore.
 func (s *Store) BusSubscriptionDelete(ctx context.Context, p *storage.BusSubscriptionGetParams) error {
 	if p == nil {
-		return fmt.Errorf("postgres: delete subscription: %w", errNilParams)
+		return backend.NilParams("postgres: delete subscription")
 	}
-	if err := checkTenantAndID(p.Tenant, "subscription id", p.ID); err != nil {
+	if err := backend.CheckBusID(p.Tenant, "subscription id", p.ID); err != nil {
 		return fmt.Errorf("postgres: delete subscription: %w", err)
 	}
 	err := s.do(ctx, func(ctx context.Context) error {
@@ -308,9 +282,9 @@ func (s *Store) BusSubscriptionDelete(ctx context.Context, p *storage.BusSubscri
 // BusSubscriptionGeneration: see storage.BusStore.
 func (s *Store) BusSubscriptionGeneration(ctx context.Context, p *storage.BusTenantParams) (int64, error) {
 	if p == nil {
-		return 0, fmt.Errorf("postgres: subscription generation: %w", errNilParams)
+		return 0, backend.NilParams("postgres: subscription generation")
 	}
-	if err := storage.ValidateTenantID(p.Tenant); err != nil {
+	if err := backend.CheckBusTenant(p.Tenant); err != nil {
 		return 0, fmt.Errorf("postgres: subscription generation: %w", err)
 	}
 	var gen int64
@@ -322,14 +296,6 @@ func (s *Store) BusSubscriptionGeneration(ctx context.Context, p *storage.BusTen
 		return 0, fmt.Errorf("postgres: subscription generation: %w", err)
 	}
 	return gen, nil
-}
-
-// checkTenantAndID checks a tenant and an identifier.
-func checkTenantAndID(tenant, what, id string) error {
-	if err := storage.ValidateTenantID(tenant); err != nil {
-		return err
-	}
-	return checkID(what, id)
 }
 
 // ---- scripts ----
@@ -374,13 +340,10 @@ const (
 // without NUL bytes.
 func (s *Store) BusScriptPut(ctx context.Context, p *storage.BusScriptPutParams) (*heraldtype.Script, error) {
 	if p == nil {
-		return nil, fmt.Errorf("postgres: put script: %w", errNilParams)
+		return nil, backend.NilParams("postgres: put script")
 	}
-	if err := checkTenantAndID(p.Tenant, "script id", p.ID); err != nil {
-		return nil, fmt.Errorf("postgres: put script: %w", err)
-	}
-	if err := checkText("script source", p.Source); err != nil {
-		return nil, fmt.Errorf("postgres: put script %q: %w", p.ID, err)
+	if err := backend.CheckBusScriptPut(p); err != nil {
+		return nil, fmt.Errorf("postgres: put script %.64q: %w", p.ID, err)
 	}
 	now := backend.NowOr(p.Now).UnixNano()
 	var out *heraldtype.Script
@@ -411,13 +374,10 @@ func (s *Store) BusScriptPut(ctx context.Context, p *storage.BusScriptPutParams)
 // BusScriptGet: see storage.BusStore. A negative version is refused.
 func (s *Store) BusScriptGet(ctx context.Context, p *storage.BusScriptGetParams) (*heraldtype.Script, error) {
 	if p == nil {
-		return nil, fmt.Errorf("postgres: get script: %w", errNilParams)
+		return nil, backend.NilParams("postgres: get script")
 	}
-	if err := checkTenantAndID(p.Tenant, "script id", p.ID); err != nil {
+	if err := backend.CheckBusScriptGet(p); err != nil {
 		return nil, fmt.Errorf("postgres: get script: %w", err)
-	}
-	if p.Version < 0 || p.Version > 1<<31-1 {
-		return nil, fmt.Errorf("postgres: get script %q: %w", p.ID, invalid("version %d out of range", p.Version))
 	}
 	var out *heraldtype.Script
 	err := s.do(ctx, func(ctx context.Context) error {
@@ -445,9 +405,9 @@ func (s *Store) BusScriptGet(ctx context.Context, p *storage.BusScriptGetParams)
 // bus_scripts_latest.
 func (s *Store) BusScriptList(ctx context.Context, p *storage.BusTenantParams) ([]*heraldtype.Script, error) {
 	if p == nil {
-		return nil, fmt.Errorf("postgres: list scripts: %w", errNilParams)
+		return nil, backend.NilParams("postgres: list scripts")
 	}
-	if err := storage.ValidateTenantID(p.Tenant); err != nil {
+	if err := backend.CheckBusTenant(p.Tenant); err != nil {
 		return nil, fmt.Errorf("postgres: list scripts: %w", err)
 	}
 	var out []*heraldtype.Script
@@ -498,9 +458,9 @@ const scriptGenerationSQL = `INSERT INTO bus_tenants (tenant, sub_generation) VA
 // id saved again continues it.
 func (s *Store) BusScriptDelete(ctx context.Context, p *storage.BusScriptGetParams) error {
 	if p == nil {
-		return fmt.Errorf("postgres: delete script: %w", errNilParams)
+		return backend.NilParams("postgres: delete script")
 	}
-	if err := checkTenantAndID(p.Tenant, "script id", p.ID); err != nil {
+	if err := backend.CheckBusID(p.Tenant, "script id", p.ID); err != nil {
 		return fmt.Errorf("postgres: delete script: %w", err)
 	}
 	err := s.do(ctx, func(ctx context.Context) error {
@@ -560,30 +520,22 @@ func scanDeadLetter(row pgx.Row) (*heraldtype.DeadLetter, error) {
 }
 
 // deadLetterWhere is the WHERE clause of f over bus_dead_letters d, its
-// arguments numbered from $2 ($1 is the tenant) appended to args.
-func deadLetterWhere(f *storage.BusDeadLetterFilter, args []any) (string, []any, error) {
+// arguments numbered from $2 ($1 is the tenant) appended to args. The
+// filter is checked (backend.CheckBusLetterFilter).
+func deadLetterWhere(f *storage.BusDeadLetterFilter, args []any) (string, []any) {
 	where := []string{"d.tenant = $1"}
 	add := func(cond string, v any) {
 		args = append(args, v)
 		where = append(where, strings.ReplaceAll(cond, "?", "$"+strconv.Itoa(len(args))))
 	}
 	if f.Subscription != "" {
-		if err := checkID("subscription", f.Subscription); err != nil {
-			return "", nil, err
-		}
 		// bus_dead_letters_subscription serves it (only it states id > 0).
 		add("d.subscription = ? AND d.id > 0", f.Subscription)
 	}
 	if f.EventType != "" {
-		if err := checkID("event type", f.EventType); err != nil {
-			return "", nil, err
-		}
 		add("d.event_type = ?", f.EventType)
 	}
 	if f.ErrorKind != "" {
-		if err := checkText("error kind", string(f.ErrorKind)); err != nil {
-			return "", nil, err
-		}
 		add("d.error_kind = ?", string(f.ErrorKind))
 	}
 	if f.Reprocessed != nil {
@@ -599,7 +551,7 @@ func deadLetterWhere(f *storage.BusDeadLetterFilter, args []any) (string, []any,
 	if f.IDs != nil {
 		add("d.id = ANY(?::bigint[])", f.IDs)
 	}
-	return strings.Join(where, " AND "), args, nil
+	return strings.Join(where, " AND "), args
 }
 
 // BusDeadLetterList: see storage.BusStore. One range scan of the primary
@@ -607,25 +559,16 @@ func deadLetterWhere(f *storage.BusDeadLetterFilter, args []any) (string, []any,
 // newest first.
 func (s *Store) BusDeadLetterList(ctx context.Context, p *storage.BusDeadLetterListParams) ([]*heraldtype.DeadLetter, int64, error) {
 	if p == nil {
-		return nil, 0, fmt.Errorf("postgres: list dead letters: %w", errNilParams)
+		return nil, 0, backend.NilParams("postgres: list dead letters")
 	}
-	if err := storage.ValidateTenantID(p.Tenant); err != nil {
-		return nil, 0, fmt.Errorf("postgres: list dead letters: %w", err)
-	}
-	if p.Before < 0 {
-		return nil, 0, fmt.Errorf("postgres: list dead letters: %w", invalid("negative cursor %d", p.Before))
-	}
-	where, args, err := deadLetterWhere(&p.Filter, []any{p.Tenant})
+	limit, err := backend.BusLetterListArgs(p)
 	if err != nil {
 		return nil, 0, fmt.Errorf("postgres: list dead letters: %w", err)
 	}
 	if p.Filter.IDs != nil && len(p.Filter.IDs) == 0 {
 		return nil, 0, nil
 	}
-	limit, err := limitOr(p.Limit, busListLimit, busListMax)
-	if err != nil {
-		return nil, 0, fmt.Errorf("postgres: list dead letters: %w", err)
-	}
+	where, args := deadLetterWhere(&p.Filter, []any{p.Tenant})
 	if p.Before > 0 {
 		args = append(args, p.Before)
 		where += " AND d.id < $" + strconv.Itoa(len(args))
@@ -672,9 +615,9 @@ func queryPage[T any](ctx context.Context, s *Store, what, q string, args []any,
 // BusDeadLetterGet: see storage.BusStore.
 func (s *Store) BusDeadLetterGet(ctx context.Context, p *storage.BusDeadLetterGetParams) (*heraldtype.DeadLetter, error) {
 	if p == nil {
-		return nil, fmt.Errorf("postgres: get dead letter: %w", errNilParams)
+		return nil, backend.NilParams("postgres: get dead letter")
 	}
-	if err := storage.ValidateTenantID(p.Tenant); err != nil {
+	if err := backend.CheckBusTenant(p.Tenant); err != nil {
 		return nil, fmt.Errorf("postgres: get dead letter: %w", err)
 	}
 	var out *heraldtype.DeadLetter
@@ -726,19 +669,13 @@ SELECT count(*) FROM l`
 // (busReprocessSQL) queues the executions again.
 func (s *Store) BusDeadLetterReprocess(ctx context.Context, p *storage.BusDeadLetterOpParams) (int, error) {
 	if p == nil {
-		return 0, fmt.Errorf("postgres: reprocess dead letters: %w", errNilParams)
+		return 0, backend.NilParams("postgres: reprocess dead letters")
 	}
-	if err := storage.ValidateTenantID(p.Tenant); err != nil {
-		return 0, fmt.Errorf("postgres: reprocess dead letters: %w", err)
-	}
-	where, args, err := deadLetterWhere(&p.Filter, []any{p.Tenant})
+	limit, err := backend.BusLetterOpArgs(p)
 	if err != nil {
 		return 0, fmt.Errorf("postgres: reprocess dead letters: %w", err)
 	}
-	limit, err := limitOr(p.Limit, busOpLimit, 0)
-	if err != nil {
-		return 0, fmt.Errorf("postgres: reprocess dead letters: %w", err)
-	}
+	where, args := deadLetterWhere(&p.Filter, []any{p.Tenant})
 	if p.Filter.Reprocessed != nil && *p.Filter.Reprocessed {
 		return 0, nil // reprocessed letters are never reprocessed again
 	}
@@ -783,19 +720,13 @@ func (s *Store) BusDeadLetterReprocess(ctx context.Context, p *storage.BusDeadLe
 // them by ctid.
 func (s *Store) BusDeadLetterDelete(ctx context.Context, p *storage.BusDeadLetterOpParams) (int, error) {
 	if p == nil {
-		return 0, fmt.Errorf("postgres: delete dead letters: %w", errNilParams)
+		return 0, backend.NilParams("postgres: delete dead letters")
 	}
-	if err := storage.ValidateTenantID(p.Tenant); err != nil {
-		return 0, fmt.Errorf("postgres: delete dead letters: %w", err)
-	}
-	where, args, err := deadLetterWhere(&p.Filter, []any{p.Tenant})
+	limit, err := backend.BusLetterOpArgs(p)
 	if err != nil {
 		return 0, fmt.Errorf("postgres: delete dead letters: %w", err)
 	}
-	limit, err := limitOr(p.Limit, busOpLimit, 0)
-	if err != nil {
-		return 0, fmt.Errorf("postgres: delete dead letters: %w", err)
-	}
+	where, args := deadLetterWhere(&p.Filter, []any{p.Tenant})
 	if p.Filter.IDs != nil && len(p.Filter.IDs) == 0 {
 		return 0, nil
 	}
@@ -843,9 +774,9 @@ const busExecColsNull = `COALESCE(r.id, 0), COALESCE(r.event_id, ''), COALESCE(r
 // BusEventGet: see storage.BusStore.
 func (s *Store) BusEventGet(ctx context.Context, p *storage.BusEventGetParams) (*heraldtype.PublishedEvent, error) {
 	if p == nil {
-		return nil, fmt.Errorf("postgres: get bus event: %w", errNilParams)
+		return nil, backend.NilParams("postgres: get bus event")
 	}
-	if err := checkTenantAndID(p.Tenant, "event id", p.ID); err != nil {
+	if err := backend.CheckBusID(p.Tenant, "event id", p.ID); err != nil {
 		return nil, fmt.Errorf("postgres: get bus event: %w", err)
 	}
 	var out *heraldtype.PublishedEvent
@@ -931,16 +862,11 @@ func scanAttempt(row pgx.Row) (*heraldtype.Attempt, error) {
 // the first condition set (execution, event, subscription), oldest first.
 func (s *Store) BusAttemptList(ctx context.Context, p *storage.BusAttemptListParams) ([]*heraldtype.Attempt, int64, error) {
 	if p == nil {
-		return nil, 0, fmt.Errorf("postgres: list attempts: %w", errNilParams)
+		return nil, 0, backend.NilParams("postgres: list attempts")
 	}
-	if err := storage.ValidateTenantID(p.Tenant); err != nil {
+	limit, err := backend.BusAttemptListArgs(p)
+	if err != nil {
 		return nil, 0, fmt.Errorf("postgres: list attempts: %w", err)
-	}
-	if p.EventID == "" && p.Subscription == "" && p.Execution == 0 {
-		return nil, 0, fmt.Errorf("postgres: list attempts: %w", invalid("no event id, subscription or execution"))
-	}
-	if p.Execution < 0 || p.After < 0 {
-		return nil, 0, fmt.Errorf("postgres: list attempts: %w", invalid("negative execution %d or cursor %d", p.Execution, p.After))
 	}
 	// Each condition states its index's predicate (migration 0008).
 	where, args := []string{"a.tenant = $1"}, []any{p.Tenant}
@@ -952,23 +878,13 @@ func (s *Store) BusAttemptList(ctx context.Context, p *storage.BusAttemptListPar
 		add("a.execution > 0 AND a.execution = $", p.Execution)
 	}
 	if p.EventID != "" {
-		if err := checkID("event id", p.EventID); err != nil {
-			return nil, 0, fmt.Errorf("postgres: list attempts: %w", err)
-		}
 		add("a.event_id <> '' AND a.event_id = $", p.EventID)
 	}
 	if p.Subscription != "" {
-		if err := checkID("subscription", p.Subscription); err != nil {
-			return nil, 0, fmt.Errorf("postgres: list attempts: %w", err)
-		}
 		add("a.subscription <> '' AND a.subscription = $", p.Subscription)
 	}
 	if p.After > 0 {
 		add("a.id > $", p.After)
-	}
-	limit, err := limitOr(p.Limit, busListLimit, busListMax)
-	if err != nil {
-		return nil, 0, fmt.Errorf("postgres: list attempts: %w", err)
 	}
 	args = append(args, limit+1)
 	q := `SELECT ` + attemptCols + ` FROM bus_attempts a WHERE ` + strings.Join(where, " AND ") +
@@ -1035,12 +951,9 @@ const busVersionsPruneSQL = `DELETE FROM bus_subscription_versions v WHERE v.ten
 // holds are skipped.
 func (s *Store) BusPrune(ctx context.Context, p *storage.BusPruneParams) (int, error) {
 	if p == nil {
-		return 0, fmt.Errorf("postgres: bus prune: %w", errNilParams)
+		return 0, backend.NilParams("postgres: bus prune")
 	}
-	if err := storage.ValidateTenantID(p.Tenant); err != nil {
-		return 0, fmt.Errorf("postgres: bus prune: %w", err)
-	}
-	limit, err := limitOr(p.Limit, busPruneLimit, 0)
+	limit, err := backend.BusPruneArgs(p)
 	if err != nil {
 		return 0, fmt.Errorf("postgres: bus prune: %w", err)
 	}
@@ -1074,13 +987,10 @@ const busBacklogSQL = `SELECT
 // stopping at p.Limit.
 func (s *Store) BusBacklog(ctx context.Context, p *storage.BusBacklogParams) (int, error) {
 	if p == nil {
-		return 0, fmt.Errorf("postgres: bus backlog: %w", errNilParams)
+		return 0, backend.NilParams("postgres: bus backlog")
 	}
-	if err := storage.ValidateTenantID(p.Tenant); err != nil {
+	if err := backend.CheckBusBacklog(p); err != nil {
 		return 0, fmt.Errorf("postgres: bus backlog: %w", err)
-	}
-	if p.Limit < 0 {
-		return 0, fmt.Errorf("postgres: bus backlog: %w", invalid("negative limit %d", p.Limit))
 	}
 	var limit *int64
 	if p.Limit > 0 {

@@ -154,7 +154,7 @@ func queueFamilyEnd(b *batch, tenant, id string, status heraldtype.Status, outpu
 // InstanceCancel: see storage.InstanceStore.
 func (s *Store) InstanceCancel(ctx context.Context, p *storage.InstanceCancelParams) (bool, error) {
 	if p == nil {
-		return false, errors.New("postgres: cancel instance: nil params")
+		return false, backend.NilParams("postgres: cancel instance")
 	}
 	nowN := backend.NowOr(p.Now).UnixNano()
 	var (

@@ -506,7 +506,7 @@ SELECT count(*) FROM m`
 // after it received the event.
 func (s *Store) CorrelatedPut(ctx context.Context, p *storage.CorrelatedPutParams) (*heraldtype.CorrelatedEvent, error) {
 	if p == nil {
-		return nil, errors.New("postgres: put correlated event: nil params")
+		return nil, backend.NilParams("postgres: put correlated event")
 	}
 	if err := backend.ValidateCorrelated(p.Def, p.Key); err != nil {
 		return nil, fmt.Errorf("postgres: put correlated event: %w", err)
@@ -576,7 +576,7 @@ func (s *Store) CorrelatedPut(ctx context.Context, p *storage.CorrelatedPutParam
 // CorrelatedGet: see storage.CorrelatedStore.
 func (s *Store) CorrelatedGet(ctx context.Context, p *storage.CorrelatedGetParams) (*heraldtype.CorrelatedEvent, error) {
 	if p == nil {
-		return nil, errors.New("postgres: get correlated event: nil params")
+		return nil, backend.NilParams("postgres: get correlated event")
 	}
 	var out *heraldtype.CorrelatedEvent
 	err := s.do(ctx, func(ctx context.Context) error {
@@ -602,7 +602,7 @@ func (s *Store) CorrelatedGet(ctx context.Context, p *storage.CorrelatedGetParam
 // CorrelatedDelete: see storage.CorrelatedStore.
 func (s *Store) CorrelatedDelete(ctx context.Context, p *storage.CorrelatedGetParams) error {
 	if p == nil {
-		return errors.New("postgres: delete correlated event: nil params")
+		return backend.NilParams("postgres: delete correlated event")
 	}
 	err := s.do(ctx, func(ctx context.Context) error {
 		var (
@@ -627,10 +627,10 @@ func (s *Store) CorrelatedDelete(ctx context.Context, p *storage.CorrelatedGetPa
 // CorrelatedSearch: see storage.CorrelatedStore.
 func (s *Store) CorrelatedSearch(ctx context.Context, p *storage.CorrelatedSearchParams) ([]*heraldtype.CorrelatedEvent, string, error) {
 	if p == nil {
-		return nil, "", errors.New("postgres: search correlated events: nil params")
+		return nil, "", backend.NilParams("postgres: search correlated events")
 	}
-	if p.Def == "" {
-		return nil, "", errors.New("postgres: search correlated events: empty event definition")
+	if err := backend.ValidateCorrelatedSearch(p); err != nil {
+		return nil, "", fmt.Errorf("postgres: search correlated events: %w", err)
 	}
 	limit := backend.SearchLimit(p.Limit)
 	where := []string{"c.tenant = $1", "c.def = $2"}
@@ -733,7 +733,7 @@ SELECT def, key FROM expired ORDER BY expires_at, def, key`
 // CorrelatedExpire: see storage.CorrelatedStore.
 func (s *Store) CorrelatedExpire(ctx context.Context, p *storage.CorrelatedExpireParams) ([]string, error) {
 	if p == nil {
-		return nil, errors.New("postgres: expire correlated events: nil params")
+		return nil, backend.NilParams("postgres: expire correlated events")
 	}
 	now := backend.NowOr(p.Now).UnixNano()
 	limit := backend.ExpireLimit(p.Limit)

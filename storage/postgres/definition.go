@@ -35,7 +35,7 @@ func scanDefinitionVersion(row pgx.Row) (*heraldtype.EventDefinition, int64, err
 // of the row, which EventDefinitionDelete keeps.
 func (s *Store) EventDefinitionPut(ctx context.Context, p *storage.EventDefinitionPutParams) (*heraldtype.EventDefinition, error) {
 	if p == nil {
-		return nil, errors.New("postgres: put event definition: nil params")
+		return nil, backend.NilParams("postgres: put event definition")
 	}
 	d := &p.Definition
 	buffer, err := backend.ValidateDefinition(d)
@@ -74,7 +74,7 @@ func (s *Store) EventDefinitionPut(ctx context.Context, p *storage.EventDefiniti
 // EventDefinitionGet: see storage.DefinitionStore.
 func (s *Store) EventDefinitionGet(ctx context.Context, p *storage.EventDefinitionGetParams) (*heraldtype.EventDefinition, error) {
 	if p == nil {
-		return nil, errors.New("postgres: get event definition: nil params")
+		return nil, backend.NilParams("postgres: get event definition")
 	}
 	c := s.defGet(ctx, p)
 	if c.err != nil {
@@ -87,7 +87,7 @@ func (s *Store) EventDefinitionGet(ctx context.Context, p *storage.EventDefiniti
 // EventDefinitionGet is (batched with concurrent reads).
 func (s *Store) EventDefinitionCurrent(ctx context.Context, p *storage.EventDefinitionGetParams) (*storage.CurrentDefinition, error) {
 	if p == nil {
-		return nil, errors.New("postgres: read event definition: nil params")
+		return nil, backend.NilParams("postgres: read event definition")
 	}
 	c := s.defGet(ctx, p)
 	switch {
@@ -210,7 +210,7 @@ func copyDefinition(d *heraldtype.EventDefinition) *heraldtype.EventDefinition {
 // COLLATE "C", so the order is bytewise whatever the database's collation.
 func (s *Store) EventDefinitionList(ctx context.Context, p *storage.EventDefinitionListParams) ([]*heraldtype.EventDefinition, error) {
 	if p == nil {
-		return nil, errors.New("postgres: list event definitions: nil params")
+		return nil, backend.NilParams("postgres: list event definitions")
 	}
 	var out []*heraldtype.EventDefinition
 	err := s.do(ctx, func(ctx context.Context) error {
@@ -241,7 +241,7 @@ func (s *Store) EventDefinitionList(ctx context.Context, p *storage.EventDefinit
 // version.
 func (s *Store) EventDefinitionDelete(ctx context.Context, p *storage.EventDefinitionGetParams) error {
 	if p == nil {
-		return errors.New("postgres: delete event definition: nil params")
+		return backend.NilParams("postgres: delete event definition")
 	}
 	err := s.do(ctx, func(ctx context.Context) error {
 		var ct pgconn.CommandTag
@@ -284,7 +284,7 @@ SELECT event_id FROM expired ORDER BY expires_at, id`
 // with SKIP LOCKED, so concurrent calls drop disjoint events.
 func (s *Store) EventExpire(ctx context.Context, p *storage.EventExpireParams) ([]string, error) {
 	if p == nil {
-		return nil, errors.New("postgres: expire events: nil params")
+		return nil, backend.NilParams("postgres: expire events")
 	}
 	now := backend.NowOr(p.Now).UnixNano()
 	limit := backend.ExpireLimit(p.Limit)

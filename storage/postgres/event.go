@@ -128,7 +128,7 @@ var raiseFast = backend.NewFieldGuard[storage.EventRaiseParams](
 // the other cases run a second transaction.
 func (s *Store) EventRaise(ctx context.Context, p *storage.EventRaiseParams) (*storage.EventRaiseResult, error) {
 	if p == nil {
-		return nil, errors.New("postgres: raise event: nil params")
+		return nil, backend.NilParams("postgres: raise event")
 	}
 	if err := backend.ValidateRaise(p); err != nil {
 		return nil, fmt.Errorf("postgres: raise event: %w", err)
@@ -737,7 +737,7 @@ func lockInstance(ctx context.Context, tx pgx.Tx, tenant, id string) (string, er
 // EventGet: see storage.EventStore.
 func (s *Store) EventGet(ctx context.Context, p *storage.EventGetParams) (*heraldtype.EventRecord, error) {
 	if p == nil {
-		return nil, errors.New("postgres: get event: nil params")
+		return nil, backend.NilParams("postgres: get event")
 	}
 	var e *heraldtype.EventRecord
 	err := s.do(ctx, func(ctx context.Context) error {
@@ -758,7 +758,7 @@ func (s *Store) EventGet(ctx context.Context, p *storage.EventGetParams) (*heral
 // EventList: see storage.EventStore.
 func (s *Store) EventList(ctx context.Context, p *storage.EventListParams) ([]*heraldtype.EventRecord, error) {
 	if p == nil {
-		return nil, errors.New("postgres: list events: nil params")
+		return nil, backend.NilParams("postgres: list events")
 	}
 	where := []string{"tenant = $1"}
 	args := []any{p.Tenant}

@@ -19,7 +19,7 @@ import (
 // InstanceCreate: see storage.InstanceStore.
 func (s *Store) InstanceCreate(ctx context.Context, p *storage.InstanceCreateParams) (*storage.Instance, error) {
 	if p == nil {
-		return nil, errors.New("postgres: create instance: nil params")
+		return nil, backend.NilParams("postgres: create instance")
 	}
 	if err := backend.ValidateCreate(p); err != nil {
 		return nil, fmt.Errorf("postgres: create instance: %w", err)
@@ -102,7 +102,7 @@ func (s *Store) queueCreate(b *batch, p *storage.InstanceCreateParams) (*storage
 // InstanceGet: see storage.InstanceStore.
 func (s *Store) InstanceGet(ctx context.Context, p *storage.InstanceGetParams) (*storage.Instance, error) {
 	if p == nil {
-		return nil, errors.New("postgres: get instance: nil params")
+		return nil, backend.NilParams("postgres: get instance")
 	}
 	var r *instanceRow
 	err := s.do(ctx, func(ctx context.Context) error {
@@ -124,7 +124,7 @@ func (s *Store) InstanceGet(ctx context.Context, p *storage.InstanceGetParams) (
 // instances_created index (migration 0006).
 func (s *Store) InstanceList(ctx context.Context, p *storage.InstanceListParams) ([]*storage.Instance, string, error) {
 	if p == nil {
-		return nil, "", errors.New("postgres: list instances: nil params")
+		return nil, "", backend.NilParams("postgres: list instances")
 	}
 	createdAt, afterID, paged, err := backend.ListCursor(p.After)
 	if err != nil {
@@ -192,7 +192,7 @@ func (s *Store) InstanceList(ctx context.Context, p *storage.InstanceListParams)
 // InstanceTerminate: see storage.InstanceStore.
 func (s *Store) InstanceTerminate(ctx context.Context, p *storage.InstanceTerminateParams) ([]history.Event, error) {
 	if p == nil {
-		return nil, errors.New("postgres: terminate instance: nil params")
+		return nil, backend.NilParams("postgres: terminate instance")
 	}
 	now := backend.NowOr(p.Now)
 	endStatus, kind, failure := backend.TerminateEnd(p)
@@ -256,7 +256,7 @@ func (s *Store) InstanceTerminate(ctx context.Context, p *storage.InstanceTermin
 // HistoryList: see storage.InstanceStore.
 func (s *Store) HistoryList(ctx context.Context, p *storage.HistoryListParams) ([]history.Event, error) {
 	if p == nil {
-		return nil, errors.New("postgres: list history: nil params")
+		return nil, backend.NilParams("postgres: list history")
 	}
 	var limit any // NULL: no limit
 	if p.Limit > 0 {

@@ -40,7 +40,7 @@ func scanKey(row pgx.Row) (*heraldtype.APIKey, error) {
 // KeyCreate: see storage.KeyStore.
 func (s *Store) KeyCreate(ctx context.Context, p *storage.KeyCreateParams) (*heraldtype.APIKey, error) {
 	if p == nil {
-		return nil, errors.New("postgres: create key: nil params")
+		return nil, backend.NilParams("postgres: create key")
 	}
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("postgres: create key: %w", err)
@@ -63,7 +63,7 @@ func (s *Store) KeyCreate(ctx context.Context, p *storage.KeyCreateParams) (*her
 // KeyByHash: see storage.KeyStore.
 func (s *Store) KeyByHash(ctx context.Context, p *storage.KeyByHashParams) (*heraldtype.APIKey, error) {
 	if p == nil {
-		return nil, errors.New("postgres: key by hash: nil params")
+		return nil, backend.NilParams("postgres: key by hash")
 	}
 	if len(p.Hash) != storage.KeyHashBytes {
 		if s.closed.Load() {
@@ -89,7 +89,7 @@ func (s *Store) KeyByHash(ctx context.Context, p *storage.KeyByHashParams) (*her
 // KeyList: see storage.KeyStore.
 func (s *Store) KeyList(ctx context.Context, p *storage.KeyListParams) ([]*heraldtype.APIKey, error) {
 	if p == nil {
-		return nil, errors.New("postgres: list keys: nil params")
+		return nil, backend.NilParams("postgres: list keys")
 	}
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("postgres: list keys: %w", err)
@@ -120,7 +120,7 @@ func (s *Store) KeyList(ctx context.Context, p *storage.KeyListParams) ([]*heral
 // KeyRevoke: see storage.KeyStore.
 func (s *Store) KeyRevoke(ctx context.Context, p *storage.KeyRevokeParams) (*heraldtype.APIKey, error) {
 	if p == nil {
-		return nil, errors.New("postgres: revoke key: nil params")
+		return nil, backend.NilParams("postgres: revoke key")
 	}
 	if backend.KeyUnmatched(p.ID, p.Tenant) {
 		if s.closed.Load() {
@@ -147,7 +147,7 @@ func (s *Store) KeyRevoke(ctx context.Context, p *storage.KeyRevokeParams) (*her
 // KeyTouch: see storage.KeyStore.
 func (s *Store) KeyTouch(ctx context.Context, p *storage.KeyTouchParams) error {
 	if p == nil {
-		return errors.New("postgres: touch key: nil params")
+		return backend.NilParams("postgres: touch key")
 	}
 	if backend.KeyUnmatched(p.ID, "") {
 		if s.closed.Load() {

@@ -14,7 +14,7 @@ import (
 // LeaderElect: see storage.LeaderStore.
 func (s *Store) LeaderElect(ctx context.Context, p *storage.LeaderElectParams) (bool, error) {
 	if p == nil {
-		return false, errors.New("postgres: elect leader: nil params")
+		return false, backend.NilParams("postgres: elect leader")
 	}
 	if err := backend.ValidateLeader(p, true); err != nil {
 		return false, fmt.Errorf("postgres: elect leader: %w", err)
@@ -46,7 +46,7 @@ func (s *Store) LeaderElect(ctx context.Context, p *storage.LeaderElectParams) (
 // LeaderResign: see storage.LeaderStore.
 func (s *Store) LeaderResign(ctx context.Context, p *storage.LeaderElectParams) error {
 	if p == nil {
-		return errors.New("postgres: resign leadership: nil params")
+		return backend.NilParams("postgres: resign leadership")
 	}
 	if err := backend.ValidateLeader(p, false); err != nil {
 		return fmt.Errorf("postgres: resign leadership: %w", err)

@@ -162,8 +162,10 @@
 // bytea, byte for byte: a script that logs a NUL byte must not wedge its
 // execution on a refused write. Text stored as text (ids, types, patterns,
 // sources, JSON documents, script sources) must be valid UTF-8 without NUL
-// bytes and is refused with heraldtype.ErrInvalidArgument otherwise, as
-// are the ids the text rules refuse, nil params and negative limits.
+// bytes (storage.BusStore states every rule of the bus's params; backend
+// checks them for both backends), and is refused with
+// heraldtype.ErrInvalidArgument otherwise, as are the ids the text rules
+// refuse, nil params and negative limits.
 //
 // # Choices the storage contract leaves open
 //
@@ -218,14 +220,8 @@
 //     nothing.
 //   - The bus: zero Max and Limit fields take the defaults (BusRoute 100,
 //     BusClaim 1 with a one-minute lease, pages 100 and at most 1000, bulk
-//     dead-letter operations and BusPrune 1000); negative ones, and
-//     negative cursors, leases and script versions, are refused.
-//     BusHeartbeat refuses a zero LeaseUntil. A published event must
-//     have data (the engine checks that it is JSON; PostgreSQL also wants
-//     it valid UTF-8), a source of at most "workflow:" and MaxIDBytes; a
-//     type and a subscription's pattern follow the text rules with
-//     MaxNameBytes; a subscription's filter must be JSON, its target's
-//     text valid UTF-8 (JSON would replace the rest).
+//     dead-letter operations and BusPrune 1000); the params follow the
+//     rules storage.BusStore states, checked by backend for both backends.
 //     BusFinish: a retry with a zero RetryAt is due at Now; a result with an
 //     empty lock token, or repeating the (execution, token) of an earlier
 //     result of the call, gets ErrLeaseLost; an execution that fails keeps

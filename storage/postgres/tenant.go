@@ -28,7 +28,7 @@ func scanTenant(row pgx.Row) (*heraldtype.Tenant, error) {
 // trip.
 func (s *Store) TenantEnsure(ctx context.Context, p *storage.TenantEnsureParams) error {
 	if p == nil {
-		return errors.New("postgres: ensure tenant: nil params")
+		return backend.NilParams("postgres: ensure tenant")
 	}
 	if err := storage.ValidateTenantID(p.Tenant); err != nil {
 		return fmt.Errorf("postgres: ensure tenant: %w", err)
@@ -52,7 +52,7 @@ func (s *Store) TenantEnsure(ctx context.Context, p *storage.TenantEnsureParams)
 // TenantPut: see storage.TenantStore.
 func (s *Store) TenantPut(ctx context.Context, p *storage.TenantPutParams) (*heraldtype.Tenant, error) {
 	if p == nil {
-		return nil, errors.New("postgres: put tenant: nil params")
+		return nil, backend.NilParams("postgres: put tenant")
 	}
 	limits, err := backend.TenantPutArgs(p)
 	if err != nil {
@@ -77,7 +77,7 @@ func (s *Store) TenantPut(ctx context.Context, p *storage.TenantPutParams) (*her
 // TenantGet: see storage.TenantStore.
 func (s *Store) TenantGet(ctx context.Context, p *storage.TenantGetParams) (*heraldtype.Tenant, error) {
 	if p == nil {
-		return nil, errors.New("postgres: get tenant: nil params")
+		return nil, backend.NilParams("postgres: get tenant")
 	}
 	var t *heraldtype.Tenant
 	err := s.do(ctx, func(ctx context.Context) error {
@@ -97,7 +97,7 @@ func (s *Store) TenantGet(ctx context.Context, p *storage.TenantGetParams) (*her
 // TenantList: see storage.TenantStore.
 func (s *Store) TenantList(ctx context.Context, p *storage.TenantListParams) ([]*heraldtype.Tenant, error) {
 	if p == nil {
-		return nil, errors.New("postgres: list tenants: nil params")
+		return nil, backend.NilParams("postgres: list tenants")
 	}
 	var out []*heraldtype.Tenant
 	err := s.do(ctx, func(ctx context.Context) error {
@@ -182,7 +182,7 @@ func tenantsReadySQL(kinds storage.WorkKind, list bool) string {
 // each claim index, with the plan settings of the claims (see scanPlans).
 func (s *Store) TenantsReady(ctx context.Context, p *storage.TenantsReadyParams) ([]string, error) {
 	if p == nil {
-		return nil, errors.New("postgres: tenants ready: nil params")
+		return nil, backend.NilParams("postgres: tenants ready")
 	}
 	kinds, err := backend.ValidateTenantsReady(p)
 	if err != nil {

@@ -105,7 +105,7 @@ const messageColsM = `m.id, m.kind, m.execution, m.task_seq, m.lane, m.event_id,
 // then reads their histories and messages.
 func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*storage.Turn, error) {
 	if p == nil {
-		return nil, errors.New("postgres: claim turns: nil params")
+		return nil, backend.NilParams("postgres: claim turns")
 	}
 	now := backend.NowOr(p.Now)
 	max := backend.ClaimMax(p.Max)
@@ -478,7 +478,7 @@ func (s *Store) releaseClaims(tenant string, turns []*storage.Turn) {
 // no correlation marker and no correlated event in its inbox (backend.ClaimNotes).
 func (s *Store) TurnCommit(ctx context.Context, p *storage.TurnCommitParams) ([]history.Event, error) {
 	if p == nil {
-		return nil, errors.New("postgres: commit turn: nil params")
+		return nil, backend.NilParams("postgres: commit turn")
 	}
 	c, err := s.newCommitCall(ctx, p)
 	if err != nil {
@@ -1150,7 +1150,7 @@ func nonNil[T any](s []T) []T {
 // TurnAbandon: see storage.TurnStore.
 func (s *Store) TurnAbandon(ctx context.Context, p *storage.TurnAbandonParams) error {
 	if p == nil {
-		return errors.New("postgres: abandon turn: nil params")
+		return backend.NilParams("postgres: abandon turn")
 	}
 	if p.LockToken == "" {
 		return fmt.Errorf("postgres: abandon turn of %q: empty lock token: %w", p.InstanceID, heraldtype.ErrLeaseLost)
@@ -1209,7 +1209,7 @@ const nextWakeSQL = `SELECT LEAST(
 // or sees it), the time storage.Notifier lets a store leave out.
 func (s *Store) NextWake(ctx context.Context, p *storage.NextWakeParams) (time.Time, bool, error) {
 	if p == nil {
-		return time.Time{}, false, errors.New("postgres: next wake: nil params")
+		return time.Time{}, false, backend.NilParams("postgres: next wake")
 	}
 	now := backend.NowOr(p.Now).UnixNano()
 	var at *int64

@@ -40,7 +40,7 @@ func scanActivity(sc scanner) (*storage.ActivityTask, error) {
 // claims, so none can overlap.
 func (s *Store) ActivityClaim(ctx context.Context, p *storage.ActivityClaimParams) ([]*storage.ActivityTask, error) {
 	if p == nil {
-		return nil, errors.New("sqlite: claim activities: nil params")
+		return nil, backend.NilParams("sqlite: claim activities")
 	}
 	now := backend.NowOr(p.Now)
 	max := backend.ClaimMax(p.Max)
@@ -135,7 +135,7 @@ func taskName(p string, execution, seq int) string {
 // ActivityComplete: see storage.ActivityStore.
 func (s *Store) ActivityComplete(ctx context.Context, p *storage.ActivityCompleteParams) error {
 	if p == nil {
-		return errors.New("sqlite: complete activity: nil params")
+		return backend.NilParams("sqlite: complete activity")
 	}
 	now := backend.NowOr(p.Now)
 	err := s.writeUntilRoom(ctx, func(w *wtx) error {
@@ -196,7 +196,7 @@ func (s *Store) ActivityComplete(ctx context.Context, p *storage.ActivityComplet
 // ActivityRetry: see storage.ActivityStore.
 func (s *Store) ActivityRetry(ctx context.Context, p *storage.ActivityRetryParams) error {
 	if p == nil {
-		return errors.New("sqlite: retry activity: nil params")
+		return backend.NilParams("sqlite: retry activity")
 	}
 	err := s.writeUntilRoom(ctx, func(w *wtx) error {
 		cancel, _, _, err := taskLease(w, p.Tenant, p.InstanceID, p.Execution, p.TaskSeq, p.LockToken)
@@ -227,7 +227,7 @@ func (s *Store) ActivityRetry(ctx context.Context, p *storage.ActivityRetryParam
 // ActivityHeartbeat: see storage.ActivityStore.
 func (s *Store) ActivityHeartbeat(ctx context.Context, p *storage.ActivityHeartbeatParams) (bool, error) {
 	if p == nil {
-		return false, errors.New("sqlite: activity heartbeat: nil params")
+		return false, backend.NilParams("sqlite: activity heartbeat")
 	}
 	var cancelRequested bool
 	err := s.write(ctx, func(w *wtx) error {

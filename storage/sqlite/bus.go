@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
-	"unicode/utf8"
 
 	"github.com/heraldwf/herald/heraldtype"
 	"github.com/heraldwf/herald/storage"
@@ -33,123 +31,19 @@ import (
 //     after the lease ran out as long as nobody claimed the execution since.
 //     An ended execution has no token, so a second finish gets
 //     ErrLeaseLost.
-//   - BusHeartbeat refuses a zero LeaseUntil. BusFinish reads a zero RetryAt
-//     as Now. An execution's LastError is the error of its latest failed
-//     attempt (a retry's or a dead letter's); DeadLetter keeps the id of the
-//     latest letter after a reprocess.
+//   - BusFinish reads a zero RetryAt as Now. An execution's LastError is
+//     the error of its latest failed attempt (a retry's or a dead
+//     letter's); DeadLetter keeps the id of the latest letter after a
+//     reprocess.
 //   - BusScriptPut after BusScriptDelete goes on from the deleted script's
 //     last version (with a new CreatedAt), so a script id and version never
 //     name two sources.
-//   - Text: event ids, subscription and script ids and the tenant follow
-//     storage.TextProblem with MaxIDBytes, event types and subscription
-//     patterns with MaxNameBytes; a Source must be valid UTF-8 without NUL
-//     and at most "workflow:" plus MaxIDBytes; script sources valid UTF-8
-//     without NUL; a subscription's Filter valid JSON (or empty), its
-//     MaxRetries and Timeout not negative. Data must not be empty; that it
-//     is JSON the engine checks (the hot path does not parse it again). A
-//     filter field of a list that breaks the text rules is refused like an
-//     id.
-//   - Limits: a negative Max, Limit, Lease, cursor or script version is
-//     refused; zero is the default; a list Limit over 1000 is read as 1000.
+//   - The params are checked as storage.BusStore says, by backend
+//     (busparams.go), before the write.
 //   - BusRoute calls Route on the writer goroutine, inside the write
 //     transaction (it must be quick). If the group-commit transaction it ran
 //     in fails as a whole (an I/O error at COMMIT), the call is run again
 //     alone, and Route is called again for its events.
-
-// Defaults and caps of the bus's params.
-const (
-	busRouteMax      = 100
-	busLease         = time.Minute
-	busListLimit     = 100
-	busMaxListLimit  = 1000
-	busOpLimit       = 1000
-	busPruneLimit    = 1000
-	busMaxSourceSize = len("workflow:") + storage.MaxIDBytes
-)
-
-func invalidf(format string, args ...any) error {
-	return fmt.Errorf(format+": %w", append(args, heraldtype.ErrInvalidArgument)...)
-}
-
-var errNilParams = invalidf("nil params")
-
-// checkText refuses s if it breaks the text rules with a cap of max bytes.
-func checkText(what, s string, max int) error {
-	if p := storage.TextProblem(s, max); p != "" {
-		return invalidf("%s %s", what, p)
-	}
-	return nil
-}
-
-func checkID(what, s string) error { return checkText(what, s, storage.MaxIDBytes) }
-
-// checkOptID is checkID for a filter field, where "" does not filter.
-func checkOptID(what, s string) error {
-	if s == "" {
-		return nil
-	}
-	return checkID(what, s)
-}
-
-func checkTenant(tenant string) error { return storage.ValidateTenantID(tenant) }
-
-// checkFreeText refuses text a store cannot keep everywhere: invalid UTF-8
-// or a NUL byte.
-func checkFreeText(what, s string) error {
-	switch {
-	case !utf8.ValidString(s):
-		return invalidf("%s is not valid UTF-8", what)
-	case strings.IndexByte(s, 0) >= 0:
-		return invalidf("%s contains a NUL byte", what)
-	}
-	return nil
-}
-
-func checkNonNegative(what string, n int64) error {
-	if n < 0 {
-		return invalidf("negative %s %d", what, n)
-	}
-	return nil
-}
-
-// listLimit is a list's page size: n, busListLimit if zero, at most
-// busMaxListLimit.
-func listLimit(n int) int {
-	if n == 0 {
-		return busListLimit
-	}
-	return min(n, busMaxListLimit)
-}
-
-func orDefault(n, def int) int {
-	if n == 0 {
-		return def
-	}
-	return n
-}
-
-// checkPublish checks an event to publish.
-func checkPublish(ev *storage.BusPublishEvent) error {
-	if err := checkID("event id", ev.ID); err != nil {
-		return err
-	}
-	if err := checkText("event type", ev.Type, storage.MaxNameBytes); err != nil {
-		return err
-	}
-	if err := checkFreeText("source", ev.Source); err != nil {
-		return err
-	}
-	if len(ev.Source) > busMaxSourceSize {
-		return invalidf("source is %d bytes, over the %d-byte cap", len(ev.Source), busMaxSourceSize)
-	}
-	if len(ev.Data) == 0 {
-		return invalidf("event %q has no data (want a JSON value)", ev.ID)
-	}
-	if p := storage.TraceParentProblem(ev.TraceParent); p != "" {
-		return invalidf("event %q: trace context %s", ev.ID, p)
-	}
-	return nil
-}
 
 // ---- publish ----
 
@@ -157,12 +51,9 @@ func checkPublish(ev *storage.BusPublishEvent) error {
 // read only for an id already taken.
 func (s *Store) BusPublish(ctx context.Context, p *storage.BusPublishParams) (*storage.BusPublished, error) {
 	if p == nil {
-		return nil, fmt.Errorf("sqlite: publish: %w", errNilParams)
+		return nil, backend.NilParams("sqlite: publish")
 	}
-	if err := checkTenant(p.Tenant); err != nil {
-		return nil, fmt.Errorf("sqlite: publish: %w", err)
-	}
-	if err := checkPublish(&p.Event); err != nil {
+	if err := backend.CheckBusPublish(p); err != nil {
 		return nil, fmt.Errorf("sqlite: publish: %w", err)
 	}
 	now := backend.NowOr(p.Now).UnixNano()
@@ -217,14 +108,7 @@ func publishTurn(w *wtx, tenant string, evs []storage.BusPublishEvent, now int64
 }
 
 // checkTurnPublish checks a turn's published events before its commit.
-func checkTurnPublish(evs []storage.BusPublishEvent) error {
-	for i := range evs {
-		if err := checkPublish(&evs[i]); err != nil {
-			return fmt.Errorf("publish: %w", err)
-		}
-	}
-	return nil
-}
+func checkTurnPublish(evs []storage.BusPublishEvent) error { return backend.CheckTurnPublish(evs) }
 
 // ---- fair queueing ----
 
@@ -310,42 +194,20 @@ func (f *fairQueue) save() error {
 
 // ---- route ----
 
-// checkDecisions refuses decisions with an id that breaks the text rules or
-// that name a subscription twice.
-func checkDecisions(ds []storage.BusRouteDecision) error {
-	for i, d := range ds {
-		if err := checkID("subscription", d.Subscription); err != nil {
-			return fmt.Errorf("decision %d: %w", i, err)
-		}
-		for _, e := range ds[:i] {
-			if e.Subscription == d.Subscription {
-				return invalidf("decisions %d and later name subscription %q twice", i, d.Subscription)
-			}
-		}
-	}
-	return nil
-}
-
 // BusRoute: see storage.BusStore. One write transaction: the unrouted
 // events (bus_events_unrouted, in seq order), Route's decisions, the routes
 // and executions, the events marked routed.
 func (s *Store) BusRoute(ctx context.Context, p *storage.BusRouteParams) (int, error) {
 	if p == nil {
-		return 0, fmt.Errorf("sqlite: route: %w", errNilParams)
+		return 0, backend.NilParams("sqlite: route")
 	}
-	if err := checkTenant(p.Tenant); err != nil {
+	max, err := backend.BusRouteArgs(p)
+	if err != nil {
 		return 0, fmt.Errorf("sqlite: route: %w", err)
 	}
-	if err := checkNonNegative("Max", int64(p.Max)); err != nil {
-		return 0, fmt.Errorf("sqlite: route: %w", err)
-	}
-	if p.Route == nil {
-		return 0, fmt.Errorf("sqlite: route: %w", invalidf("nil Route"))
-	}
-	max := orDefault(p.Max, busRouteMax)
 	now := backend.NowOr(p.Now).UnixNano()
 	var routed int
-	err := s.write(ctx, func(w *wtx) error {
+	err = s.write(ctx, func(w *wtx) error {
 		routed = 0
 		rows, err := w.query(busUnroutedSQL, p.Tenant, max)
 		if err != nil {
@@ -377,7 +239,7 @@ func (s *Store) BusRoute(ctx context.Context, p *storage.BusRouteParams) (int, e
 		for _, ev := range evs {
 			seq, id := ev.Seq, ev.ID
 			ds := p.Route(ev)
-			if err := checkDecisions(ds); err != nil {
+			if err := backend.CheckBusDecisions(ds); err != nil {
 				return fmt.Errorf("event %q: %w", id, err)
 			}
 			for _, d := range ds {
@@ -499,26 +361,16 @@ const busClaimEventsSQL = `SELECT ` + busEventCols + ` FROM bus_events
 // fails its tokens; see writeEarly).
 func (s *Store) BusClaim(ctx context.Context, p *storage.BusClaimParams) ([]*storage.BusClaimed, error) {
 	if p == nil {
-		return nil, fmt.Errorf("sqlite: claim executions: %w", errNilParams)
+		return nil, backend.NilParams("sqlite: claim executions")
 	}
-	if err := checkTenant(p.Tenant); err != nil {
+	max, lease, err := backend.BusClaimArgs(p)
+	if err != nil {
 		return nil, fmt.Errorf("sqlite: claim executions: %w", err)
-	}
-	if err := checkNonNegative("Max", int64(p.Max)); err != nil {
-		return nil, fmt.Errorf("sqlite: claim executions: %w", err)
-	}
-	if err := checkNonNegative("Lease", int64(p.Lease)); err != nil {
-		return nil, fmt.Errorf("sqlite: claim executions: %w", err)
-	}
-	max := orDefault(p.Max, 1)
-	lease := p.Lease
-	if lease == 0 {
-		lease = busLease
 	}
 	now := backend.NowOr(p.Now)
 	nowN, until := now.UnixNano(), now.Add(lease).UnixNano()
 	var claimed []*storage.BusClaimed
-	err := s.writeEarly(ctx, func(w *wtx) error {
+	err = s.writeEarly(ctx, func(w *wtx) error {
 		claimed = nil
 		rows, err := w.query(busDueSQL, p.Tenant, nowN, max)
 		if err != nil {
@@ -614,21 +466,15 @@ type finishArgs struct {
 	logs, target any
 }
 
-func checkResult(i int, r *storage.BusResult) (finishArgs, error) {
+// encodeResult encodes a result checked by backend.CheckBusResult.
+func encodeResult(i int, r *storage.BusResult) (finishArgs, error) {
 	var a finishArgs
-	switch r.Outcome {
-	case storage.BusSucceeded, storage.BusRetry, storage.BusReleased:
-	case storage.BusDeadLetter:
-		if r.DeadLetter == nil {
-			return a, invalidf("result %d: a dead letter without DeadLetter", i)
-		}
+	if r.Outcome == storage.BusDeadLetter {
 		b, err := json.Marshal(r.DeadLetter.Target)
 		if err != nil {
 			return a, fmt.Errorf("result %d: encode target: %w", i, err)
 		}
 		a.target = string(b)
-	default:
-		return a, invalidf("result %d: unknown outcome %d", i, r.Outcome)
 	}
 	if len(r.Attempt.Logs) > 0 {
 		b, err := json.Marshal(r.Attempt.Logs)
@@ -644,14 +490,14 @@ func checkResult(i int, r *storage.BusResult) (finishArgs, error) {
 // execution's token first, so a lost one writes nothing.
 func (s *Store) BusFinish(ctx context.Context, p *storage.BusFinishParams) ([]error, error) {
 	if p == nil {
-		return nil, fmt.Errorf("sqlite: finish attempts: %w", errNilParams)
+		return nil, backend.NilParams("sqlite: finish attempts")
 	}
-	if err := checkTenant(p.Tenant); err != nil {
+	if err := backend.CheckBusFinish(p); err != nil {
 		return nil, fmt.Errorf("sqlite: finish attempts: %w", err)
 	}
 	args := make([]finishArgs, len(p.Results))
 	for i := range p.Results {
-		a, err := checkResult(i, &p.Results[i])
+		a, err := encodeResult(i, &p.Results[i])
 		if err != nil {
 			return nil, fmt.Errorf("sqlite: finish attempts: %w", err)
 		}
@@ -834,16 +680,10 @@ const busHeartbeatSQL = `UPDATE bus_routes SET lease_until = ?1,
 // BusHeartbeat: see storage.BusStore.
 func (s *Store) BusHeartbeat(ctx context.Context, p *storage.BusHeartbeatParams) error {
 	if p == nil {
-		return fmt.Errorf("sqlite: execution heartbeat: %w", errNilParams)
+		return backend.NilParams("sqlite: execution heartbeat")
 	}
-	if err := checkTenant(p.Tenant); err != nil {
+	if err := backend.CheckBusHeartbeat(p); err != nil {
 		return fmt.Errorf("sqlite: execution heartbeat: %w", err)
-	}
-	if p.LeaseUntil.IsZero() {
-		return fmt.Errorf("sqlite: execution heartbeat: %w", invalidf("zero LeaseUntil"))
-	}
-	if p.LockToken == "" {
-		return fmt.Errorf("sqlite: execution heartbeat %d: empty lock token: %w", p.Execution, heraldtype.ErrLeaseLost)
 	}
 	err := s.write(ctx, func(w *wtx) error {
 		res, err := w.exec(busHeartbeatSQL, p.LeaseUntil.UnixNano(), p.Start, p.Execution, p.Tenant, p.LockToken)
@@ -933,26 +773,11 @@ func retireSubscription(w *wtx, tenant, id string) (int64, error) {
 // BusSubscriptionPut: see storage.BusStore.
 func (s *Store) BusSubscriptionPut(ctx context.Context, p *storage.BusSubscriptionPutParams) (*heraldtype.Subscription, error) {
 	if p == nil {
-		return nil, fmt.Errorf("sqlite: put subscription: %w", errNilParams)
+		return nil, backend.NilParams("sqlite: put subscription")
 	}
 	sub := &p.Subscription
-	if err := checkTenant(p.Tenant); err != nil {
-		return nil, fmt.Errorf("sqlite: put subscription: %w", err)
-	}
-	if err := checkID("subscription id", sub.ID); err != nil {
-		return nil, fmt.Errorf("sqlite: put subscription: %w", err)
-	}
-	if err := checkText("pattern", sub.Pattern, storage.MaxNameBytes); err != nil {
-		return nil, fmt.Errorf("sqlite: put subscription %q: %w", sub.ID, err)
-	}
-	if len(sub.Filter) > 0 && !json.Valid(sub.Filter) {
-		return nil, fmt.Errorf("sqlite: put subscription %q: %w", sub.ID, invalidf("filter is not JSON"))
-	}
-	if sub.MaxRetries != nil && *sub.MaxRetries < 0 {
-		return nil, fmt.Errorf("sqlite: put subscription %q: %w", sub.ID, invalidf("negative MaxRetries %d", *sub.MaxRetries))
-	}
-	if sub.Timeout < 0 {
-		return nil, fmt.Errorf("sqlite: put subscription %q: %w", sub.ID, invalidf("negative Timeout %v", time.Duration(sub.Timeout)))
+	if err := backend.CheckBusSubscription(p.Tenant, sub); err != nil {
+		return nil, fmt.Errorf("sqlite: put subscription %.64q: %w", sub.ID, err)
 	}
 	target, err := json.Marshal(sub.Target)
 	if err != nil {
@@ -991,9 +816,9 @@ func (s *Store) BusSubscriptionPut(ctx context.Context, p *storage.BusSubscripti
 func (s *Store) BusSubscriptionGet(ctx context.Context, p *storage.BusSubscriptionGetParams) (_ *heraldtype.Subscription, err error) {
 	defer s.afterRead(ctx, &err)
 	if p == nil {
-		return nil, fmt.Errorf("sqlite: get subscription: %w", errNilParams)
+		return nil, backend.NilParams("sqlite: get subscription")
 	}
-	if err := errors.Join(checkTenant(p.Tenant), checkID("subscription id", p.ID)); err != nil {
+	if err := backend.CheckBusID(p.Tenant, "subscription id", p.ID); err != nil {
 		return nil, fmt.Errorf("sqlite: get subscription: %w", err)
 	}
 	if s.closed.Load() {
@@ -1015,9 +840,9 @@ func (s *Store) BusSubscriptionGet(ctx context.Context, p *storage.BusSubscripti
 func (s *Store) BusSubscriptionList(ctx context.Context, p *storage.BusTenantParams) (_ []*heraldtype.Subscription, _ int64, err error) {
 	defer s.afterRead(ctx, &err)
 	if p == nil {
-		return nil, 0, fmt.Errorf("sqlite: list subscriptions: %w", errNilParams)
+		return nil, 0, backend.NilParams("sqlite: list subscriptions")
 	}
-	if err := checkTenant(p.Tenant); err != nil {
+	if err := backend.CheckBusTenant(p.Tenant); err != nil {
 		return nil, 0, fmt.Errorf("sqlite: list subscriptions: %w", err)
 	}
 	if s.closed.Load() {
@@ -1063,9 +888,9 @@ const busSubscriptionVersionsSQL = `SELECT ` + subCols + `, since, 0 FROM bus_su
 func (s *Store) BusSubscriptionVersions(ctx context.Context, p *storage.BusTenantParams) (_ []*storage.BusSubscriptionVersion, _ int64, err error) {
 	defer s.afterRead(ctx, &err)
 	if p == nil {
-		return nil, 0, fmt.Errorf("sqlite: subscription versions: %w", errNilParams)
+		return nil, 0, backend.NilParams("sqlite: subscription versions")
 	}
-	if err := checkTenant(p.Tenant); err != nil {
+	if err := backend.CheckBusTenant(p.Tenant); err != nil {
 		return nil, 0, fmt.Errorf("sqlite: subscription versions: %w", err)
 	}
 	if s.closed.Load() {
@@ -1122,9 +947,9 @@ func readGeneration(ctx context.Context, q querier, tenant string) (int64, error
 // fair-queueing number goes with it.
 func (s *Store) BusSubscriptionDelete(ctx context.Context, p *storage.BusSubscriptionGetParams) error {
 	if p == nil {
-		return fmt.Errorf("sqlite: delete subscription: %w", errNilParams)
+		return backend.NilParams("sqlite: delete subscription")
 	}
-	if err := errors.Join(checkTenant(p.Tenant), checkID("subscription id", p.ID)); err != nil {
+	if err := backend.CheckBusID(p.Tenant, "subscription id", p.ID); err != nil {
 		return fmt.Errorf("sqlite: delete subscription: %w", err)
 	}
 	err := s.write(ctx, func(w *wtx) error {
@@ -1158,9 +983,9 @@ func (s *Store) BusSubscriptionDelete(ctx context.Context, p *storage.BusSubscri
 func (s *Store) BusSubscriptionGeneration(ctx context.Context, p *storage.BusTenantParams) (_ int64, err error) {
 	defer s.afterDefinitionRead(ctx, &err)
 	if p == nil {
-		return 0, fmt.Errorf("sqlite: subscription generation: %w", errNilParams)
+		return 0, backend.NilParams("sqlite: subscription generation")
 	}
-	if err := checkTenant(p.Tenant); err != nil {
+	if err := backend.CheckBusTenant(p.Tenant); err != nil {
 		return 0, fmt.Errorf("sqlite: subscription generation: %w", err)
 	}
 	if s.closed.Load() {
@@ -1178,13 +1003,10 @@ func (s *Store) BusSubscriptionGeneration(ctx context.Context, p *storage.BusTen
 // BusScriptPut: see storage.BusStore.
 func (s *Store) BusScriptPut(ctx context.Context, p *storage.BusScriptPutParams) (*heraldtype.Script, error) {
 	if p == nil {
-		return nil, fmt.Errorf("sqlite: put script: %w", errNilParams)
+		return nil, backend.NilParams("sqlite: put script")
 	}
-	if err := errors.Join(checkTenant(p.Tenant), checkID("script id", p.ID)); err != nil {
-		return nil, fmt.Errorf("sqlite: put script: %w", err)
-	}
-	if err := checkFreeText("source", p.Source); err != nil {
-		return nil, fmt.Errorf("sqlite: put script %q: %w", p.ID, err)
+	if err := backend.CheckBusScriptPut(p); err != nil {
+		return nil, fmt.Errorf("sqlite: put script %.64q: %w", p.ID, err)
 	}
 	now := backend.NowOr(p.Now).UnixNano()
 	var got *heraldtype.Script
@@ -1247,9 +1069,9 @@ func scanScript(sc scanner) (*heraldtype.Script, error) {
 func (s *Store) BusScriptGet(ctx context.Context, p *storage.BusScriptGetParams) (_ *heraldtype.Script, err error) {
 	defer s.afterRead(ctx, &err)
 	if p == nil {
-		return nil, fmt.Errorf("sqlite: get script: %w", errNilParams)
+		return nil, backend.NilParams("sqlite: get script")
 	}
-	if err := errors.Join(checkTenant(p.Tenant), checkID("script id", p.ID), checkNonNegative("version", int64(p.Version))); err != nil {
+	if err := backend.CheckBusScriptGet(p); err != nil {
 		return nil, fmt.Errorf("sqlite: get script: %w", err)
 	}
 	if s.closed.Load() {
@@ -1271,9 +1093,9 @@ func (s *Store) BusScriptGet(ctx context.Context, p *storage.BusScriptGetParams)
 func (s *Store) BusScriptList(ctx context.Context, p *storage.BusTenantParams) (_ []*heraldtype.Script, err error) {
 	defer s.afterRead(ctx, &err)
 	if p == nil {
-		return nil, fmt.Errorf("sqlite: list scripts: %w", errNilParams)
+		return nil, backend.NilParams("sqlite: list scripts")
 	}
-	if err := checkTenant(p.Tenant); err != nil {
+	if err := backend.CheckBusTenant(p.Tenant); err != nil {
 		return nil, fmt.Errorf("sqlite: list scripts: %w", err)
 	}
 	if s.closed.Load() {
@@ -1303,9 +1125,9 @@ func (s *Store) BusScriptList(ctx context.Context, p *storage.BusTenantParams) (
 // BusScriptDelete: see storage.BusStore. The head stays, marked deleted.
 func (s *Store) BusScriptDelete(ctx context.Context, p *storage.BusScriptGetParams) error {
 	if p == nil {
-		return fmt.Errorf("sqlite: delete script: %w", errNilParams)
+		return backend.NilParams("sqlite: delete script")
 	}
-	if err := errors.Join(checkTenant(p.Tenant), checkID("script id", p.ID)); err != nil {
+	if err := backend.CheckBusID(p.Tenant, "script id", p.ID); err != nil {
 		return fmt.Errorf("sqlite: delete script: %w", err)
 	}
 	err := s.write(ctx, func(w *wtx) error {
@@ -1354,13 +1176,10 @@ func scanDeadLetter(sc scanner) (*heraldtype.DeadLetter, error) {
 }
 
 // letterFilter returns the WHERE terms (on table alias d) and arguments of
-// a dead-letter filter, after the tenant's; none is false when the filter
-// matches nothing (an empty id list).
+// a dead-letter filter checked by backend.CheckBusLetterFilter, after the
+// tenant's; none is true when the filter matches nothing (an empty id
+// list).
 func letterFilter(tenant string, f *storage.BusDeadLetterFilter) (where []string, args []any, none bool, err error) {
-	if err := errors.Join(checkTenant(tenant), checkOptID("subscription", f.Subscription),
-		checkOptID("event type", f.EventType), checkOptID("error kind", string(f.ErrorKind))); err != nil {
-		return nil, nil, false, err
-	}
 	where, args = []string{"d.tenant = ?"}, []any{tenant}
 	if f.Subscription != "" {
 		where, args = append(where, "d.subscription = ?"), append(args, f.Subscription)
@@ -1405,9 +1224,10 @@ func letterListSQL(where []string) string {
 func (s *Store) BusDeadLetterList(ctx context.Context, p *storage.BusDeadLetterListParams) (_ []*heraldtype.DeadLetter, _ int64, err error) {
 	defer s.afterRead(ctx, &err)
 	if p == nil {
-		return nil, 0, fmt.Errorf("sqlite: list dead letters: %w", errNilParams)
+		return nil, 0, backend.NilParams("sqlite: list dead letters")
 	}
-	if err := errors.Join(checkNonNegative("limit", int64(p.Limit)), checkNonNegative("cursor", p.Before)); err != nil {
+	limit, err := backend.BusLetterListArgs(p)
+	if err != nil {
 		return nil, 0, fmt.Errorf("sqlite: list dead letters: %w", err)
 	}
 	where, args, none, err := letterFilter(p.Tenant, &p.Filter)
@@ -1423,7 +1243,7 @@ func (s *Store) BusDeadLetterList(ctx context.Context, p *storage.BusDeadLetterL
 	if p.Before > 0 {
 		where, args = append(where, "d.id < ?"), append(args, p.Before)
 	}
-	return queryPage(ctx, s, "list dead letters", letterListSQL(where), args, listLimit(p.Limit), scanDeadLetter,
+	return queryPage(ctx, s, "list dead letters", letterListSQL(where), args, limit, scanDeadLetter,
 		func(d *heraldtype.DeadLetter) int64 { return d.ID })
 }
 
@@ -1459,9 +1279,9 @@ func queryPage[T any](ctx context.Context, s *Store, what, query string, args []
 func (s *Store) BusDeadLetterGet(ctx context.Context, p *storage.BusDeadLetterGetParams) (_ *heraldtype.DeadLetter, err error) {
 	defer s.afterRead(ctx, &err)
 	if p == nil {
-		return nil, fmt.Errorf("sqlite: get dead letter: %w", errNilParams)
+		return nil, backend.NilParams("sqlite: get dead letter")
 	}
-	if err := checkTenant(p.Tenant); err != nil {
+	if err := backend.CheckBusTenant(p.Tenant); err != nil {
 		return nil, fmt.Errorf("sqlite: get dead letter: %w", err)
 	}
 	if s.closed.Load() {
@@ -1483,9 +1303,10 @@ func (s *Store) BusDeadLetterGet(ctx context.Context, p *storage.BusDeadLetterGe
 // dead-lettered when its letter's turn comes.
 func (s *Store) BusDeadLetterReprocess(ctx context.Context, p *storage.BusDeadLetterOpParams) (int, error) {
 	if p == nil {
-		return 0, fmt.Errorf("sqlite: reprocess dead letters: %w", errNilParams)
+		return 0, backend.NilParams("sqlite: reprocess dead letters")
 	}
-	if err := checkNonNegative("limit", int64(p.Limit)); err != nil {
+	limit, err := backend.BusLetterOpArgs(p)
+	if err != nil {
 		return 0, fmt.Errorf("sqlite: reprocess dead letters: %w", err)
 	}
 	where, args, none, err := letterFilter(p.Tenant, &p.Filter)
@@ -1495,7 +1316,6 @@ func (s *Store) BusDeadLetterReprocess(ctx context.Context, p *storage.BusDeadLe
 	if none {
 		return 0, nil
 	}
-	limit := orDefault(p.Limit, busOpLimit)
 	now := backend.NowOr(p.Now).UnixNano()
 	var count int
 	err = s.write(ctx, func(w *wtx) error {
@@ -1559,9 +1379,10 @@ func (s *Store) BusDeadLetterReprocess(ctx context.Context, p *storage.BusDeadLe
 // BusDeadLetterDelete: see storage.BusStore.
 func (s *Store) BusDeadLetterDelete(ctx context.Context, p *storage.BusDeadLetterOpParams) (int, error) {
 	if p == nil {
-		return 0, fmt.Errorf("sqlite: delete dead letters: %w", errNilParams)
+		return 0, backend.NilParams("sqlite: delete dead letters")
 	}
-	if err := checkNonNegative("limit", int64(p.Limit)); err != nil {
+	limit, err := backend.BusLetterOpArgs(p)
+	if err != nil {
 		return 0, fmt.Errorf("sqlite: delete dead letters: %w", err)
 	}
 	where, args, none, err := letterFilter(p.Tenant, &p.Filter)
@@ -1571,7 +1392,6 @@ func (s *Store) BusDeadLetterDelete(ctx context.Context, p *storage.BusDeadLette
 	if none {
 		return 0, nil
 	}
-	limit := orDefault(p.Limit, busOpLimit)
 	var count int
 	err = s.write(ctx, func(w *wtx) error {
 		res, err := w.exec(`DELETE FROM bus_dead_letters WHERE id IN (SELECT d.id FROM bus_dead_letters d
@@ -1596,9 +1416,9 @@ func (s *Store) BusDeadLetterDelete(ctx context.Context, p *storage.BusDeadLette
 func (s *Store) BusEventGet(ctx context.Context, p *storage.BusEventGetParams) (_ *heraldtype.PublishedEvent, err error) {
 	defer s.afterRead(ctx, &err)
 	if p == nil {
-		return nil, fmt.Errorf("sqlite: get published event: %w", errNilParams)
+		return nil, backend.NilParams("sqlite: get published event")
 	}
-	if err := errors.Join(checkTenant(p.Tenant), checkID("event id", p.ID)); err != nil {
+	if err := backend.CheckBusID(p.Tenant, "event id", p.ID); err != nil {
 		return nil, fmt.Errorf("sqlite: get published event: %w", err)
 	}
 	if s.closed.Load() {
@@ -1683,14 +1503,11 @@ func attemptListSQL(where []string) string {
 func (s *Store) BusAttemptList(ctx context.Context, p *storage.BusAttemptListParams) (_ []*heraldtype.Attempt, _ int64, err error) {
 	defer s.afterRead(ctx, &err)
 	if p == nil {
-		return nil, 0, fmt.Errorf("sqlite: list attempts: %w", errNilParams)
+		return nil, 0, backend.NilParams("sqlite: list attempts")
 	}
-	if err := errors.Join(checkTenant(p.Tenant), checkOptID("event id", p.EventID), checkOptID("subscription", p.Subscription),
-		checkNonNegative("limit", int64(p.Limit)), checkNonNegative("cursor", p.After)); err != nil {
+	limit, err := backend.BusAttemptListArgs(p)
+	if err != nil {
 		return nil, 0, fmt.Errorf("sqlite: list attempts: %w", err)
-	}
-	if p.EventID == "" && p.Subscription == "" && p.Execution == 0 {
-		return nil, 0, fmt.Errorf("sqlite: list attempts: %w", invalidf("no event id, subscription or execution"))
 	}
 	if s.closed.Load() {
 		return nil, 0, heraldtype.ErrClosed
@@ -1705,7 +1522,7 @@ func (s *Store) BusAttemptList(ctx context.Context, p *storage.BusAttemptListPar
 	if p.Subscription != "" {
 		where, args = append(where, "subscription = ?"), append(args, p.Subscription)
 	}
-	return queryPage(ctx, s, "list attempts", attemptListSQL(where), args, listLimit(p.Limit), scanAttempt,
+	return queryPage(ctx, s, "list attempts", attemptListSQL(where), args, limit, scanAttempt,
 		func(a *heraldtype.Attempt) int64 { return a.ID })
 }
 
@@ -1728,18 +1545,18 @@ const busVersionsPruneSQL = `DELETE FROM bus_subscription_versions WHERE tenant 
 // ended.
 func (s *Store) BusPrune(ctx context.Context, p *storage.BusPruneParams) (int, error) {
 	if p == nil {
-		return 0, fmt.Errorf("sqlite: prune: %w", errNilParams)
+		return 0, backend.NilParams("sqlite: prune")
 	}
-	if err := errors.Join(checkTenant(p.Tenant), checkNonNegative("limit", int64(p.Limit))); err != nil {
+	limit, err := backend.BusPruneArgs(p)
+	if err != nil {
 		return 0, fmt.Errorf("sqlite: prune: %w", err)
 	}
-	limit := orDefault(p.Limit, busPruneLimit)
 	before := backend.Nanos(p.Before)
 	if before <= 0 {
 		return 0, nil // nothing was routed before the epoch
 	}
 	var count int
-	err := s.write(ctx, func(w *wtx) error {
+	err = s.write(ctx, func(w *wtx) error {
 		count = 0
 		rows, err := w.query(busPrunableSQL, p.Tenant, before, limit)
 		if err != nil {
@@ -1790,9 +1607,9 @@ const busBacklogSQL = `SELECT COUNT(*) FROM (
 // what it read to be durable: it is a gauge for back-pressure.
 func (s *Store) BusBacklog(ctx context.Context, p *storage.BusBacklogParams) (int, error) {
 	if p == nil {
-		return 0, fmt.Errorf("sqlite: bus backlog: %w", errNilParams)
+		return 0, backend.NilParams("sqlite: bus backlog")
 	}
-	if err := errors.Join(checkTenant(p.Tenant), checkNonNegative("limit", int64(p.Limit))); err != nil {
+	if err := backend.CheckBusBacklog(p); err != nil {
 		return 0, fmt.Errorf("sqlite: bus backlog: %w", err)
 	}
 	if s.closed.Load() {

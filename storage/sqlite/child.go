@@ -154,7 +154,7 @@ func familyEnd(w *wtx, tenant, id string, status heraldtype.Status, output []byt
 // InstanceCancel: see storage.InstanceStore.
 func (s *Store) InstanceCancel(ctx context.Context, p *storage.InstanceCancelParams) (bool, error) {
 	if p == nil {
-		return false, errors.New("sqlite: cancel instance: nil params")
+		return false, backend.NilParams("sqlite: cancel instance")
 	}
 	nowN := backend.NowOr(p.Now).UnixNano()
 	var already bool

@@ -335,7 +335,7 @@ func deleteMarkers(w *wtx, tenant, id string) error {
 // commits that register waits.
 func (s *Store) CorrelatedPut(ctx context.Context, p *storage.CorrelatedPutParams) (*heraldtype.CorrelatedEvent, error) {
 	if p == nil {
-		return nil, errors.New("sqlite: put correlated event: nil params")
+		return nil, backend.NilParams("sqlite: put correlated event")
 	}
 	if err := backend.ValidateCorrelated(p.Def, p.Key); err != nil {
 		return nil, fmt.Errorf("sqlite: put correlated event: %w", err)
@@ -359,7 +359,7 @@ func (s *Store) CorrelatedPut(ctx context.Context, p *storage.CorrelatedPutParam
 func (s *Store) CorrelatedGet(ctx context.Context, p *storage.CorrelatedGetParams) (_ *heraldtype.CorrelatedEvent, err error) {
 	defer s.afterRead(ctx, &err)
 	if p == nil {
-		return nil, errors.New("sqlite: get correlated event: nil params")
+		return nil, backend.NilParams("sqlite: get correlated event")
 	}
 	if s.closed.Load() {
 		return nil, heraldtype.ErrClosed
@@ -379,7 +379,7 @@ func (s *Store) CorrelatedGet(ctx context.Context, p *storage.CorrelatedGetParam
 // CorrelatedDelete: see storage.CorrelatedStore.
 func (s *Store) CorrelatedDelete(ctx context.Context, p *storage.CorrelatedGetParams) error {
 	if p == nil {
-		return errors.New("sqlite: delete correlated event: nil params")
+		return backend.NilParams("sqlite: delete correlated event")
 	}
 	err := s.write(ctx, func(w *wtx) error {
 		found, err := deleteCorrelated(w, p.Tenant, p.Def, p.Key)
@@ -401,10 +401,10 @@ func (s *Store) CorrelatedDelete(ctx context.Context, p *storage.CorrelatedGetPa
 func (s *Store) CorrelatedSearch(ctx context.Context, p *storage.CorrelatedSearchParams) (_ []*heraldtype.CorrelatedEvent, _ string, err error) {
 	defer s.afterRead(ctx, &err)
 	if p == nil {
-		return nil, "", errors.New("sqlite: search correlated events: nil params")
+		return nil, "", backend.NilParams("sqlite: search correlated events")
 	}
-	if p.Def == "" {
-		return nil, "", errors.New("sqlite: search correlated events: empty event definition")
+	if err := backend.ValidateCorrelatedSearch(p); err != nil {
+		return nil, "", fmt.Errorf("sqlite: search correlated events: %w", err)
 	}
 	if s.closed.Load() {
 		return nil, "", heraldtype.ErrClosed
@@ -492,7 +492,7 @@ func (s *Store) CorrelatedSearch(ctx context.Context, p *storage.CorrelatedSearc
 // CorrelatedExpire: see storage.CorrelatedStore.
 func (s *Store) CorrelatedExpire(ctx context.Context, p *storage.CorrelatedExpireParams) ([]string, error) {
 	if p == nil {
-		return nil, errors.New("sqlite: expire correlated events: nil params")
+		return nil, backend.NilParams("sqlite: expire correlated events")
 	}
 	now := backend.NowOr(p.Now).UnixNano()
 	limit := backend.ExpireLimit(p.Limit)

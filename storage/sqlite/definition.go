@@ -39,7 +39,7 @@ const definitionVersionQuery = `SELECT COALESCE((SELECT version FROM event_defin
 // of the row, which EventDefinitionDelete keeps.
 func (s *Store) EventDefinitionPut(ctx context.Context, p *storage.EventDefinitionPutParams) (*heraldtype.EventDefinition, error) {
 	if p == nil {
-		return nil, errors.New("sqlite: put event definition: nil params")
+		return nil, backend.NilParams("sqlite: put event definition")
 	}
 	d := &p.Definition
 	buffer, err := backend.ValidateDefinition(d)
@@ -83,7 +83,7 @@ func (s *Store) EventDefinitionPut(ctx context.Context, p *storage.EventDefiniti
 func (s *Store) EventDefinitionGet(ctx context.Context, p *storage.EventDefinitionGetParams) (_ *heraldtype.EventDefinition, err error) {
 	defer s.afterDefinitionRead(ctx, &err)
 	if p == nil {
-		return nil, errors.New("sqlite: get event definition: nil params")
+		return nil, backend.NilParams("sqlite: get event definition")
 	}
 	if s.closed.Load() {
 		return nil, heraldtype.ErrClosed
@@ -103,7 +103,7 @@ func (s *Store) EventDefinitionGet(ctx context.Context, p *storage.EventDefiniti
 func (s *Store) EventDefinitionCurrent(ctx context.Context, p *storage.EventDefinitionGetParams) (_ *storage.CurrentDefinition, err error) {
 	defer s.afterDefinitionRead(ctx, &err)
 	if p == nil {
-		return nil, errors.New("sqlite: read event definition: nil params")
+		return nil, backend.NilParams("sqlite: read event definition")
 	}
 	if s.closed.Load() {
 		return nil, heraldtype.ErrClosed
@@ -123,7 +123,7 @@ func (s *Store) EventDefinitionCurrent(ctx context.Context, p *storage.EventDefi
 func (s *Store) EventDefinitionList(ctx context.Context, p *storage.EventDefinitionListParams) (_ []*heraldtype.EventDefinition, err error) {
 	defer s.afterDefinitionRead(ctx, &err)
 	if p == nil {
-		return nil, errors.New("sqlite: list event definitions: nil params")
+		return nil, backend.NilParams("sqlite: list event definitions")
 	}
 	if s.closed.Load() {
 		return nil, heraldtype.ErrClosed
@@ -153,7 +153,7 @@ func (s *Store) EventDefinitionList(ctx context.Context, p *storage.EventDefinit
 // version.
 func (s *Store) EventDefinitionDelete(ctx context.Context, p *storage.EventDefinitionGetParams) error {
 	if p == nil {
-		return errors.New("sqlite: delete event definition: nil params")
+		return backend.NilParams("sqlite: delete event definition")
 	}
 	err := s.write(ctx, func(w *wtx) error {
 		w.defs = true
@@ -187,7 +187,7 @@ const expiredEventsQuery = `SELECT m.id, m.instance_id, m.event_id FROM inbox m
 // concurrent calls.
 func (s *Store) EventExpire(ctx context.Context, p *storage.EventExpireParams) ([]string, error) {
 	if p == nil {
-		return nil, errors.New("sqlite: expire events: nil params")
+		return nil, backend.NilParams("sqlite: expire events")
 	}
 	now := backend.NowOr(p.Now).UnixNano()
 	limit := backend.ExpireLimit(p.Limit)

@@ -17,7 +17,7 @@ import (
 // EventRaise: see storage.EventStore.
 func (s *Store) EventRaise(ctx context.Context, p *storage.EventRaiseParams) (*storage.EventRaiseResult, error) {
 	if p == nil {
-		return nil, errors.New("sqlite: raise event: nil params")
+		return nil, backend.NilParams("sqlite: raise event")
 	}
 	if err := backend.ValidateRaise(p); err != nil {
 		return nil, fmt.Errorf("sqlite: raise event: %w", err)
@@ -247,7 +247,7 @@ func raiseLease(w *wtx, p *storage.EventRaiseParams, now time.Time, prefix strin
 func (s *Store) EventGet(ctx context.Context, p *storage.EventGetParams) (_ *heraldtype.EventRecord, err error) {
 	defer s.afterRead(ctx, &err)
 	if p == nil {
-		return nil, errors.New("sqlite: get event: nil params")
+		return nil, backend.NilParams("sqlite: get event")
 	}
 	if s.closed.Load() {
 		return nil, heraldtype.ErrClosed
@@ -267,7 +267,7 @@ func (s *Store) EventGet(ctx context.Context, p *storage.EventGetParams) (_ *her
 func (s *Store) EventList(ctx context.Context, p *storage.EventListParams) (_ []*heraldtype.EventRecord, err error) {
 	defer s.afterRead(ctx, &err)
 	if p == nil {
-		return nil, errors.New("sqlite: list events: nil params")
+		return nil, backend.NilParams("sqlite: list events")
 	}
 	if s.closed.Load() {
 		return nil, heraldtype.ErrClosed

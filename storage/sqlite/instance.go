@@ -16,7 +16,7 @@ import (
 // InstanceCreate: see storage.InstanceStore.
 func (s *Store) InstanceCreate(ctx context.Context, p *storage.InstanceCreateParams) (*storage.Instance, error) {
 	if p == nil {
-		return nil, errors.New("sqlite: create instance: nil params")
+		return nil, backend.NilParams("sqlite: create instance")
 	}
 	if err := backend.ValidateCreate(p); err != nil {
 		return nil, fmt.Errorf("sqlite: create instance: %w", err)
@@ -87,7 +87,7 @@ func createInstance(w *wtx, p *storage.InstanceCreateParams) (*storage.Instance,
 func (s *Store) InstanceGet(ctx context.Context, p *storage.InstanceGetParams) (_ *storage.Instance, err error) {
 	defer s.afterRead(ctx, &err)
 	if p == nil {
-		return nil, errors.New("sqlite: get instance: nil params")
+		return nil, backend.NilParams("sqlite: get instance")
 	}
 	if s.closed.Load() {
 		return nil, heraldtype.ErrClosed
@@ -108,7 +108,7 @@ func (s *Store) InstanceGet(ctx context.Context, p *storage.InstanceGetParams) (
 func (s *Store) InstanceList(ctx context.Context, p *storage.InstanceListParams) (_ []*storage.Instance, _ string, err error) {
 	defer s.afterRead(ctx, &err)
 	if p == nil {
-		return nil, "", errors.New("sqlite: list instances: nil params")
+		return nil, "", backend.NilParams("sqlite: list instances")
 	}
 	createdAt, afterID, paged, err := backend.ListCursor(p.After)
 	if err != nil {
@@ -175,7 +175,7 @@ func (s *Store) InstanceList(ctx context.Context, p *storage.InstanceListParams)
 // InstanceTerminate: see storage.InstanceStore.
 func (s *Store) InstanceTerminate(ctx context.Context, p *storage.InstanceTerminateParams) ([]history.Event, error) {
 	if p == nil {
-		return nil, errors.New("sqlite: terminate instance: nil params")
+		return nil, backend.NilParams("sqlite: terminate instance")
 	}
 	now := backend.NowOr(p.Now)
 	var dropped []history.Event
@@ -310,7 +310,7 @@ func (t *laneTx) DropEvents(ids []string, reason history.DropReason, execution i
 func (s *Store) HistoryList(ctx context.Context, p *storage.HistoryListParams) (_ []history.Event, err error) {
 	defer s.afterRead(ctx, &err)
 	if p == nil {
-		return nil, errors.New("sqlite: list history: nil params")
+		return nil, backend.NilParams("sqlite: list history")
 	}
 	if s.closed.Load() {
 		return nil, heraldtype.ErrClosed

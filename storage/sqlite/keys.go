@@ -27,7 +27,7 @@ func scanKey(sc scanner) (*heraldtype.APIKey, error) {
 // with is not disturbed.
 func (s *Store) KeyCreate(ctx context.Context, p *storage.KeyCreateParams) (*heraldtype.APIKey, error) {
 	if p == nil {
-		return nil, errors.New("sqlite: create key: nil params")
+		return nil, backend.NilParams("sqlite: create key")
 	}
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("sqlite: create key: %w", err)
@@ -52,7 +52,7 @@ func (s *Store) KeyCreate(ctx context.Context, p *storage.KeyCreateParams) (*her
 func (s *Store) KeyByHash(ctx context.Context, p *storage.KeyByHashParams) (_ *heraldtype.APIKey, err error) {
 	defer s.afterRead(ctx, &err)
 	if p == nil {
-		return nil, errors.New("sqlite: key by hash: nil params")
+		return nil, backend.NilParams("sqlite: key by hash")
 	}
 	if s.closed.Load() {
 		return nil, heraldtype.ErrClosed
@@ -74,7 +74,7 @@ func (s *Store) KeyByHash(ctx context.Context, p *storage.KeyByHashParams) (_ *h
 func (s *Store) KeyList(ctx context.Context, p *storage.KeyListParams) (_ []*heraldtype.APIKey, err error) {
 	defer s.afterRead(ctx, &err)
 	if p == nil {
-		return nil, errors.New("sqlite: list keys: nil params")
+		return nil, backend.NilParams("sqlite: list keys")
 	}
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("sqlite: list keys: %w", err)
@@ -106,7 +106,7 @@ func (s *Store) KeyList(ctx context.Context, p *storage.KeyListParams) (_ []*her
 // RevokedAt.
 func (s *Store) KeyRevoke(ctx context.Context, p *storage.KeyRevokeParams) (*heraldtype.APIKey, error) {
 	if p == nil {
-		return nil, errors.New("sqlite: revoke key: nil params")
+		return nil, backend.NilParams("sqlite: revoke key")
 	}
 	if backend.KeyUnmatched(p.ID, p.Tenant) {
 		if s.closed.Load() {
@@ -134,7 +134,7 @@ func (s *Store) KeyRevoke(ctx context.Context, p *storage.KeyRevokeParams) (*her
 // KeyTouch: see storage.KeyStore.
 func (s *Store) KeyTouch(ctx context.Context, p *storage.KeyTouchParams) error {
 	if p == nil {
-		return errors.New("sqlite: touch key: nil params")
+		return backend.NilParams("sqlite: touch key")
 	}
 	if backend.KeyUnmatched(p.ID, "") {
 		if s.closed.Load() {

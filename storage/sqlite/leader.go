@@ -13,7 +13,7 @@ import (
 // LeaderElect: see storage.LeaderStore.
 func (s *Store) LeaderElect(ctx context.Context, p *storage.LeaderElectParams) (bool, error) {
 	if p == nil {
-		return false, errors.New("sqlite: elect leader: nil params")
+		return false, backend.NilParams("sqlite: elect leader")
 	}
 	if err := backend.ValidateLeader(p, true); err != nil {
 		return false, fmt.Errorf("sqlite: elect leader: %w", err)
@@ -45,7 +45,7 @@ func (s *Store) LeaderElect(ctx context.Context, p *storage.LeaderElectParams) (
 // LeaderResign: see storage.LeaderStore.
 func (s *Store) LeaderResign(ctx context.Context, p *storage.LeaderElectParams) error {
 	if p == nil {
-		return errors.New("sqlite: resign leadership: nil params")
+		return backend.NilParams("sqlite: resign leadership")
 	}
 	if err := backend.ValidateLeader(p, false); err != nil {
 		return fmt.Errorf("sqlite: resign leadership: %w", err)

@@ -27,7 +27,7 @@ func scanTenant(sc scanner) (*heraldtype.Tenant, error) {
 // saw registered is remembered, so that later calls for it cost no write.
 func (s *Store) TenantEnsure(ctx context.Context, p *storage.TenantEnsureParams) error {
 	if p == nil {
-		return errors.New("sqlite: ensure tenant: nil params")
+		return backend.NilParams("sqlite: ensure tenant")
 	}
 	if err := storage.ValidateTenantID(p.Tenant); err != nil {
 		return fmt.Errorf("sqlite: ensure tenant: %w", err)
@@ -51,7 +51,7 @@ func (s *Store) TenantEnsure(ctx context.Context, p *storage.TenantEnsureParams)
 // TenantPut: see storage.TenantStore.
 func (s *Store) TenantPut(ctx context.Context, p *storage.TenantPutParams) (*heraldtype.Tenant, error) {
 	if p == nil {
-		return nil, errors.New("sqlite: put tenant: nil params")
+		return nil, backend.NilParams("sqlite: put tenant")
 	}
 	limits, err := backend.TenantPutArgs(p)
 	if err != nil {
@@ -77,7 +77,7 @@ func (s *Store) TenantPut(ctx context.Context, p *storage.TenantPutParams) (*her
 func (s *Store) TenantGet(ctx context.Context, p *storage.TenantGetParams) (_ *heraldtype.Tenant, err error) {
 	defer s.afterRead(ctx, &err)
 	if p == nil {
-		return nil, errors.New("sqlite: get tenant: nil params")
+		return nil, backend.NilParams("sqlite: get tenant")
 	}
 	if s.closed.Load() {
 		return nil, heraldtype.ErrClosed
@@ -96,7 +96,7 @@ func (s *Store) TenantGet(ctx context.Context, p *storage.TenantGetParams) (_ *h
 func (s *Store) TenantList(ctx context.Context, p *storage.TenantListParams) (_ []*heraldtype.Tenant, err error) {
 	defer s.afterRead(ctx, &err)
 	if p == nil {
-		return nil, errors.New("sqlite: list tenants: nil params")
+		return nil, backend.NilParams("sqlite: list tenants")
 	}
 	if s.closed.Load() {
 		return nil, heraldtype.ErrClosed
@@ -141,7 +141,7 @@ const (
 // durable: it only says where to claim.
 func (s *Store) TenantsReady(ctx context.Context, p *storage.TenantsReadyParams) ([]string, error) {
 	if p == nil {
-		return nil, errors.New("sqlite: tenants ready: nil params")
+		return nil, backend.NilParams("sqlite: tenants ready")
 	}
 	kinds, err := backend.ValidateTenantsReady(p)
 	if err != nil {

@@ -21,7 +21,7 @@ import (
 // messages are read on the read pool, beside the writer.
 func (s *Store) TurnClaim(ctx context.Context, p *storage.TurnClaimParams) ([]*storage.Turn, error) {
 	if p == nil {
-		return nil, errors.New("sqlite: claim turns: nil params")
+		return nil, backend.NilParams("sqlite: claim turns")
 	}
 	now := backend.NowOr(p.Now)
 	max := backend.ClaimMax(p.Max)
@@ -325,7 +325,7 @@ func (s *Store) releaseClaimed(ctx context.Context, tenant string, turns []*stor
 // applies (the hand-on, the instance-end drops) are package backend's.
 func (s *Store) TurnCommit(ctx context.Context, p *storage.TurnCommitParams) ([]history.Event, error) {
 	if p == nil {
-		return nil, errors.New("sqlite: commit turn: nil params")
+		return nil, backend.NilParams("sqlite: commit turn")
 	}
 	status, err := backend.CommitStatus(p)
 	if err != nil {
@@ -626,7 +626,7 @@ func commitTurnFenced(w *wtx, p *storage.TurnCommitParams, docs *turnDocs, statu
 // TurnAbandon: see storage.TurnStore.
 func (s *Store) TurnAbandon(ctx context.Context, p *storage.TurnAbandonParams) error {
 	if p == nil {
-		return errors.New("sqlite: abandon turn: nil params")
+		return backend.NilParams("sqlite: abandon turn")
 	}
 	if p.LockToken == "" {
 		return fmt.Errorf("sqlite: abandon turn of %q: empty lock token: %w", p.InstanceID, heraldtype.ErrLeaseLost)
@@ -661,7 +661,7 @@ func (s *Store) TurnAbandon(ctx context.Context, p *storage.TurnAbandonParams) e
 // has passed, and only a commit, which ends the lease, moves it later.
 func (s *Store) NextWake(ctx context.Context, p *storage.NextWakeParams) (time.Time, bool, error) {
 	if p == nil {
-		return time.Time{}, false, errors.New("sqlite: next wake: nil params")
+		return time.Time{}, false, backend.NilParams("sqlite: next wake")
 	}
 	if s.closed.Load() {
 		return time.Time{}, false, heraldtype.ErrClosed

@@ -113,6 +113,7 @@ func run(t *testing.T, newStore func(t *testing.T) storage.Store, only func(name
 	tests = append(tests, busTests...)
 	tests = append(tests, keyTests...)
 	tests = append(tests, childTests...)
+	tests = append(tests, paramTests...)
 	for _, tc := range tests {
 		if !only(tc.name) {
 			continue

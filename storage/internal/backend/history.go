@@ -14,7 +14,7 @@ import (
 // history as the JSON document the stores keep; its Seq must be positive.
 func EncodeHistoryEvent(i int, ev *history.Event) (string, error) {
 	if ev.Seq <= 0 {
-		return "", fmt.Errorf("history event %d (%s): seq %d must be positive", i, ev.Kind, ev.Seq)
+		return "", Invalid("history event %d (%s): seq %d must be positive", i, ev.Kind, ev.Seq)
 	}
 	b, err := json.Marshal(ev)
 	if err != nil {

@@ -1,7 +1,6 @@
 package backend
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/heraldwf/herald/heraldtype"
@@ -9,14 +8,18 @@ import (
 	"github.com/heraldwf/herald/storage"
 )
 
+// The checks below are the Store methods' (each backend calls them before
+// it writes): every failure wraps heraldtype.ErrInvalidArgument, except where
+// noted.
+
 // ValidateCreate checks InstanceCreate's params (also those of an
 // EventRaise's StartIfAbsent).
 func ValidateCreate(p *storage.InstanceCreateParams) error {
 	if p.ID == "" {
-		return errors.New("empty instance id")
+		return Invalid("empty instance id")
 	}
 	if p.Workflow == "" {
-		return errors.New("empty workflow name")
+		return Invalid("empty workflow name")
 	}
 	return nil
 }
@@ -25,13 +28,13 @@ func ValidateCreate(p *storage.InstanceCreateParams) error {
 // version (not negative when checked).
 func ValidateRaise(p *storage.EventRaiseParams) error {
 	if p.InstanceID == "" {
-		return errors.New("empty instance id")
+		return Invalid("empty instance id")
 	}
 	if p.EventID == "" {
-		return errors.New("empty event id")
+		return Invalid("empty event id")
 	}
 	if p.CheckDefinition && p.DefinitionVersion < 0 {
-		return fmt.Errorf("negative definition version %d", p.DefinitionVersion)
+		return Invalid("negative definition version %d", p.DefinitionVersion)
 	}
 	return nil
 }
@@ -60,7 +63,7 @@ func StartIfAbsent(p *storage.EventRaiseParams) (*storage.InstanceCreateParams, 
 // before calling.
 func ValidateDefinition(d *heraldtype.EventDefinition) (string, error) {
 	if d.Name == "" {
-		return "", errors.New("empty event name")
+		return "", Invalid("empty event name")
 	}
 	buffer := d.Buffer
 	switch buffer {
@@ -68,16 +71,16 @@ func ValidateDefinition(d *heraldtype.EventDefinition) (string, error) {
 		buffer = heraldtype.BufferFIFO
 	case heraldtype.BufferFIFO, heraldtype.BufferLatest:
 	default:
-		return "", fmt.Errorf("unknown buffer policy %q (want %q or %q)", d.Buffer, heraldtype.BufferFIFO, heraldtype.BufferLatest)
+		return "", Invalid("unknown buffer policy %q (want %q or %q)", d.Buffer, heraldtype.BufferFIFO, heraldtype.BufferLatest)
 	}
 	if d.Retention < 0 {
-		return "", fmt.Errorf("negative retention %v", d.Retention)
+		return "", Invalid("negative retention %v", d.Retention)
 	}
 	if d.MaxPayloadBytes < 0 {
-		return "", fmt.Errorf("negative payload cap %d", d.MaxPayloadBytes)
+		return "", Invalid("negative payload cap %d", d.MaxPayloadBytes)
 	}
 	if c := d.Correlation; c != nil && c.TTL < 0 {
-		return "", fmt.Errorf("negative correlation TTL %v", c.TTL)
+		return "", Invalid("negative correlation TTL %v", c.TTL)
 	}
 	return buffer, nil
 }
@@ -85,10 +88,20 @@ func ValidateDefinition(d *heraldtype.EventDefinition) (string, error) {
 // ValidateCorrelated checks the name of a correlated event.
 func ValidateCorrelated(def, key string) error {
 	if def == "" {
-		return errors.New("empty event definition")
+		return Invalid("empty event definition")
 	}
 	if key == "" {
-		return errors.New("empty correlation key")
+		return Invalid("empty correlation key")
+	}
+	return nil
+}
+
+// ValidateCorrelatedSearch checks CorrelatedSearch's params (not nil): the
+// definition is named. A bookmark is checked as it is decoded
+// (DecodeBookmark).
+func ValidateCorrelatedSearch(p *storage.CorrelatedSearchParams) error {
+	if p.Def == "" {
+		return Invalid("empty event definition")
 	}
 	return nil
 }
@@ -105,13 +118,13 @@ func ValidateTraceParent(s string) error {
 // ValidateLeader checks LeaderElect's params (needLease) and LeaderResign's.
 func ValidateLeader(p *storage.LeaderElectParams, needLease bool) error {
 	if p.Name == "" {
-		return errors.New("empty leadership name")
+		return Invalid("empty leadership name")
 	}
 	if p.Holder == "" {
-		return errors.New("empty holder")
+		return Invalid("empty holder")
 	}
 	if needLease && p.Lease <= 0 {
-		return fmt.Errorf("lease %v must be positive", p.Lease)
+		return Invalid("lease %v must be positive", p.Lease)
 	}
 	return nil
 }
@@ -128,10 +141,10 @@ func CommitStatus(p *storage.TurnCommitParams) (heraldtype.Status, error) {
 	case heraldtype.StatusRunning, heraldtype.StatusCompleted, heraldtype.StatusFailed, heraldtype.StatusTerminated,
 		heraldtype.StatusCanceled:
 	default:
-		return "", fmt.Errorf("invalid status %q", p.Status)
+		return "", Invalid("invalid status %q", p.Status)
 	}
 	if p.ContinueAsNew != nil && status != heraldtype.StatusRunning {
-		return "", fmt.Errorf("continue-as-new with status %q", status)
+		return "", Invalid("continue-as-new with status %q", status)
 	}
 	if p.LockToken == "" {
 		return "", fmt.Errorf("empty lock token: %w", heraldtype.ErrLeaseLost)
