@@ -25,8 +25,8 @@ import (
 // events (matching them against its subscriptions) and claims its due
 // executions, only as many as the dispatch queue has room for; a pool of
 // Bus.Workers runs them. Every attempt ends in a store write that records
-// it and moves the execution on: succeeded, retrying at 2^n s, or
-// dead-lettered.
+// it and moves the execution on (attempt.Decide): succeeded, retrying on
+// the bus's RetryPolicy (attempt.BusRetry: 2^n s), or dead-lettered.
 
 // BusHandler is a Go target of the event bus: RegisterBusHandler names it,
 // a subscription's target {kind: handler, handler: name} calls it. The
@@ -122,12 +122,8 @@ func (it *busItem) freeSlot() {
 
 // busRouteBatch is how many events one BusRoute call routes. A routing
 // call is one write transaction; on SQLite every other write waits behind
-// it, so a smaller batch shortens the tail of the writes queued after it.
-// Measured with heraldbench bus-script,bus-dlq on SQLite FULL (six
-// alternated pairs on a quiet machine, 2026-11-24 12:15 UTC) against 256:
-// dead-letter write p99 under load 3.85–4.39 ms against 3.95–4.89 ms
-// (mean 0.94×), publish → dead letter done 1.09× and publish → script
-// done 1.03× the events/s.
+// it, so a smaller batch shortens the tail of the writes queued after it
+// (heraldbench bus-script,bus-dlq on SQLite chose 64 over 256).
 const busRouteBatch = 64
 
 // busLoop routes and runs the event bus's work until ctx ends: one claim
