@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -621,10 +620,10 @@ func (r *Runtime) runTarget(ctx context.Context, it *busItem, sub *heraldtype.Su
 		if fn == nil {
 			return nil, nil, fail(heraldtype.ErrorPermission, "no Go handler %q is registered in this runtime", t.Handler)
 		}
-		res, failure = attempt.Run(ctx, timeout, "handler "+strconv.Quote(t.Handler), engineKind,
+		res, failure = attempt.Run(ctx, timeout, "handler", t.Handler, engineKind,
 			func(ctx context.Context) (any, error) { return fn(withBusHandlerInfo(ctx, it), env) })
 	case heraldtype.TargetWorkflow, heraldtype.TargetSignal, heraldtype.TargetEnqueue, heraldtype.TargetCorrelated:
-		res, failure = attempt.Run(ctx, timeout, "delivery", engineKind,
+		res, failure = attempt.Run(ctx, timeout, "delivery", "", engineKind,
 			func(ctx context.Context) (any, error) { return r.deliver(ctx, it, sub, env) })
 	default:
 		return nil, nil, fail(heraldtype.ErrorValidation, "target kind %q is unknown", t.Kind)

@@ -844,7 +844,7 @@ func (r *Runtime) runActivity(base context.Context, t *storage.ActivityTask) {
 		}
 		return err
 	}, cancel)
-	res, failure := attempt.Run(ctx, 0, "activity", nil, func(ctx context.Context) (json.RawMessage, error) {
+	res, failure := attempt.Run(ctx, 0, "activity", "", nil, func(ctx context.Context) (json.RawMessage, error) {
 		return fn(ctx, t.Input)
 	})
 	lost := keeper.Stop()

@@ -58,35 +58,41 @@ var LeaseLost = &Failure{Kind: KindLeaseLost, Msg: "the attempt's lease was take
 
 // PanicError is a panic that Run recovered.
 type PanicError struct {
-	What  string // what panicked ("activity", `handler "x"`)
+	What  string // what panicked: "activity", "handler"
+	Name  string // its name, if it has one
 	Value any
 	Stack string
 }
 
-func (e *PanicError) Error() string { return fmt.Sprintf("%s panicked: %v", e.What, e.Value) }
+func (e *PanicError) Error() string {
+	if e.Name != "" {
+		return fmt.Sprintf("%s %q panicked: %v", e.What, e.Name, e.Value)
+	}
+	return fmt.Sprintf("%s panicked: %v", e.What, e.Value)
+}
 
 // Run calls fn with ctx bounded by timeout (none if timeout ≤ 0), a panic
-// in it recovered as a *PanicError (what names the panicking code), and
-// classifies its error (Classify, against the bounded context, with
-// engine).
-func Run[T any](ctx context.Context, timeout time.Duration, what string, engine func(error) heraldtype.ErrorKind,
+// in it recovered as a *PanicError (what and name say what panicked;
+// name may be empty), and classifies its error (Classify, against the
+// bounded context, with engine).
+func Run[T any](ctx context.Context, timeout time.Duration, what, name string, engine func(error) heraldtype.ErrorKind,
 	fn func(context.Context) (T, error)) (T, *Failure) {
 	if timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	v, err := call(ctx, what, fn)
+	v, err := call(ctx, what, name, fn)
 	if err != nil {
 		return v, Classify(ctx, err, engine)
 	}
 	return v, nil
 }
 
-func call[T any](ctx context.Context, what string, fn func(context.Context) (T, error)) (v T, err error) {
+func call[T any](ctx context.Context, what, name string, fn func(context.Context) (T, error)) (v T, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = &PanicError{What: what, Value: p, Stack: string(debug.Stack())}
+			err = &PanicError{What: what, Name: name, Value: p, Stack: string(debug.Stack())}
 		}
 	}()
 	return fn(ctx)

@@ -167,7 +167,7 @@ func TestClassify(t *testing.T) {
 
 func TestRun(t *testing.T) {
 	ctx := context.Background()
-	v, f := Run(ctx, time.Minute, "handler", nil, func(ctx context.Context) (int, error) {
+	v, f := Run(ctx, time.Minute, "handler", "", nil, func(ctx context.Context) (int, error) {
 		if _, ok := ctx.Deadline(); !ok {
 			return 0, errors.New("no deadline")
 		}
@@ -176,12 +176,12 @@ func TestRun(t *testing.T) {
 	if f != nil || v != 7 {
 		t.Fatalf("Run = %v, %v", v, f)
 	}
-	_, f = Run(ctx, 0, `handler "h"`, nil, func(context.Context) (int, error) { panic("kaboom") })
+	_, f = Run(ctx, 0, "handler", "h", nil, func(context.Context) (int, error) { panic("kaboom") })
 	if f == nil || f.Kind != heraldtype.ErrorRuntime || f.Msg != `handler "h" panicked: kaboom` || !strings.Contains(f.Stack, "attempt_test.go") {
 		t.Fatalf("a panic gave %+v", f)
 	}
 	// The bound is the wrapper's: the function sees its deadline pass.
-	_, f = Run(ctx, time.Nanosecond, "handler", nil, func(ctx context.Context) (int, error) {
+	_, f = Run(ctx, time.Nanosecond, "handler", "", nil, func(ctx context.Context) (int, error) {
 		<-ctx.Done()
 		return 0, ctx.Err()
 	})
