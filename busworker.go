@@ -753,7 +753,18 @@ func (r *Runtime) runScript(ctx context.Context, it *busItem, id string, env Bus
 		if !errors.As(err, &je) {
 			return nil, nil, fail(heraldtype.ErrorRuntime, "%v", err)
 		}
-		return nil, je.Logs, &attempt.Failure{Kind: scriptErrorKind(je.Kind), Msg: je.Message, Stack: je.Stack}
+		kind := heraldtype.ErrorRuntime
+		switch je.Kind {
+		case jstarget.KindTimeout:
+			kind = heraldtype.ErrorTimeout
+		case jstarget.KindResource:
+			kind = heraldtype.ErrorResource
+		case jstarget.KindPermanent:
+			kind = heraldtype.ErrorPermanent
+		case jstarget.KindSyntax:
+			kind = heraldtype.ErrorValidation
+		}
+		return nil, je.Logs, &attempt.Failure{Kind: kind, Msg: je.Message, Stack: je.Stack}
 	}
 	return res.Value, res.Logs, nil
 }
