@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/heraldwf/herald/heraldtype"
+	"github.com/heraldwf/herald/internal/attempt"
 	"github.com/heraldwf/herald/storage"
 )
 
@@ -158,19 +159,12 @@ func (l *queuedLeases) renew(ctx context.Context, tenant string) {
 // until ctx ends.
 func (l *queuedLeases) keep(ctx context.Context) {
 	every := l.r.cfg.Bus.Lease / 3
-	t := l.r.cfg.Clock.NewTimer(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C():
-			rctx, cancel := context.WithTimeout(ctx, every)
-			l.renew(rctx, "")
-			cancel()
-			t.Reset(every)
-		}
-	}
+	attempt.Keep(ctx, l.r.cfg.Clock, every, func() error {
+		rctx, cancel := context.WithTimeout(ctx, every)
+		defer cancel()
+		l.renew(rctx, "")
+		return nil // a lost lease takes one execution out of the queue, not the keeper
+	}, nil).Wait()
 }
 
 // mustStart reports whether the attempt must be started (startAttempt)

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"github.com/heraldwf/herald/bus"
 	"github.com/heraldwf/herald/bus/jstarget"
 	"github.com/heraldwf/herald/heraldtype"
+	"github.com/heraldwf/herald/internal/attempt"
 	"github.com/heraldwf/herald/storage"
 )
 
@@ -24,8 +24,8 @@ import (
 // events (matching them against its subscriptions) and claims its due
 // executions, only as many as the dispatch queue has room for; a pool of
 // Bus.Workers runs them. Every attempt ends in a store write that records
-// it and moves the execution on: succeeded, retrying at 2^n s, or
-// dead-lettered.
+// it and moves the execution on (attempt.Decide): succeeded, retrying on
+// the bus's RetryPolicy (attempt.BusRetry: 2^n s), or dead-lettered.
 
 // BusHandler is a Go target of the event bus: RegisterBusHandler names it,
 // a subscription's target {kind: handler, handler: name} calls it. The
@@ -47,21 +47,6 @@ func RegisterBusHandler(rt *Runtime, name string, fn BusHandler) {
 		rt.busHandlers = map[string]BusHandler{}
 	}
 	rt.busHandlers[name] = fn
-}
-
-// PermanentError marks an error a bus target returns as permanent: the
-// execution goes straight to the dead-letter queue, no retry.
-type PermanentError struct{ Err error }
-
-func (e *PermanentError) Error() string { return "permanent: " + e.Err.Error() }
-func (e *PermanentError) Unwrap() error { return e.Err }
-
-// Permanent wraps err so that a bus handler returning it is not retried.
-func Permanent(err error) error {
-	if err == nil {
-		return nil
-	}
-	return &PermanentError{Err: err}
 }
 
 // ServeScriptChild must be called first thing in main by a program whose
@@ -427,20 +412,9 @@ func (r *Runtime) releaseBus(ctx context.Context, it *busItem) {
 	}
 }
 
-// targetFailure is a failed attempt.
-type targetFailure struct {
-	kind  heraldtype.ErrorKind
-	msg   string
-	stack string
-	// cause is the raw error of a store failure whose record says
-	// storage.ErrorText (classify); it goes to the log.
-	cause error
-}
-
-func (f *targetFailure) Error() string { return string(f.kind) + ": " + f.msg }
-
-func fail(kind heraldtype.ErrorKind, format string, args ...any) *targetFailure {
-	return &targetFailure{kind: kind, msg: fmt.Sprintf(format, args...)}
+// fail is a failed bus attempt of kind.
+func fail(kind heraldtype.ErrorKind, format string, args ...any) *attempt.Failure {
+	return attempt.Failf(kind, format, args...)
 }
 
 // attemptBus runs one attempt and records its end, in a span of its own
@@ -486,7 +460,8 @@ func (r *Runtime) attemptBusIn(ctx context.Context, fin *busFinisher, atts *busA
 	// (mustStart): it is counted, and its lease renewed, before the target
 	// runs (which also fences out an attempt another node took over
 	// meanwhile); else its end counts it.
-	takenOverLast := it.TakenOver && ex.Attempts > maxRetries+1
+	policy := attempt.BusPolicy(maxRetries)
+	takenOverLast := it.TakenOver && attempt.Exhausted(ex.Attempts, policy)
 	if takenOverLast {
 		ex.Attempts--
 	} else if !r.mustStart(it, target) {
@@ -507,21 +482,30 @@ func (r *Runtime) attemptBusIn(ctx context.Context, fin *busFinisher, atts *busA
 		*outcome = "unstarted"
 		return
 	}
-	stopBeat := func() {}
-	defer func() { stopBeat() }()
+	var keeper *attempt.Keeper
+	defer func() {
+		if keeper != nil {
+			keeper.Stop()
+		}
+	}()
 
 	began, wallBegan := r.cfg.Clock.Now(), time.Now()
 	var res json.RawMessage
 	var logs []string
-	var failure *targetFailure
+	var failure *attempt.Failure
 	switch {
 	case subErr != nil:
 		failure = subErr
 	case takenOverLast:
 		failure = fail(heraldtype.ErrorRuntime, "the lease of the final attempt ran out (its node stopped or stalled)")
 	default:
-		// The heartbeat goes on until the end is recorded (finishHeld).
-		stopBeat = r.heartbeatBus(ctx, it)
+		// The lease is renewed until the end is recorded (finishHeld). A
+		// lost lease does not cut the target short: its end is found
+		// lost when it is recorded.
+		keeper = attempt.Keep(ctx, r.cfg.Clock, r.cfg.Bus.Lease/3, func() error {
+			return r.store.BusHeartbeat(ctx, &storage.BusHeartbeatParams{Tenant: it.tenant, Execution: ex.ID,
+				LockToken: it.LockToken, LeaseUntil: r.cfg.Clock.Now().Add(r.cfg.Bus.Lease)})
+		}, nil)
 		res, logs, failure = r.runTarget(ctx, it, sub, timeout)
 	}
 	// What a target returns is the tenant's to choose, so it is capped
@@ -532,8 +516,8 @@ func (r *Runtime) attemptBusIn(ctx context.Context, fin *busFinisher, atts *busA
 		res = nil
 	}
 	if failure != nil {
-		failure.msg = capText(failure.msg, MaxBusErrorBytes)
-		failure.stack = capText(failure.stack, MaxBusErrorBytes)
+		failure.Msg = capText(failure.Msg, MaxBusErrorBytes)
+		failure.Stack = capText(failure.Stack, MaxBusErrorBytes)
 	}
 	dur := time.Since(wallBegan)
 
@@ -542,22 +526,24 @@ func (r *Runtime) attemptBusIn(ctx context.Context, fin *busFinisher, atts *busA
 	result := storage.BusResult{Execution: ex.ID, LockToken: it.LockToken}
 	rep := BusAttemptReport{Tenant: it.tenant, Subscription: ex.Subscription, Target: string(target.Kind),
 		EventID: ex.EventID, Attempt: ex.Attempts, Duration: dur}
-	switch {
-	case failure == nil:
+	if failure != nil {
+		rec.ErrorKind, rec.Error, rec.Stack = failure.Kind, failure.Msg, failure.Stack
+		rep.ErrorKind = string(failure.Kind)
+	}
+	switch d := attempt.Decide(failure, ex.Attempts, policy, now); d.Action {
+	case attempt.Complete:
 		rec.Succeeded, rec.Result = true, res
 		result.Outcome = storage.BusSucceeded
 		rep.Outcome = BusOutcomeSucceeded
-	case !failure.kind.Permanent() && ex.Attempts <= maxRetries:
-		rec.ErrorKind, rec.Error, rec.Stack = failure.kind, failure.msg, failure.stack
+	case attempt.Retry:
 		result.Outcome = storage.BusRetry
-		result.RetryAt = now.Add(busBackoff(ex.Attempts))
-		rep.Outcome, rep.ErrorKind = BusOutcomeRetry, string(failure.kind)
-	default:
-		rec.ErrorKind, rec.Error, rec.Stack = failure.kind, failure.msg, failure.stack
+		result.RetryAt = d.At
+		rep.Outcome = BusOutcomeRetry
+	default: // attempt.Fail: the executor makes no lost-lease failure of its own (Drop)
 		result.Outcome = storage.BusDeadLetter
-		result.DeadLetter = &heraldtype.DeadLetter{Target: target, ErrorKind: failure.kind, Error: failure.msg,
-			Stack: failure.stack, FailedAt: now}
-		rep.Outcome, rep.ErrorKind = BusOutcomeDeadLetter, string(failure.kind)
+		result.DeadLetter = &heraldtype.DeadLetter{Target: target, ErrorKind: failure.Kind, Error: failure.Msg,
+			Stack: failure.Stack, FailedAt: now}
+		rep.Outcome = BusOutcomeDeadLetter
 	}
 	result.Attempt = rec
 	if failure != nil {
@@ -600,21 +586,10 @@ func capText(s string, max int) string {
 	return s[:cut] + note
 }
 
-// busBackoff is the wait after failed attempt n (from 1): 2^n s.
-func busBackoff(n int) time.Duration {
-	if n < 1 {
-		n = 1
-	}
-	if n > 30 {
-		n = 30
-	}
-	return time.Duration(1<<n) * time.Second
-}
-
 // subscription returns the subscription an execution belongs to, as the
 // tenant's router knows it (refreshed by every claim round), or a
 // permanent failure if it was deleted.
-func (r *Runtime) subscription(ctx context.Context, tenant, id string) (*heraldtype.Subscription, *targetFailure) {
+func (r *Runtime) subscription(ctx context.Context, tenant, id string) (*heraldtype.Subscription, *attempt.Failure) {
 	if v, ok := r.bus.routers.Load(tenant); ok {
 		if s := v.(*bus.Router).Subscription(id); s != nil {
 			return s, nil
@@ -630,63 +605,35 @@ func (r *Runtime) subscription(ctx context.Context, tenant, id string) (*heraldt
 	return s, nil
 }
 
-// heartbeatBus extends a running execution's lease every Lease/3 until
-// the returned stop is called.
-func (r *Runtime) heartbeatBus(ctx context.Context, it *busItem) (stop func()) {
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		every := r.cfg.Bus.Lease / 3
-		t := r.cfg.Clock.NewTimer(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C():
-				err := r.store.BusHeartbeat(ctx, &storage.BusHeartbeatParams{Tenant: it.tenant, Execution: it.Execution.ID,
-					LockToken: it.LockToken, LeaseUntil: r.cfg.Clock.Now().Add(r.cfg.Bus.Lease)})
-				if errors.Is(err, heraldtype.ErrLeaseLost) {
-					return
-				}
-				t.Reset(every)
-			}
-		}
-	}()
-	return func() { close(done); wg.Wait() }
-}
-
 // runTarget hands the event to the subscription's target.
-func (r *Runtime) runTarget(ctx context.Context, it *busItem, sub *heraldtype.Subscription, timeout time.Duration) (json.RawMessage, []string, *targetFailure) {
+func (r *Runtime) runTarget(ctx context.Context, it *busItem, sub *heraldtype.Subscription, timeout time.Duration) (json.RawMessage, []string, *attempt.Failure) {
 	env := bus.EnvelopeOf(&it.Event)
 	t := sub.Target
-	if t.Kind == heraldtype.TargetScript {
-		return r.runScript(ctx, it, t.Script, env, timeout)
-	}
-	tctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
 	var res any
-	var err error
+	var failure *attempt.Failure
 	switch t.Kind {
+	case heraldtype.TargetScript:
+		return r.runScript(ctx, it, t.Script, env, timeout)
 	case heraldtype.TargetHandler:
-		res, err = r.runHandler(withBusHandlerInfo(tctx, it), t.Handler, env)
+		r.mu.RLock()
+		fn := r.busHandlers[t.Handler]
+		r.mu.RUnlock()
+		if fn == nil {
+			return nil, nil, fail(heraldtype.ErrorPermission, "no Go handler %q is registered in this runtime", t.Handler)
+		}
+		res, failure = attempt.Run(ctx, timeout, "handler", t.Handler, engineKind,
+			func(ctx context.Context) (any, error) { return fn(withBusHandlerInfo(ctx, it), env) })
 	case heraldtype.TargetWorkflow, heraldtype.TargetSignal, heraldtype.TargetEnqueue, heraldtype.TargetCorrelated:
-		res, err = r.deliver(tctx, it, sub, env)
+		res, failure = attempt.Run(ctx, timeout, "delivery", "", engineKind,
+			func(ctx context.Context) (any, error) { return r.deliver(ctx, it, sub, env) })
 	default:
-		err = fail(heraldtype.ErrorValidation, "target kind %q is unknown", t.Kind)
+		return nil, nil, fail(heraldtype.ErrorValidation, "target kind %q is unknown", t.Kind)
 	}
-	if err != nil {
-		var tf *targetFailure
-		if errors.As(err, &tf) {
-			return nil, nil, tf
+	if failure != nil {
+		if failure.Cause != nil {
+			r.logger.Warn("herald: a bus attempt failed on the store", "tenant", it.tenant, "execution", it.Execution.ID, "err", failure.Cause)
 		}
-		tf = classify(tctx, err)
-		if tf.cause != nil {
-			r.logger.Warn("herald: a bus attempt failed on the store", "tenant", it.tenant, "execution", it.Execution.ID, "err", tf.cause)
-		}
-		return nil, nil, tf
+		return nil, nil, failure
 	}
 	raw, merr := json.Marshal(res)
 	if merr != nil {
@@ -695,41 +642,21 @@ func (r *Runtime) runTarget(ctx context.Context, it *busItem, sub *heraldtype.Su
 	return raw, nil, nil
 }
 
-// classify maps a target's error onto an error kind. Herald's own errors
-// are recorded in its words (storage.ErrorText: no backend names, no
-// driver text); a handler's own error as it is.
-func classify(ctx context.Context, err error) *targetFailure {
-	var pe *PermanentError
+// engineKind is the kind of a failure on an error of the engine's own (a
+// bus delivery into it, or a handler passing one on): refused input is
+// ErrorValidation, an instance that ended or exists, or something not
+// found, ErrorPermanent; none of them gets better with a retry. It is the
+// bus's part of attempt.Classify, which records them in Herald's words
+// (storage.ErrorText: no backend names, no driver text).
+func engineKind(err error) heraldtype.ErrorKind {
 	switch {
-	case errors.As(err, &pe):
-		return fail(heraldtype.ErrorPermanent, "%v", pe.Err)
-	case ctx.Err() != nil && errors.Is(err, context.DeadlineExceeded), errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return fail(heraldtype.ErrorTimeout, "%s", storage.ErrorText(err))
 	case errors.Is(err, ErrInvalidArgument), errors.Is(err, ErrEventInvalid), errors.Is(err, heraldtype.ErrEventIDConflict),
 		errors.Is(err, ErrDefinitionInvalid), errors.Is(err, bus.ErrTemplate):
-		return fail(heraldtype.ErrorValidation, "%s", storage.ErrorText(err))
+		return heraldtype.ErrorValidation
 	case errors.Is(err, ErrInstanceNotRunning), errors.Is(err, ErrInstanceExists), errors.Is(err, heraldtype.ErrNotFound):
-		return fail(heraldtype.ErrorPermanent, "%s", storage.ErrorText(err))
-	case storage.StoreFailure(err) != "":
-		return &targetFailure{kind: heraldtype.ErrorRuntime, msg: storage.ErrorText(err), cause: err}
+		return heraldtype.ErrorPermanent
 	}
-	return fail(heraldtype.ErrorRuntime, "%v", err)
-}
-
-func (r *Runtime) runHandler(ctx context.Context, name string, env BusEvent) (res any, err error) {
-	r.mu.RLock()
-	fn := r.busHandlers[name]
-	r.mu.RUnlock()
-	if fn == nil {
-		return nil, fail(heraldtype.ErrorPermission, "no Go handler %q is registered in this runtime", name)
-	}
-	defer func() {
-		if p := recover(); p != nil {
-			err = &targetFailure{kind: heraldtype.ErrorRuntime, msg: fmt.Sprintf("handler %q panicked: %v", name, p),
-				stack: string(debug.Stack())}
-		}
-	}()
-	return fn(ctx, env)
+	return ""
 }
 
 // deliver starts a workflow or delivers the event into an instance lane.
@@ -810,7 +737,7 @@ func derivedID(sub, eventID string) string {
 
 // runScript runs the subscription's script (its latest version when the
 // attempt was claimed) in the sandbox.
-func (r *Runtime) runScript(ctx context.Context, it *busItem, id string, env BusEvent, timeout time.Duration) (json.RawMessage, []string, *targetFailure) {
+func (r *Runtime) runScript(ctx context.Context, it *busItem, id string, env BusEvent, timeout time.Duration) (json.RawMessage, []string, *attempt.Failure) {
 	compiled, tf := r.latestScript(ctx, it, id)
 	if tf != nil {
 		return nil, nil, tf
@@ -838,7 +765,7 @@ func (r *Runtime) runScript(ctx context.Context, it *busItem, id string, env Bus
 		case jstarget.KindSyntax:
 			kind = heraldtype.ErrorValidation
 		}
-		return nil, je.Logs, &targetFailure{kind: kind, msg: je.Message, stack: je.Stack}
+		return nil, je.Logs, &attempt.Failure{Kind: kind, Msg: je.Message, Stack: je.Stack}
 	}
 	return res.Value, res.Logs, nil
 }
@@ -847,7 +774,7 @@ func (r *Runtime) runScript(ctx context.Context, it *busItem, id string, env Bus
 // attempt's claim: from the cache when it was read at the generation the
 // claim saw or later (PutScript and DeleteScript change the generation),
 // else from the store.
-func (r *Runtime) latestScript(ctx context.Context, it *busItem, id string) (*jstarget.Script, *targetFailure) {
+func (r *Runtime) latestScript(ctx context.Context, it *busItem, id string) (*jstarget.Script, *attempt.Failure) {
 	k := scriptHead{tenant: it.tenant, id: id}
 	if it.gen > 0 {
 		r.bus.compiledMu.Lock()
@@ -884,7 +811,7 @@ func (r *Runtime) latestScript(ctx context.Context, it *busItem, id string) (*js
 // maxCompiledScripts bounds the compiled-script cache.
 const maxCompiledScripts = 1024
 
-func (r *Runtime) compiledScript(tenant string, s *heraldtype.Script) (*jstarget.Script, *targetFailure) {
+func (r *Runtime) compiledScript(tenant string, s *heraldtype.Script) (*jstarget.Script, *attempt.Failure) {
 	k := scriptKey{tenant: tenant, id: s.ID, version: s.Version}
 	r.bus.compiledMu.Lock()
 	c := r.bus.compiled[k]

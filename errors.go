@@ -130,3 +130,23 @@ func (e *EventInvalidError) Error() string {
 
 // Is makes errors.Is(err, ErrEventInvalid) true.
 func (e *EventInvalidError) Is(target error) bool { return target == ErrEventInvalid }
+
+// PermanentError marks an error as permanent: an activity returning it
+// fails at once, a bus target returning it sends its execution straight
+// to the dead-letter queue; neither is retried. It is found through
+// wrapping: fmt.Errorf("…: %w", Permanent(err)) is permanent too.
+type PermanentError = heraldtype.PermanentError
+
+// Permanent wraps err so that the activity or bus target returning it is
+// not retried (PermanentError). Permanent(nil) is nil.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &PermanentError{Err: err}
+}
+
+// NonRetryable is Permanent, under the name activities used.
+//
+// Deprecated: use Permanent, which activities and bus targets both honour.
+func NonRetryable(err error) error { return Permanent(err) }

@@ -170,7 +170,7 @@ const (
 	ActivityCompleted    = "completed"
 	ActivityRetrying     = "retrying"     // failed; another attempt is scheduled
 	ActivityFailed       = "failed"       // failed for good: non-retryable, or its last attempt
-	ActivityLost         = "lost"         // every attempt was lost with its worker (leases expired)
+	ActivityLost         = "lost"         // lost with its worker: every attempt (leases expired), or this one's lease taken over
 	ActivityUnregistered = "unregistered" // no activity of that name here; released
 )
 

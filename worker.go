@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"github.com/heraldwf/herald/clock"
 	"github.com/heraldwf/herald/heraldtype"
 	"github.com/heraldwf/herald/history"
+	"github.com/heraldwf/herald/internal/attempt"
 	"github.com/heraldwf/herald/internal/replay"
 	"github.com/heraldwf/herald/storage"
 )
@@ -762,15 +762,6 @@ func (r *Runtime) retryPolicy(p RetryPolicy) RetryPolicy {
 	return p
 }
 
-// backoff is the delay before attempt+1 after attempt failed.
-func backoff(p RetryPolicy, attempt int) time.Duration {
-	d := float64(p.InitialInterval) * math.Pow(p.BackoffCoefficient, float64(attempt-1))
-	if d > float64(p.MaxInterval) {
-		return p.MaxInterval
-	}
-	return time.Duration(d)
-}
-
 // ActivityInfo describes the running activity attempt.
 type ActivityInfo struct {
 	InstanceID string
@@ -789,15 +780,6 @@ func ActivityInfoFrom(ctx context.Context) (ActivityInfo, bool) {
 	ai, ok := ctx.Value(activityInfoKey{}).(ActivityInfo)
 	return ai, ok
 }
-
-type nonRetryable struct{ err error }
-
-func (e *nonRetryable) Error() string { return e.err.Error() }
-func (e *nonRetryable) Unwrap() error { return e.err }
-
-// NonRetryable marks an activity error as permanent: the activity fails at
-// once instead of being retried.
-func NonRetryable(err error) error { return &nonRetryable{err} }
 
 // activityLoop claims and runs activities.
 func (r *Runtime) activityLoop(ctx context.Context) {
@@ -831,7 +813,7 @@ func (r *Runtime) runActivity(base context.Context, t *storage.ActivityTask) {
 			Blocked: blockedReason("activity", t.Name)})
 		return
 	}
-	if t.Retry.MaxAttempts > 0 && t.Attempt > t.Retry.MaxAttempts {
+	if attempt.Exhausted(t.Attempt, t.Retry) {
 		// Every attempt was lost with its worker (a crash, an OOM kill):
 		// fail the activity rather than retry it forever.
 		rep.Outcome = ActivityLost
@@ -850,74 +832,66 @@ func (r *Runtime) runActivity(base context.Context, t *storage.ActivityTask) {
 	}))
 	defer cancel()
 
-	// Heartbeat: extend the lease and learn about cancellation.
-	hbDone := make(chan struct{})
-	var hbWG sync.WaitGroup
-	hbWG.Add(1)
-	go func() {
-		defer hbWG.Done()
-		// On the engine's clock, as the lease it extends is.
-		tick := r.cfg.Clock.NewTimer(r.cfg.ActivityHeartbeat)
-		defer tick.Stop()
-		for {
-			select {
-			case <-hbDone:
-				return
-			case <-tick.C():
-				tick.Reset(r.cfg.ActivityHeartbeat)
-				cancelReq, err := r.store.ActivityHeartbeat(base, &storage.ActivityHeartbeatParams{
-					Tenant: t.Tenant, InstanceID: t.InstanceID, Execution: t.Execution, TaskSeq: t.TaskSeq,
-					LockToken: t.LockToken, LeaseUntil: r.cfg.Clock.Now().Add(r.cfg.ActivityLease),
-				})
-				if cancelReq || errors.Is(err, heraldtype.ErrLeaseLost) {
-					cancel()
-				}
-			}
+	// The heartbeat extends the lease and learns of a cancellation; a lost
+	// lease cancels the attempt too (its end is not this worker's).
+	keeper := attempt.Keep(base, r.cfg.Clock, r.cfg.ActivityHeartbeat, func() error {
+		cancelReq, err := r.store.ActivityHeartbeat(base, &storage.ActivityHeartbeatParams{
+			Tenant: t.Tenant, InstanceID: t.InstanceID, Execution: t.Execution, TaskSeq: t.TaskSeq,
+			LockToken: t.LockToken, LeaseUntil: r.cfg.Clock.Now().Add(r.cfg.ActivityLease),
+		})
+		if cancelReq {
+			cancel()
 		}
-	}()
-	res, err := callActivity(ctx, fn, t.Input)
-	close(hbDone)
-	hbWG.Wait()
+		return err
+	}, cancel)
+	res, failure := attempt.Run(ctx, 0, "activity", "", nil, func(ctx context.Context) (json.RawMessage, error) {
+		return fn(ctx, t.Input)
+	})
+	lost := keeper.Stop()
 
-	if err == nil {
+	if failure == nil {
 		depth := lowerDepth(r.limits.get(base, t.Tenant).MaxPayloadDepth, r.cfg.MaxPayloadDepth)
 		if reasons := jsonReasons(nil, "result", res, depth); len(reasons) > 0 {
 			// Stored, it would be a history row no turn could read back.
-			err = NonRetryable(fmt.Errorf("activity %s: %s", t.Name, strings.Join(reasons, "; ")))
+			failure = attempt.Failf(heraldtype.ErrorPermanent, "activity %s: %s", t.Name, strings.Join(reasons, "; "))
 		}
 	}
+	if failure != nil {
+		rep.Err = failure
+		if failure.Err != nil {
+			rep.Err = failure.Err
+		}
+		if failure.Stack != "" { // a panic: the history's failure has no field of its own for it
+			failure.Msg += "\n" + failure.Stack
+		}
+	}
+	if lost {
+		failure = attempt.LeaseLost
+	}
+	now := r.cfg.Clock.Now()
+	d := attempt.Decide(failure, t.Attempt, t.Retry, now)
 	var cerr error
-	rep.Err = err
-	if err == nil {
+	switch d.Action {
+	case attempt.Complete:
 		rep.Outcome = ActivityCompleted
 		cerr = r.store.ActivityComplete(base, &storage.ActivityCompleteParams{Tenant: t.Tenant, InstanceID: t.InstanceID,
-			Execution: t.Execution, TaskSeq: t.TaskSeq, LockToken: t.LockToken, Result: res, Now: r.cfg.Clock.Now()})
-	} else {
-		var nr *nonRetryable
-		if !errors.As(err, &nr) && t.Attempt < t.Retry.MaxAttempts {
-			rep.Outcome = ActivityRetrying
-			at := r.cfg.Clock.Now().Add(backoff(t.Retry, t.Attempt))
-			r.logger.Info("herald: activity attempt failed; retrying", "activity", t.Name, "instance", t.InstanceID,
-				"attempt", t.Attempt, "retry_at", at, "err", err)
-			cerr = r.store.ActivityRetry(base, &storage.ActivityRetryParams{Tenant: t.Tenant, InstanceID: t.InstanceID,
-				Execution: t.Execution, TaskSeq: t.TaskSeq, LockToken: t.LockToken, RetryAt: at})
-		} else {
-			rep.Outcome = ActivityFailed
-			cerr = r.store.ActivityComplete(base, &storage.ActivityCompleteParams{Tenant: t.Tenant, InstanceID: t.InstanceID,
-				Execution: t.Execution, TaskSeq: t.TaskSeq, LockToken: t.LockToken, Now: r.cfg.Clock.Now(),
-				Failure: &history.Failure{Kind: replay.FailureActivity, Message: err.Error()}})
-		}
+			Execution: t.Execution, TaskSeq: t.TaskSeq, LockToken: t.LockToken, Result: res, Now: now})
+	case attempt.Retry:
+		rep.Outcome = ActivityRetrying
+		r.logger.Info("herald: activity attempt failed; retrying", "activity", t.Name, "instance", t.InstanceID,
+			"attempt", t.Attempt, "retry_at", d.At, "err", failure.Msg)
+		cerr = r.store.ActivityRetry(base, &storage.ActivityRetryParams{Tenant: t.Tenant, InstanceID: t.InstanceID,
+			Execution: t.Execution, TaskSeq: t.TaskSeq, LockToken: t.LockToken, RetryAt: d.At})
+	case attempt.Fail:
+		rep.Outcome = ActivityFailed
+		cerr = r.store.ActivityComplete(base, &storage.ActivityCompleteParams{Tenant: t.Tenant, InstanceID: t.InstanceID,
+			Execution: t.Execution, TaskSeq: t.TaskSeq, LockToken: t.LockToken, Now: now,
+			Failure: &history.Failure{Kind: replay.FailureActivity, Message: failure.Msg}})
+	case attempt.Drop:
+		// Another worker holds the activity now: its end is that worker's.
+		rep.Outcome = ActivityLost
 	}
 	if cerr != nil && !errors.Is(cerr, heraldtype.ErrLeaseLost) {
 		r.logger.Error("herald: record activity result", "activity", t.Name, "instance", t.InstanceID, "err", cerr)
 	}
-}
-
-func callActivity(ctx context.Context, fn activityFunc, in json.RawMessage) (res json.RawMessage, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("activity panicked: %v\n%s", p, debug.Stack())
-		}
-	}()
-	return fn(ctx, in)
 }

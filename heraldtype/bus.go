@@ -232,3 +232,11 @@ type PublishReceipt struct {
 	Duplicate   bool      `json:"duplicate,omitempty"`
 	PublishedAt time.Time `json:"published_at"`
 }
+
+// PermanentError marks an error as permanent (herald.Permanent): the
+// activity fails, or the bus execution goes to the dead-letter queue, at
+// once, without a retry. It is found through wrapping (errors.As).
+type PermanentError struct{ Err error }
+
+func (e *PermanentError) Error() string { return "permanent: " + e.Err.Error() }
+func (e *PermanentError) Unwrap() error { return e.Err }
