@@ -193,7 +193,7 @@ func setupEnv(t *testing.T, cfg *herald.Config, register func(rt *herald.Runtime
 		t.Fatalf("setupEnv: cfg.Clock is a %T; an Env runs on a *clock.Virtual (or use setup)", cfg.Clock)
 	}
 	env := heraldtest.New(t, register, opts...)
-	ctx, cancel := context.WithTimeout(env.Context(), testTimeout(t))
+	ctx, cancel := context.WithTimeout(env.Context(), envTimeout(t))
 	t.Cleanup(cancel)
 	return &bundle{t: t, ctx: ctx, store: st, rt: env.Runtime(), client: env.Client(), logs: logs, obs: obs, env: env}
 }
@@ -213,6 +213,20 @@ func (b *bundle) now() time.Time {
 		return b.env.Now()
 	}
 	return time.Now()
+}
+
+// envTimeout bounds an Env scenario's context: the test binary's own
+// deadline, less time to report. An Env runs nothing in the background, so
+// how long a scenario takes is only how fast the machine is; a minute of
+// wall clock (testTimeout) would fail it on a loaded machine, not catch a
+// bug. A workflow that never parks fails at heraldtest's step bound.
+func envTimeout(t *testing.T) time.Duration {
+	if dl, ok := t.Deadline(); ok {
+		if d := time.Until(dl) - 5*time.Second; d > 0 {
+			return d
+		}
+	}
+	return 10 * time.Minute
 }
 
 func testTimeout(t *testing.T) time.Duration {
