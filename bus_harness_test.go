@@ -82,6 +82,19 @@ func (b *bundle) published(id string) *herald.PublishedEvent {
 func (b *bundle) waitBus(id, what string, cond func(*herald.PublishedEvent) bool) *herald.PublishedEvent {
 	b.t.Helper()
 	var last *herald.PublishedEvent
+	if b.env != nil {
+		b.waitFor(fmt.Sprintf("published event %s to be %s", id, what), func() bool {
+			ev, err := b.client.PublishedEvent(b.ctx, id)
+			if err != nil && !errors.Is(err, herald.ErrNotFound) {
+				b.t.Fatalf("PublishedEvent(%s): %v", id, err)
+			}
+			if err == nil {
+				last = ev
+			}
+			return err == nil && cond(ev)
+		})
+		return last
+	}
 	for {
 		ev, err := b.client.PublishedEvent(b.ctx, id)
 		if err == nil {

@@ -28,6 +28,19 @@ import (
 // fresh registry.
 func promBus(t *testing.T, cfg *herald.Config, register func(rt *herald.Runtime)) (*bundle, *prometheus.Registry) {
 	t.Helper()
+	return promBusWith(t, setup, cfg, register)
+}
+
+// promEnv is promBus on a heraldtest.Env (setupEnv): each attempt runs
+// alone, in the test's goroutine.
+func promEnv(t *testing.T, cfg *herald.Config, register func(rt *herald.Runtime)) (*bundle, *prometheus.Registry) {
+	t.Helper()
+	return promBusWith(t, setupEnv, cfg, register)
+}
+
+func promBusWith(t *testing.T, start func(*testing.T, *herald.Config, func(*herald.Runtime)) *bundle,
+	cfg *herald.Config, register func(rt *herald.Runtime)) (*bundle, *prometheus.Registry) {
+	t.Helper()
 	reg := prometheus.NewRegistry()
 	obs, err := prommetrics.New(reg, prommetrics.WithTenantLabel(10))
 	if err != nil {
@@ -37,7 +50,7 @@ func promBus(t *testing.T, cfg *herald.Config, register func(rt *herald.Runtime)
 		cfg = &herald.Config{}
 	}
 	cfg.Observer = obs
-	return setup(t, cfg, register), reg
+	return start(t, cfg, register), reg
 }
 
 // metric sums a gathered metric's samples whose labels include want; it
@@ -204,7 +217,7 @@ func TestSeed004_Monitoring_AlertFailureRate(t *testing.T) {
 	}
 	// A run with 20% of attempts failing: the rate the alert computes is
 	// over 10%. (alerttest evaluates the expression with PromQL.)
-	b, reg := promBus(t, nil, func(rt *herald.Runtime) {
+	b, reg := promEnv(t, nil, func(rt *herald.Runtime) {
 		herald.RegisterBusHandler(rt, "h", func(ctx context.Context, ev herald.BusEvent) (any, error) {
 			if strings.HasSuffix(ev.ID, "-fail") {
 				return nil, herald.Permanent(errors.New("no"))
@@ -285,7 +298,9 @@ func quantile(q float64, h *dto.Histogram) float64 {
 
 func TestSeed004_Monitoring_DurationQuantiles(t *testing.T) {
 	t.Parallel()
-	b, reg := promBus(t, &herald.Config{Bus: herald.BusConfig{Workers: 20}}, func(rt *herald.Runtime) {
+	// On an Env each attempt runs alone: the histogram measures the work,
+	// not the wait for a core among twenty workers.
+	b, reg := promEnv(t, nil, func(rt *herald.Runtime) {
 		herald.RegisterBusHandler(rt, "work", func(ctx context.Context, ev herald.BusEvent) (any, error) {
 			// The work itself: most executions are quick, one in ten takes 80 ms.
 			if strings.HasPrefix(ev.ID, "slow") {

@@ -13,7 +13,7 @@ import (
 // activity, and the instance ends canceled with its reason.
 func TestCancel_SeenCleansUpEndsCanceled(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil, registerFamily)
+	b := setupEnv(t, nil, registerFamily)
 	b.start("wait", "w1", struct{}{})
 	b.waitHistory("w1", history.EventSubscribed, "go", 1)
 	if err := b.client.CancelWorkflow(b.ctx, "w1", "no longer needed"); err != nil {
@@ -55,7 +55,7 @@ func TestCancel_SeenCleansUpEndsCanceled(t *testing.T) {
 
 func TestCancel_Errors(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil, registerFamily)
+	b := setupEnv(t, nil, registerFamily)
 	b.start("double", "done", 1)
 	b.waitDone("done")
 	if err := b.client.CancelWorkflow(b.ctx, "done", ""); !errors.Is(err, herald.ErrInstanceNotRunning) {
@@ -83,7 +83,7 @@ func TestCancel_Errors(t *testing.T) {
 // canceled; Terminate ends an instance at once, running nothing.
 func TestCancel_IgnoredAndTerminateImmediate(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil, func(rt *herald.Runtime) {
+	b := setupEnv(t, nil, func(rt *herald.Runtime) {
 		registerFamily(rt)
 		herald.RegisterWorkflow(rt, "stubborn", func(ctx *herald.Context, _ struct{}) (string, error) {
 			if err := ctx.WaitEvent("go").Get(nil); err != nil {
@@ -128,7 +128,7 @@ func TestCancel_IgnoredAndTerminateImmediate(t *testing.T) {
 // sees ctx.Done at once.
 func TestCancel_CarriedAcrossContinueAsNew(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil, func(rt *herald.Runtime) {
+	b := setupEnv(t, nil, func(rt *herald.Runtime) {
 		herald.RegisterWorkflow(rt, "loop", func(ctx *herald.Context, n int) (int, error) {
 			if ctx.Err() != nil {
 				return n, nil

@@ -71,7 +71,7 @@ type childCall struct {
 
 func TestChild_Result(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil, registerFamily)
+	b := setupEnv(t, nil, registerFamily)
 	b.start("parent", "p1", childCall{Workflow: "double", Input: 21})
 	if got := resultOf[string](b, "p1"); got != "child gave 42" {
 		t.Fatalf("parent: %q", got)
@@ -104,7 +104,7 @@ func TestChild_Result(t *testing.T) {
 
 func TestChild_FailureIsTyped(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil, registerFamily)
+	b := setupEnv(t, nil, registerFamily)
 	b.start("parent", "p2", childCall{Workflow: "fail", Input: "no luck", ID: "kid-2"})
 	if got, want := resultOf[string](b, "p2"), "child kid-2 failed: no luck (exists=false canceled=false)"; got != want {
 		t.Fatalf("parent: %q, want %q", got, want)
@@ -127,7 +127,7 @@ func TestChild_FailureIsTyped(t *testing.T) {
 
 func TestChild_ContinueAsNewIsTransparent(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil, registerFamily)
+	b := setupEnv(t, nil, registerFamily)
 	b.start("parent", "p4", childCall{Workflow: "count", Input: 0, ID: "counter"})
 	if got, want := resultOf[string](b, "p4"), "child gave counted to 3 in execution 4"; got != want {
 		t.Fatalf("parent: %q, want %q", got, want)
@@ -142,7 +142,7 @@ func TestChild_ContinueAsNewIsTransparent(t *testing.T) {
 // it: the parent gets a typed failure and the stranger is untouched.
 func TestChild_IDCollision(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil, registerFamily)
+	b := setupEnv(t, nil, registerFamily)
 	b.start("wait", "stranger", struct{}{})
 	b.start("parent", "p5", childCall{Workflow: "double", Input: 1, ID: "stranger"})
 	got := resultOf[string](b, "p5")
@@ -164,7 +164,7 @@ func TestChild_IDCollision(t *testing.T) {
 // Bad arguments fail the future at once and start nothing.
 func TestChild_InvalidArguments(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil, func(rt *herald.Runtime) {
+	b := setupEnv(t, nil, func(rt *herald.Runtime) {
 		registerFamily(rt)
 		herald.RegisterWorkflow(rt, "bad", func(ctx *herald.Context, _ struct{}) (string, error) {
 			var all []string
@@ -193,7 +193,7 @@ func TestChild_InvalidArguments(t *testing.T) {
 // The parent-close policies, applied when the parent completes.
 func TestChild_ParentClosePolicies(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil, func(rt *herald.Runtime) {
+	b := setupEnv(t, nil, func(rt *herald.Runtime) {
 		registerFamily(rt)
 		herald.RegisterWorkflow(rt, "leaver", func(ctx *herald.Context, _ struct{}) (string, error) {
 			ctx.CallWorkflow("wait", nil, herald.WithChildID("k-terminate"))
@@ -233,7 +233,7 @@ func TestChild_ParentClosePolicies(t *testing.T) {
 // the same way), and a failed one.
 func TestChild_ParentTerminatedOrFailed(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil, func(rt *herald.Runtime) {
+	b := setupEnv(t, nil, func(rt *herald.Runtime) {
 		registerFamily(rt)
 		herald.RegisterWorkflow(rt, "hold", func(ctx *herald.Context, fail bool) (string, error) {
 			f := ctx.CallWorkflow("wait", nil, herald.WithChildID(ctx.InstanceID()+"-kid"),
@@ -267,7 +267,7 @@ func TestChild_ParentTerminatedOrFailed(t *testing.T) {
 func TestChild_SelectWithTimer(t *testing.T) {
 	t.Parallel()
 	vc := clock.NewVirtual(time.Date(2030, 1, 1, 9, 0, 0, 0, time.UTC))
-	b := setup(t, &herald.Config{ClientConfig: herald.ClientConfig{Clock: vc}}, func(rt *herald.Runtime) {
+	b := setupEnv(t, &herald.Config{ClientConfig: herald.ClientConfig{Clock: vc}}, func(rt *herald.Runtime) {
 		registerFamily(rt)
 		herald.RegisterWorkflow(rt, "race", func(ctx *herald.Context, id string) (string, error) {
 			// Abandoned when the parent ends, so that the cancellation

@@ -92,7 +92,7 @@ func coRegister(rt *herald.Runtime) {
 }
 
 func coSetup(t *testing.T, cfg *herald.Config) *bundle {
-	return setup(t, cfg, coRegister)
+	return setupEnv(t, cfg, coRegister)
 }
 
 // coSubscribed returns the seq of the instance's correlated wait on (def,
@@ -122,14 +122,16 @@ func coSubscribed(b *bundle, id string, evs []history.Event, def, key string) in
 func coWaitSubscribed(b *bundle, ids ...string) {
 	b.t.Helper()
 	pending := slices.Clone(ids)
+	if b.env != nil {
+		b.waitFor(fmt.Sprintf("the correlated waits of %d instances", len(ids)), func() bool {
+			pending = slices.DeleteFunc(pending, func(id string) bool { return coSubscribedNow(b, id) })
+			return len(pending) == 0
+		})
+		return
+	}
 	delay := 2 * time.Millisecond
 	for {
-		pending = slices.DeleteFunc(pending, func(id string) bool {
-			evs, err := b.client.History(b.ctx, id, 0)
-			return err == nil && slices.ContainsFunc(evs, func(ev history.Event) bool {
-				return ev.Kind == history.EventSubscribed && ev.Lane == history.LaneCorrelated
-			})
-		})
+		pending = slices.DeleteFunc(pending, func(id string) bool { return coSubscribedNow(b, id) })
 		if len(pending) == 0 {
 			return
 		}
@@ -140,6 +142,14 @@ func coWaitSubscribed(b *bundle, ids ...string) {
 		}
 		delay = min(2*delay, 50*time.Millisecond)
 	}
+}
+
+// coSubscribedNow reports whether the instance has made its correlated wait.
+func coSubscribedNow(b *bundle, id string) bool {
+	evs, err := b.client.History(b.ctx, id, 0)
+	return err == nil && slices.ContainsFunc(evs, func(ev history.Event) bool {
+		return ev.Kind == history.EventSubscribed && ev.Lane == history.LaneCorrelated
+	})
 }
 
 // coCorrelatedRaised returns the instance's correlated EventRaised events.
@@ -629,7 +639,7 @@ func TestCorrelated_TTLExpiry(t *testing.T) {
 		_, err := b.client.GetCorrelatedEvent(b.ctx, "code.sent", "user-1")
 		return errors.Is(err, herald.ErrNotFound)
 	})
-	if d := time.Since(ce.CreatedAt); d < 200*time.Millisecond {
+	if d := b.now().Sub(ce.CreatedAt); d < 200*time.Millisecond {
 		t.Fatalf("expired after %v, before its ttl", d)
 	}
 	b.correlated("code.kept", "user-1") // no ttl: still there
@@ -1042,7 +1052,7 @@ func coAbandon(ctx *herald.Context, in coIn) (string, error) {
 // deliveries.
 func TestCorrelated_RepeatedAndParallelWaits(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil, func(rt *herald.Runtime) { herald.RegisterWorkflow(rt, "co.multi", coMulti) })
+	b := setupEnv(t, nil, func(rt *herald.Runtime) { herald.RegisterWorkflow(rt, "co.multi", coMulti) })
 	b.defineCorrelated("doc.signed", nil)
 	b.put("doc.signed", "m", "v1")
 	b.start("co.multi", "multi", coIn{Def: "doc.signed", Key: "m"})
@@ -1099,7 +1109,7 @@ func TestCorrelated_RepeatedAndParallelWaits(t *testing.T) {
 // the first wait only.
 func TestCorrelated_MarkersEndWithTheInstance(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil, func(rt *herald.Runtime) {
+	b := setupEnv(t, nil, func(rt *herald.Runtime) {
 		coRegister(rt)
 		herald.RegisterWorkflow(rt, "co.can", coCan)
 		herald.RegisterWorkflow(rt, "co.abandon", coAbandon)
@@ -1179,8 +1189,8 @@ func TestCorrelated_TTLRenewedByPut(t *testing.T) {
 	var clock atomic.Int64
 	clock.Store(start.UnixNano())
 	at := func(d time.Duration) time.Time { return start.Add(d) }
-	b := coSetup(t, &herald.Config{ExpiryInterval: 10 * time.Millisecond,
-		ClientConfig: nowCfg(func() time.Time { return time.Unix(0, clock.Load()).UTC() })})
+	b := setup(t, &herald.Config{ExpiryInterval: 10 * time.Millisecond,
+		ClientConfig: nowCfg(func() time.Time { return time.Unix(0, clock.Load()).UTC() })}, coRegister)
 	b.defineCorrelated("code.sent", &herald.CorrelationConfig{TTL: time.Hour})
 	for _, k := range []string{"renewed", "control"} {
 		if ce := b.put("code.sent", k, "v1"); !ce.ExpiresAt.Equal(at(time.Hour)) {

@@ -22,7 +22,7 @@ func TestLane_StartIfAbsent(t *testing.T) {
 		Input  string
 		Events []string
 	}
-	b := setup(t, nil, func(rt *herald.Runtime) {
+	b := setupEnv(t, nil, func(rt *herald.Runtime) {
 		herald.RegisterWorkflow(rt, "w", func(ctx *herald.Context, in string) (out, error) {
 			o := out{Input: in}
 			for range 2 {
@@ -84,7 +84,7 @@ func TestLane_DedupSameEventID(t *testing.T) {
 		First  string
 		Winner int
 	}
-	b := setup(t, nil, func(rt *herald.Runtime) {
+	b := setupEnv(t, nil, func(rt *herald.Runtime) {
 		herald.RegisterWorkflow(rt, "w", func(ctx *herald.Context, _ struct{}) (out, error) {
 			var o out
 			if err := ctx.WaitEvent("signal").Get(&o.First); err != nil {
@@ -137,7 +137,7 @@ func TestLane_DedupSameEventID(t *testing.T) {
 
 func TestLane_EventIDConflict(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil, func(rt *herald.Runtime) { herald.RegisterWorkflow(rt, "w", plWaitOne) })
+	b := setupEnv(t, nil, func(rt *herald.Runtime) { herald.RegisterWorkflow(rt, "w", plWaitOne) })
 	b.start("w", "a", nil)
 	b.start("w", "b", nil)
 	b.waitHistory("a", history.EventSubscribed, "signal", 1)
@@ -178,7 +178,7 @@ func TestLane_EventIDConflict(t *testing.T) {
 
 func TestLane_TerminateDropsBufferedEvents(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil, func(rt *herald.Runtime) {
+	b := setupEnv(t, nil, func(rt *herald.Runtime) {
 		herald.RegisterWorkflow(rt, "w", func(ctx *herald.Context, _ struct{}) (string, error) {
 			return "", ctx.WaitEvent("gate").Get(nil)
 		})
@@ -240,7 +240,7 @@ func TestLane_WaitTimeoutThenLateEventDropped(t *testing.T) {
 		TimedOut bool
 		Got      string
 	}
-	b := setup(t, nil, func(rt *herald.Runtime) {
+	b := setupEnv(t, nil, func(rt *herald.Runtime) {
 		herald.RegisterWorkflow(rt, "w", func(ctx *herald.Context, _ struct{}) (out, error) {
 			var o out
 			err := ctx.WaitEvent("approval", herald.WithTimeout(50*time.Millisecond)).Get(&o.Got)
@@ -305,7 +305,7 @@ func TestLane_WaitTimeoutThenLateEventDropped(t *testing.T) {
 
 func TestLane_BufferedEventsDroppedWhenWorkflowCompletes(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil, func(rt *herald.Runtime) {
+	b := setupEnv(t, nil, func(rt *herald.Runtime) {
 		herald.RegisterWorkflow(rt, "w", func(ctx *herald.Context, _ struct{}) (string, error) {
 			return "done", ctx.WaitEvent("gate").Get(nil)
 		})
@@ -368,7 +368,7 @@ func TestLane_BufferedEventsDroppedWhenWorkflowCompletes(t *testing.T) {
 
 func TestLane_ContinueAsNewDropUnconsumedEvents(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil, func(rt *herald.Runtime) {
+	b := setupEnv(t, nil, func(rt *herald.Runtime) {
 		herald.RegisterWorkflow(rt, "w", func(ctx *herald.Context, _ struct{}) (string, error) {
 			if err := ctx.WaitEvent("go").Get(nil); err != nil {
 				return "", err
@@ -400,7 +400,7 @@ func TestLane_ContinueAsNewDropUnconsumedEvents(t *testing.T) {
 
 func TestLane_NewWaitClearsWithdrawnQuestion(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil, func(rt *herald.Runtime) {
+	b := setupEnv(t, nil, func(rt *herald.Runtime) {
 		herald.RegisterWorkflow(rt, "w", func(ctx *herald.Context, _ struct{}) ([]string, error) {
 			ctx.Select(ctx.WaitEvent("X"), ctx.Timer(50*time.Millisecond)) // the timer wins: wait 1 withdrawn
 			var second, third string

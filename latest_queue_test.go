@@ -6,7 +6,7 @@ package herald_test
 // buffer is a queue-lane `buffer: latest` event definition, here with a JSON Schema, so every scenario also
 // runs through schema validation. The seed's TestWorkflow sleeps, then waits
 // for "approval"; its sleep is a one-hour durable timer here, and the seed's
-// advanceAlarm is offsetClock.Advance, so "the workflow is still sleeping when
+// advanceAlarm is clock.Virtual.Advance, so "the workflow is still sleeping when
 // the event is sent" holds by construction, not by a race.
 
 import (
@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/heraldwf/herald"
+	"github.com/heraldwf/herald/clock"
 	"github.com/heraldwf/herald/history"
 )
 
@@ -59,10 +60,10 @@ func s1Echo(_ *herald.Context, in string) (string, error) { return in, nil }
 
 // s1Setup starts a runtime on the controllable clock with the seed's
 // workflows and puts the "approval" definition (buffer: latest, schema).
-func s1Setup(t *testing.T) (*bundle, *offsetClock) {
+func s1Setup(t *testing.T) (*bundle, *clock.Virtual) {
 	t.Helper()
-	clock := &offsetClock{}
-	b := setup(t, &herald.Config{ClientConfig: nowCfg(clock.Now)}, func(rt *herald.Runtime) {
+	clock := clock.NewVirtual(time.Now())
+	b := setupEnv(t, &herald.Config{ClientConfig: herald.ClientConfig{Clock: clock}}, func(rt *herald.Runtime) {
 		herald.RegisterWorkflow(rt, "test-workflow", s1Workflow)
 		herald.RegisterWorkflow(rt, "echo", s1Echo)
 	})
@@ -96,7 +97,7 @@ func s1StartSleeping(b *bundle, id, name string) {
 }
 
 // s1Wake fires the sleep timer of every s1Workflow (the seed's advanceAlarm).
-func s1Wake(clock *offsetClock) { clock.Advance(s1Sleep + time.Minute) }
+func s1Wake(clock *clock.Virtual) { clock.Advance(s1Sleep + time.Minute) }
 
 // s1WantNothingStored checks that eventID left no trace: no fate record, no
 // event listed for the instance beyond wantEvents, and (when before is not

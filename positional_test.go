@@ -34,7 +34,7 @@ func plWaitOne(ctx *herald.Context, _ struct{}) (string, error) {
 // From seed 000's test plan, test 1.1.
 func TestPositional_RaiseBeforeWait(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil, func(rt *herald.Runtime) {
+	b := setupEnv(t, nil, func(rt *herald.Runtime) {
 		// The workflow runs but does not wait for "approval" until "go".
 		herald.RegisterWorkflow(rt, "w", func(ctx *herald.Context, _ struct{}) (string, error) {
 			if err := ctx.WaitEvent("go").Get(nil); err != nil {
@@ -83,7 +83,7 @@ func TestPositional_RaiseBeforeWait(t *testing.T) {
 // From seed 000's test plan, test 1.2.
 func TestPositional_RaiseAfterWait(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil, func(rt *herald.Runtime) {
+	b := setupEnv(t, nil, func(rt *herald.Runtime) {
 		herald.RegisterWorkflow(rt, "w", func(ctx *herald.Context, _ struct{}) (string, error) {
 			var s string
 			err := ctx.WaitEvent("approval").Get(&s)
@@ -116,7 +116,7 @@ func TestPositional_RaiseAfterWait(t *testing.T) {
 // From seed 000's test plan, test 1.3.
 func TestPositional_MultipleEventsSameName(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil, func(rt *herald.Runtime) {
+	b := setupEnv(t, nil, func(rt *herald.Runtime) {
 		herald.RegisterWorkflow(rt, "w", func(ctx *herald.Context, _ struct{}) ([]string, error) {
 			var first, second string
 			if err := ctx.WaitEvent("data").Get(&first); err != nil {
@@ -160,7 +160,7 @@ func TestPositional_MultipleEventsSameName(t *testing.T) {
 // From seed 000's test plan, test 1.4.
 func TestPositional_DifferentNames(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil, func(rt *herald.Runtime) {
+	b := setupEnv(t, nil, func(rt *herald.Runtime) {
 		herald.RegisterWorkflow(rt, "w", func(ctx *herald.Context, _ struct{}) ([]string, error) {
 			var bv, av string
 			if err := ctx.WaitEvent("event_b").Get(&bv); err != nil {
@@ -194,7 +194,7 @@ func TestPositional_DifferentNames(t *testing.T) {
 
 	// Case-sensitive names: "Event_B" is another name and does not reach a
 	// wait for "event_b".
-	b2 := setup(t, nil, func(rt *herald.Runtime) {
+	b2 := setupEnv(t, nil, func(rt *herald.Runtime) {
 		herald.RegisterWorkflow(rt, "w", func(ctx *herald.Context, _ struct{}) (string, error) {
 			var s string
 			err := ctx.WaitEvent("event_b").Get(&s)
@@ -238,7 +238,7 @@ func plCarry(ctx *herald.Context, in carryIn) (string, error) {
 // "go", then releases it.
 func plCarryStart(t *testing.T, waitAt int) *bundle {
 	t.Helper()
-	b := setup(t, nil, func(rt *herald.Runtime) { herald.RegisterWorkflow(rt, "carry", plCarry) })
+	b := setupEnv(t, nil, func(rt *herald.Runtime) { herald.RegisterWorkflow(rt, "carry", plCarry) })
 	b.start("carry", "i", carryIn{WaitAt: waitAt})
 	b.waitHistory("i", history.EventSubscribed, "go", 1)
 	b.raise("i", "signal", "payload", "ev-signal")
@@ -290,7 +290,7 @@ func TestPositional_CarryForward(t *testing.T) {
 // From seed 000's test plan, test 2.2.
 func TestPositional_ConsumedEventNotCarriedForward(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil, func(rt *herald.Runtime) {
+	b := setupEnv(t, nil, func(rt *herald.Runtime) {
 		herald.RegisterWorkflow(rt, "w", func(ctx *herald.Context, _ struct{}) (string, error) {
 			var s string
 			if err := ctx.WaitEvent("signal").Get(&s); err != nil {
@@ -442,7 +442,7 @@ func plNames(prefix string, n int) []string {
 // "consume" (name "e007": event id "ev-e007", payload "d-e007").
 func plPileUp(t *testing.T, consume []string, names []string) *bundle {
 	t.Helper()
-	b := setup(t, nil, func(rt *herald.Runtime) { herald.RegisterWorkflow(rt, "pile", plPile) })
+	b := setupEnv(t, nil, func(rt *herald.Runtime) { herald.RegisterWorkflow(rt, "pile", plPile) })
 	b.start("pile", "i", pileIn{Consume: consume})
 	b.waitHistory("i", history.EventSubscribed, "consume", 1)
 	evs := make([]sentEvent, len(names))
@@ -582,7 +582,7 @@ func TestPositional_ConsumedEventsFreeRoom(t *testing.T) {
 // From seed 000's test plan, test 3.4.
 func TestPositional_MixedConsumedUnconsumed(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil, func(rt *herald.Runtime) {
+	b := setupEnv(t, nil, func(rt *herald.Runtime) {
 		herald.RegisterWorkflow(rt, "w", func(ctx *herald.Context, _ struct{}) ([]int, error) {
 			got := []int{}
 			for range 50 {
@@ -646,7 +646,7 @@ func TestPositional_MixedConsumedUnconsumed(t *testing.T) {
 // From seed 000's test plan, test 4.1.
 func TestPositional_RaiseBeforeInstanceExists(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil, func(rt *herald.Runtime) { herald.RegisterWorkflow(rt, "ProcessOrder", plWaitOne) })
+	b := setupEnv(t, nil, func(rt *herald.Runtime) { herald.RegisterWorkflow(rt, "ProcessOrder", plWaitOne) })
 	r := b.raise("order-123", "signal", "data", "ev-early")
 	if r.Started || r.Duplicate {
 		t.Fatalf("receipt %+v", r)
@@ -676,7 +676,7 @@ func TestPositional_RaiseBeforeInstanceExists(t *testing.T) {
 // From seed 000's test plan, test 4.2.
 func TestPositional_RaiseToCompletedInstanceRefused(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil, func(rt *herald.Runtime) {
+	b := setupEnv(t, nil, func(rt *herald.Runtime) {
 		herald.RegisterWorkflow(rt, "done", func(ctx *herald.Context, _ struct{}) (string, error) { return "ok", nil })
 		herald.RegisterWorkflow(rt, "fails", func(ctx *herald.Context, _ struct{}) (string, error) {
 			return "", errors.New("boom")
@@ -722,7 +722,7 @@ func TestPositional_RaiseToCompletedInstanceRefused(t *testing.T) {
 // From seed 000's test plan, test 4.3.
 func TestPositional_SameNameAcrossExecutions(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil, func(rt *herald.Runtime) {
+	b := setupEnv(t, nil, func(rt *herald.Runtime) {
 		herald.RegisterWorkflow(rt, "w", func(ctx *herald.Context, _ struct{}) (string, error) {
 			if ctx.Execution() == 1 {
 				if err := ctx.WaitEvent("signal").Get(nil); err != nil {
@@ -769,7 +769,7 @@ func TestPositional_EmptyEventData(t *testing.T) {
 		RawStr string
 		RawNil string
 	}
-	b := setup(t, nil, func(rt *herald.Runtime) {
+	b := setupEnv(t, nil, func(rt *herald.Runtime) {
 		herald.RegisterWorkflow(rt, "w", func(ctx *herald.Context, _ struct{}) (result, error) {
 			var r result
 			r.Str = "not set"
@@ -814,7 +814,7 @@ func TestPositional_EmptyEventData(t *testing.T) {
 func TestPositional_LargeEventData(t *testing.T) {
 	t.Parallel()
 	const maxPayload = 128 << 10
-	b := setup(t, &herald.Config{ClientConfig: herald.ClientConfig{MaxPayloadBytes: maxPayload}}, func(rt *herald.Runtime) {
+	b := setupEnv(t, &herald.Config{ClientConfig: herald.ClientConfig{MaxPayloadBytes: maxPayload}}, func(rt *herald.Runtime) {
 		herald.RegisterWorkflow(rt, "w", func(ctx *herald.Context, _ struct{}) ([]json.RawMessage, error) {
 			var out []json.RawMessage
 			for range 2 {
@@ -947,7 +947,7 @@ func TestPositional_ManyRuntimesRaising(t *testing.T) {
 func TestPositional_RaceBetweenRaiseAndWait(t *testing.T) {
 	t.Parallel()
 	const n = 20
-	b := setup(t, nil, func(rt *herald.Runtime) {
+	b := setupEnv(t, nil, func(rt *herald.Runtime) {
 		herald.RegisterWorkflow(rt, "w", func(ctx *herald.Context, _ struct{}) ([]string, error) {
 			out := []string{}
 			for range n {
@@ -1005,7 +1005,7 @@ func TestPositional_RaceBetweenRaiseAndWait(t *testing.T) {
 // From seed 000's test plan, test 6.1.
 func TestPositional_EventInHistory(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil, func(rt *herald.Runtime) {
+	b := setupEnv(t, nil, func(rt *herald.Runtime) {
 		herald.RegisterWorkflow(rt, "w", func(ctx *herald.Context, _ struct{}) (string, error) {
 			if ctx.Execution() == 1 {
 				return "", ctx.ContinueAsNew(nil)
@@ -1017,11 +1017,11 @@ func TestPositional_EventInHistory(t *testing.T) {
 	})
 	b.start("w", "i", nil)
 	b.waitExec("i", 2, history.EventSubscribed, "", "signal", 1)
-	before := time.Now()
+	before := b.now()
 	r := b.raise("i", "signal", "data", "ev-6.1")
 	var out string
 	b.result("i", &out)
-	after := time.Now()
+	after := b.now()
 	if out != "data" {
 		t.Fatalf("result %q", out)
 	}
@@ -1055,7 +1055,7 @@ func TestPositional_EventInHistory(t *testing.T) {
 // From seed 000's test plan, test 6.2.
 func TestPositional_CarriedEventKeepsOriginalExecution(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil, func(rt *herald.Runtime) {
+	b := setupEnv(t, nil, func(rt *herald.Runtime) {
 		herald.RegisterWorkflow(rt, "w", func(ctx *herald.Context, _ struct{}) (string, error) {
 			if err := ctx.WaitEvent("go").Get(nil); err != nil {
 				return "", err

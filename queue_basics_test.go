@@ -19,7 +19,7 @@ import (
 // From seed 002's test plan, test 5.
 func TestQueue_BasicDelivery(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil, func(rt *herald.Runtime) {
+	b := setupEnv(t, nil, func(rt *herald.Runtime) {
 		herald.RegisterWorkflow(rt, "w", func(ctx *herald.Context, _ struct{}) (string, error) {
 			var s string
 			err := ctx.Dequeue("X").Get(&s)
@@ -55,7 +55,7 @@ func TestQueue_MessageBeforeDequeue(t *testing.T) {
 		Got    string
 		AtOnce bool
 	}
-	b := setup(t, nil, func(rt *herald.Runtime) {
+	b := setupEnv(t, nil, func(rt *herald.Runtime) {
 		herald.RegisterWorkflow(rt, "w", func(ctx *herald.Context, _ struct{}) (out, error) {
 			var o out
 			if err := ctx.WaitEvent("go").Get(nil); err != nil {
@@ -159,7 +159,7 @@ func TestQueue_SurvivesSelectCancellation(t *testing.T) {
 // From seed 002's test plan, test 8.
 func TestQueue_FIFO(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil, func(rt *herald.Runtime) {
+	b := setupEnv(t, nil, func(rt *herald.Runtime) {
 		// Buffered first, then received one by one.
 		herald.RegisterWorkflow(rt, "sequential", func(ctx *herald.Context, _ struct{}) ([]string, error) {
 			if err := ctx.WaitEvent("go").Get(nil); err != nil {
@@ -236,7 +236,7 @@ func TestQueue_SurvivesContinueAsNew(t *testing.T) {
 		Execution int
 		Got       string
 	}
-	b := setup(t, nil, func(rt *herald.Runtime) {
+	b := setupEnv(t, nil, func(rt *herald.Runtime) {
 		herald.RegisterWorkflow(rt, "w", func(ctx *herald.Context, _ struct{}) (out, error) {
 			if ctx.Execution() == 1 {
 				if err := ctx.WaitEvent("go").Get(nil); err != nil {
@@ -295,7 +295,7 @@ func TestQueue_IndependentOfPositional(t *testing.T) {
 		err := q.Get(&o.Queue)
 		return o, err
 	}
-	b := setup(t, nil, func(rt *herald.Runtime) {
+	b := setupEnv(t, nil, func(rt *herald.Runtime) {
 		herald.RegisterWorkflow(rt, "both", bothLanes)
 		herald.RegisterWorkflow(rt, "cross", func(ctx *herald.Context, _ struct{}) (cross, error) {
 			var o cross

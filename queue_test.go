@@ -146,7 +146,7 @@ func quCheckStart(b *bundle, evs []history.Event, exec int, want ...quCarried) {
 func TestQueue_LimitDropsNewMessage(t *testing.T) {
 	t.Parallel()
 	type out struct{ A, B []string }
-	b := setup(t, nil, func(rt *herald.Runtime) {
+	b := setupEnv(t, nil, func(rt *herald.Runtime) {
 		herald.RegisterWorkflow(rt, "w", func(ctx *herald.Context, _ struct{}) (out, error) {
 			var o out
 			var p string
@@ -223,7 +223,7 @@ func TestQueue_LimitDropsNewMessage(t *testing.T) {
 
 func TestQueue_ConsumingFreesRoom(t *testing.T) {
 	t.Parallel()
-	b := setup(t, &herald.Config{MaxQueuedEvents: 3}, registerScript)
+	b := setupEnv(t, &herald.Config{MaxQueuedEvents: 3}, registerScript)
 	b.start("script", "i", nil)
 	quReady(b, "i", 1, 1)
 	for _, id := range []string{"m1", "m2", "m3"} {
@@ -259,7 +259,7 @@ func TestQueue_ConsumingFreesRoom(t *testing.T) {
 
 func TestQueue_CarryForwardKeepsOrderAcrossExecutions(t *testing.T) {
 	t.Parallel()
-	b := setup(t, &herald.Config{MaxQueuedEvents: 3}, registerScript)
+	b := setupEnv(t, &herald.Config{MaxQueuedEvents: 3}, registerScript)
 	b.start("script", "i", nil)
 	quReady(b, "i", 1, 1)
 	for _, m := range [][2]string{{"A", "A1"}, {"B", "B1"}, {"A", "A2"}} {
@@ -338,7 +338,7 @@ func TestQueue_CarryForwardOverflowDropsNewest(t *testing.T) {
 
 func TestQueue_CarryForwardAgeLimit(t *testing.T) {
 	t.Parallel()
-	b := setup(t, &herald.Config{MaxCarryForwardExecutions: 2}, registerScript)
+	b := setupEnv(t, &herald.Config{MaxCarryForwardExecutions: 2}, registerScript)
 	b.start("script", "i", nil)
 	quReady(b, "i", 1, 1)
 	b.enqueue("i", "Q", "old", "old")
@@ -367,7 +367,7 @@ func TestQueue_CarryForwardAgeLimit(t *testing.T) {
 
 func TestQueue_ContinueAsNewDropUnconsumed(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil, registerScript)
+	b := setupEnv(t, nil, registerScript)
 	b.start("script", "i", nil)
 	quReady(b, "i", 1, 1)
 	b.enqueue("i", "Q", "m1", "m1")
@@ -403,7 +403,7 @@ func TestQueue_MessagesBeforeStart(t *testing.T) {
 		AtOnce bool
 		Got    []string
 	}
-	b := setup(t, &herald.Config{MaxQueuedEvents: 3}, func(rt *herald.Runtime) {
+	b := setupEnv(t, &herald.Config{MaxQueuedEvents: 3}, func(rt *herald.Runtime) {
 		herald.RegisterWorkflow(rt, "w", func(ctx *herald.Context, _ struct{}) (out, error) {
 			f := ctx.Dequeue("A")
 			o := out{AtOnce: f.Ready()}
@@ -461,7 +461,7 @@ func TestQueue_MessagesBeforeStart(t *testing.T) {
 // message, which the first turn finds in the mailbox.
 func TestQueue_EnqueueStartIfAbsent(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil, registerScript)
+	b := setupEnv(t, nil, registerScript)
 	r, err := b.client.Enqueue(b.ctx, "sw", "Q", "m1", herald.WithEventID("m1"),
 		herald.StartIfAbsent("script", quScriptState{Got: []string{"input"}}))
 	if err != nil || !r.Started || r.Duplicate {
@@ -489,7 +489,7 @@ func TestQueue_TryDequeue(t *testing.T) {
 		FirstEmpty bool
 		Got        []string
 	}
-	b := setup(t, nil, func(rt *herald.Runtime) {
+	b := setupEnv(t, nil, func(rt *herald.Runtime) {
 		herald.RegisterWorkflow(rt, "w", func(ctx *herald.Context, _ struct{}) (out, error) {
 			var o out
 			var s string
@@ -570,7 +570,7 @@ func TestQueue_SelectLoserDoesNotConsume(t *testing.T) {
 		LoserCancelled  bool
 		ThenReadyAtOnce bool
 	}
-	b := setup(t, nil, func(rt *herald.Runtime) {
+	b := setupEnv(t, nil, func(rt *herald.Runtime) {
 		herald.RegisterWorkflow(rt, "w", func(ctx *herald.Context, _ struct{}) (out, error) {
 			var o out
 			a, bq := ctx.Dequeue("A"), ctx.Dequeue("B")
@@ -623,7 +623,7 @@ func TestQueue_TimerLoopNeverLosesMessages(t *testing.T) {
 		Got   []string
 		Ticks int
 	}
-	b := setup(t, nil, func(rt *herald.Runtime) {
+	b := setupEnv(t, nil, func(rt *herald.Runtime) {
 		herald.RegisterWorkflow(rt, "w", func(ctx *herald.Context, _ struct{}) (out, error) {
 			var o out
 			for len(o.Got) < n {
@@ -676,7 +676,7 @@ func TestQueue_DequeueTimeoutThenMessageReceived(t *testing.T) {
 		TimedOut bool
 		Got      []string
 	}
-	b := setup(t, nil, func(rt *herald.Runtime) {
+	b := setupEnv(t, nil, func(rt *herald.Runtime) {
 		herald.RegisterWorkflow(rt, "w", func(ctx *herald.Context, _ struct{}) (out, error) {
 			var o out
 			var s string
@@ -730,7 +730,7 @@ func TestQueue_DequeueTimeoutThenMessageReceived(t *testing.T) {
 
 func TestQueue_DedupWithEventID(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil, registerScript)
+	b := setupEnv(t, nil, registerScript)
 	b.start("script", "i", nil)
 	b.start("script", "other", nil)
 	quReady(b, "i", 1, 1)
@@ -788,7 +788,7 @@ func TestQueue_DedupWithEventID(t *testing.T) {
 
 func TestQueue_EnqueueToEndedInstance(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil, registerScript)
+	b := setupEnv(t, nil, registerScript)
 	b.start("script", "done", nil)
 	quSend(b, "done", "end")
 	quWantGot(b, "done")
@@ -827,7 +827,7 @@ func TestQueue_EnqueueToEndedInstance(t *testing.T) {
 
 func TestQueue_EventsListsBothLanes(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil, registerScript)
+	b := setupEnv(t, nil, registerScript)
 	b.start("script", "i", nil)
 	quReady(b, "i", 1, 1)
 	b.enqueue("i", "Q", "q1", "q1")

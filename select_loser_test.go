@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/heraldwf/herald"
+	"github.com/heraldwf/herald/clock"
 	"github.com/heraldwf/herald/history"
 )
 
@@ -94,7 +95,7 @@ func slRace(ctx *herald.Context, in slIn) (slOut, error) {
 }
 
 func slSetup(t *testing.T, cfg *herald.Config) *bundle {
-	return setup(t, cfg, func(rt *herald.Runtime) { herald.RegisterWorkflow(rt, "sl.race", slRace) })
+	return setupEnv(t, cfg, func(rt *herald.Runtime) { herald.RegisterWorkflow(rt, "sl.race", slRace) })
 }
 
 // slSend sends an event on lane "p" or "q" with its id as its payload.
@@ -207,8 +208,8 @@ func TestSelectLoser_TwoDequeuesBuffered(t *testing.T) {
 // clock, then the race.
 func TestSelectLoser_ResolvedInEarlierTurns(t *testing.T) {
 	t.Parallel()
-	clock := &offsetClock{}
-	b := setup(t, &herald.Config{ClientConfig: nowCfg(clock.Now)}, func(rt *herald.Runtime) {
+	clock := clock.NewVirtual(time.Now())
+	b := setupEnv(t, &herald.Config{ClientConfig: herald.ClientConfig{Clock: clock}}, func(rt *herald.Runtime) {
 		herald.RegisterWorkflow(rt, "w", func(ctx *herald.Context, _ struct{}) (slOut, error) {
 			w, d := ctx.WaitEvent("a"), ctx.Dequeue("q")
 			if err := ctx.Sleep(time.Hour); err != nil {
@@ -278,7 +279,7 @@ func slCorrRace(ctx *herald.Context, key string) (string, error) {
 // a copy of its own (a new event id) that ends delivered.
 func TestSelectLoser_CorrelatedDeleteAfterFirstHandedOn(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil, func(rt *herald.Runtime) {
+	b := setupEnv(t, nil, func(rt *herald.Runtime) {
 		herald.RegisterWorkflow(rt, "race", slCorrRace)
 		coRegister(rt)
 	})
@@ -335,7 +336,7 @@ func TestSelectLoser_CorrelatedDeleteAfterFirstHandedOn(t *testing.T) {
 // correlated event stays for the next wait.
 func TestSelectLoser_CorrelatedFanOutKept(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil, func(rt *herald.Runtime) { herald.RegisterWorkflow(rt, "race", slCorrRace) })
+	b := setupEnv(t, nil, func(rt *herald.Runtime) { herald.RegisterWorkflow(rt, "race", slCorrRace) })
 	b.defineCorrelated("doc", nil)
 	b.start("race", "a", "k")
 	coWaitSubscribed(b, "a")

@@ -70,18 +70,18 @@ func registerPingPong(rt *herald.Runtime) {
 	})
 }
 
-// 1,000 messages between two instances, each sent from a workflow (a on
+// 200 messages between two instances, each sent from a workflow (a on
 // the positional lane, b on the queue lane), across continue-as-new every
-// 50 receives: none lost, none duplicated, each with its sender in the
+// 10 receives (ten executions each): none lost, none duplicated, each with its sender in the
 // ledger, and every execution replays without sending again. a serves
 // before b exists: its first ball waits for b.
 func TestSend_PingPong(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil, registerPingPong)
-	const total = 1000
-	b.start("pp", "pp-a", ppState{Peer: "pp-b", Queue: true, Serve: true, Next: 2, Total: total, Rounds: 50})
+	b := setupEnv(t, nil, registerPingPong)
+	const total, rounds = 200, 10
+	b.start("pp", "pp-a", ppState{Peer: "pp-b", Queue: true, Serve: true, Next: 2, Total: total, Rounds: rounds})
 	b.waitFate("pp-a/1/2", history.FatePending)
-	b.start("pp", "pp-b", ppState{Peer: "pp-a", Next: 1, Total: total, Rounds: 50})
+	b.start("pp", "pp-b", ppState{Peer: "pp-a", Next: 1, Total: total, Rounds: rounds})
 	for _, id := range []string{"pp-a", "pp-b"} {
 		if got := resultOf[int](b, id); got != total/2 {
 			t.Fatalf("%s received %d balls, want %d", id, got, total/2)
@@ -103,7 +103,7 @@ func TestSend_PingPong(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if info.Execution < 10 {
+		if info.Execution < total/2/rounds {
 			t.Fatalf("%s ended in execution %d: the test wants continue-as-new", c.id, info.Execution)
 		}
 		sent := 0
@@ -217,7 +217,7 @@ func recordsString(recs []*herald.EventRecord) string {
 // the same id in the sender's tenant).
 func TestSend_Fates(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil, func(rt *herald.Runtime) {
+	b := setupEnv(t, nil, func(rt *herald.Runtime) {
 		herald.RegisterWorkflow(rt, "sender", func(ctx *herald.Context, target string) ([]string, error) {
 			var out []string
 			id, err := ctx.RaiseEvent(target, "note", "hi")

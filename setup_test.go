@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/heraldwf/herald"
+	"github.com/heraldwf/herald/clock"
+	"github.com/heraldwf/herald/heraldtest"
 	"github.com/heraldwf/herald/history"
 	"github.com/heraldwf/herald/internal/storeurl"
 	"github.com/heraldwf/herald/internal/testdb"
@@ -30,6 +32,9 @@ type bundle struct {
 	client *herald.Client
 	logs   *logRecorder
 	obs    *countingObserver
+	// env, when set, drives rt synchronously on a virtual clock (setupEnv):
+	// nothing runs in the background, and every wait runs what is due.
+	env *heraldtest.Env
 }
 
 // newLocation returns the location of a fresh, empty store on backend
@@ -155,6 +160,75 @@ func setupOn(t *testing.T, st storage.Store, cfg *herald.Config, register func(r
 	return &bundle{t: t, ctx: ctx, store: st, rt: rt, client: client, logs: logs, obs: obs}
 }
 
+// setupEnv is setup on a heraldtest.Env: the same store, config, logs and
+// observer, but the runtime is not started. The bundle's waits settle the
+// Env (and move its virtual clock to the next wake-up when nothing is
+// runnable) instead of polling background loops, so a scenario runs as
+// fast as its store and the same way on a loaded machine. A cfg.Clock that
+// is a *clock.Virtual becomes the Env's clock; any other is replaced.
+func setupEnv(t *testing.T, cfg *herald.Config, register func(rt *herald.Runtime)) *bundle {
+	t.Helper()
+	if cfg == nil {
+		cfg = &herald.Config{}
+	}
+	logs := &logRecorder{}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(logs)
+	}
+	obs, _ := cfg.Observer.(*countingObserver)
+	if cfg.Observer == nil {
+		obs = newCountingObserver()
+		cfg.Observer = obs
+	}
+	tenant := herald.DefaultTenant
+	if len(cfg.Tenants) == 1 {
+		tenant = cfg.Tenants[0]
+	}
+	st := testStoreWith(t, storeurl.WithSQLite(sqlite.WithSynchronous(sqlite.SynchronousOff)))
+	opts := []heraldtest.Option{heraldtest.WithStore(st), heraldtest.WithTenant(tenant),
+		heraldtest.WithConfig(func(c *herald.Config) { *c = *cfg })}
+	if vc, ok := cfg.Clock.(*clock.Virtual); ok {
+		opts = append(opts, heraldtest.WithClock(vc))
+	} else if cfg.Clock != nil {
+		t.Fatalf("setupEnv: cfg.Clock is a %T; an Env runs on a *clock.Virtual (or use setup)", cfg.Clock)
+	}
+	env := heraldtest.New(t, register, opts...)
+	ctx, cancel := context.WithTimeout(env.Context(), envTimeout(t))
+	t.Cleanup(cancel)
+	return &bundle{t: t, ctx: ctx, store: st, rt: env.Runtime(), client: env.Client(), logs: logs, obs: obs, env: env}
+}
+
+// settleEnv runs what is runnable now when b drives an Env (a no-op on
+// background loops), for a test that reads state a wait did not settle.
+func (b *bundle) settleEnv() {
+	b.t.Helper()
+	if b.env != nil {
+		b.env.Settle()
+	}
+}
+
+// now is the engine's time: the Env's virtual clock, or the real one.
+func (b *bundle) now() time.Time {
+	if b.env != nil {
+		return b.env.Now()
+	}
+	return time.Now()
+}
+
+// envTimeout bounds an Env scenario's context: the test binary's own
+// deadline, less time to report. An Env runs nothing in the background, so
+// how long a scenario takes is only how fast the machine is; a minute of
+// wall clock (testTimeout) would fail it on a loaded machine, not catch a
+// bug. A workflow that never parks fails at heraldtest's step bound.
+func envTimeout(t *testing.T) time.Duration {
+	if dl, ok := t.Deadline(); ok {
+		if d := time.Until(dl) - 5*time.Second; d > 0 {
+			return d
+		}
+	}
+	return 10 * time.Minute
+}
+
 func testTimeout(t *testing.T) time.Duration {
 	if dl, ok := t.Deadline(); ok {
 		if d := time.Until(dl) - 5*time.Second; d > 0 && d < time.Minute {
@@ -167,6 +241,18 @@ func testTimeout(t *testing.T) time.Duration {
 // waitDone waits for the instance to end and returns its info.
 func (b *bundle) waitDone(id string) *herald.InstanceInfo {
 	b.t.Helper()
+	if b.env != nil {
+		var info *herald.InstanceInfo
+		b.waitFor("the end of "+id, func() bool {
+			i, err := b.client.Status(b.ctx, id)
+			if err != nil {
+				return false
+			}
+			info = i
+			return i.Status.Terminal()
+		})
+		return info
+	}
 	info, err := b.client.WaitForCompletion(b.ctx, id)
 	if err != nil {
 		b.t.Fatalf("wait for %s: %v", id, err)
@@ -177,11 +263,48 @@ func (b *bundle) waitDone(id string) *herald.InstanceInfo {
 // waitFor polls cond until it holds or the test context ends.
 func (b *bundle) waitFor(what string, cond func() bool) {
 	b.t.Helper()
+	if b.env != nil {
+		b.envWait(what, cond)
+		return
+	}
 	for !cond() {
 		select {
 		case <-b.ctx.Done():
 			b.t.Fatalf("timed out waiting for %s", what)
 		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// envIdleStep is how far envWait moves the virtual clock when nothing is
+// scheduled.
+const envIdleStep = 10 * time.Millisecond
+
+// envWait is waitFor on an Env: settle, check, and when nothing is runnable
+// move the virtual clock to the next wake-up, as real time would. With
+// nothing scheduled it polls on the real clock, for a condition another
+// goroutine of the test brings about.
+func (b *bundle) envWait(what string, cond func() bool) {
+	b.t.Helper()
+	for {
+		b.env.Settle()
+		if cond() {
+			return
+		}
+		if b.ctx.Err() != nil {
+			b.t.Fatalf("timed out waiting for %s (%s virtual)", what, b.env.Now().Sub(heraldtest.Epoch))
+		}
+		if d, ok := b.env.NextWake(); ok {
+			b.env.Advance(max(d, 0))
+			continue
+		}
+		// Nothing scheduled: let a little virtual time pass (the
+		// maintenance pass runs, retention and TTLs expire) and a little
+		// real time, for a condition another goroutine brings about.
+		b.env.Advance(envIdleStep)
+		select {
+		case <-b.ctx.Done():
+		case <-time.After(time.Millisecond):
 		}
 	}
 }

@@ -76,7 +76,7 @@ func plCheckWithdrawn(b *bundle, evs []history.Event, droppedEventID, dataEventI
 // From seed 002's test plan, test 1.
 func TestWithdrawnWait_DoesNotStealFutureEvent(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil, func(rt *herald.Runtime) { herald.RegisterWorkflow(rt, "w", plSelectThenWait) })
+	b := setupEnv(t, nil, func(rt *herald.Runtime) { herald.RegisterWorkflow(rt, "w", plSelectThenWait) })
 	b.start("w", "i", nil)
 	// The timer wins and the workflow waits for X again in the same turn.
 	b.waitHistory("i", history.EventSubscribed, "X", 2)
@@ -94,7 +94,7 @@ func TestWithdrawnWait_DoesNotStealFutureEvent(t *testing.T) {
 // From seed 002's test plan, test 2.
 func TestWithdrawnWait_DropsInterveningEvent(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil, func(rt *herald.Runtime) {
+	b := setupEnv(t, nil, func(rt *herald.Runtime) {
 		herald.RegisterWorkflow(rt, "w", func(ctx *herald.Context, _ struct{}) (selectOut, error) {
 			out := selectOut{Winner: ctx.Select(ctx.WaitEvent("X"), ctx.Timer(50*time.Millisecond))}
 			// Something between the withdrawal and the next wait for X.
@@ -133,7 +133,7 @@ func TestWithdrawnWait_DropsInterveningEvent(t *testing.T) {
 // From seed 002's test plan, test 3.
 func TestWithdrawnWait_MatchingWithoutCancellation(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil, func(rt *herald.Runtime) {
+	b := setupEnv(t, nil, func(rt *herald.Runtime) {
 		// Two sequential waits.
 		herald.RegisterWorkflow(rt, "seq", func(ctx *herald.Context, _ struct{}) ([2]string, error) {
 			var out [2]string
@@ -194,7 +194,7 @@ func TestWithdrawnWait_MatchingWithoutCancellation(t *testing.T) {
 // From seed 002's test plan, test 4.
 func TestWithdrawnWait_BreadcrumbReplays(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil, func(rt *herald.Runtime) { herald.RegisterWorkflow(rt, "w", plSelectThenWait) })
+	b := setupEnv(t, nil, func(rt *herald.Runtime) { herald.RegisterWorkflow(rt, "w", plSelectThenWait) })
 	b.start("w", "i", nil)
 	b.waitHistory("i", history.EventSubscribed, "X", 2)
 	b.raise("i", "X", "data", "ev-data")

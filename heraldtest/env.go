@@ -44,6 +44,8 @@ type options struct {
 	tenant      string
 	start       time.Time
 	maxSteps    int
+	store       storage.Store
+	clock       *clock.Virtual
 }
 
 // WithPostgres runs the Env on the PostgreSQL server at url (a database
@@ -62,6 +64,15 @@ func WithTenant(tenant string) Option { return func(o *options) { o.tenant = ten
 
 // WithStart sets the virtual clock's start (default Epoch).
 func WithStart(t time.Time) Option { return func(o *options) { o.start = t } }
+
+// WithStore runs the Env on st, a fresh store the caller opened and
+// closes (for a test that opens its stores one way for every mode),
+// instead of a store of the Env's own. WithPostgres is then ignored.
+func WithStore(st storage.Store) Option { return func(o *options) { o.store = st } }
+
+// WithClock makes c the Env's clock (for a test that holds the clock
+// before the Env exists); WithStart is then ignored.
+func WithClock(c *clock.Virtual) Option { return func(o *options) { o.clock = c } }
 
 // WithMaxSteps sets the bound of DefaultMaxSteps.
 func WithMaxSteps(n int) Option { return func(o *options) { o.maxSteps = n } }
@@ -113,8 +124,14 @@ func New(t testing.TB, register func(rt *herald.Runtime), opts ...Option) *Env {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	st := openStore(t, ctx, o.postgresURL)
-	clk := clock.NewVirtual(o.start)
+	st := o.store
+	if st == nil {
+		st = openStore(t, ctx, o.postgresURL)
+	}
+	clk := o.clock
+	if clk == nil {
+		clk = clock.NewVirtual(o.start)
+	}
 	cfg := &herald.Config{}
 	if o.config != nil {
 		o.config(cfg)

@@ -35,7 +35,9 @@ import (
 // cycle's surviving database.
 //
 // HERALD_POWERLOSS_CYCLES sets the number of cycles for each sync mode
-// (default 3). The test needs FUSE (/dev/fuse and the right to mount:
+// (default 1, so the README's test command stays short; .ci/run runs the
+// test once more with 3: a later cycle starts from a database an earlier
+// power loss left). The test needs FUSE (/dev/fuse and the right to mount:
 // root); without it, it skips, except in CI (CI=true), where it fails.
 
 const (
@@ -54,7 +56,7 @@ var plModes = map[string][]sqlite.Option{
 func plCycles(t *testing.T) int {
 	v := os.Getenv("HERALD_POWERLOSS_CYCLES")
 	if v == "" {
-		return 3
+		return 1
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 {
