@@ -13,9 +13,12 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/heraldwf/herald/bus"
 	"github.com/heraldwf/herald/bus/jstarget"
 	"github.com/heraldwf/herald/heraldtype"
+	"github.com/heraldwf/herald/history"
 	"github.com/heraldwf/herald/storage"
 )
 
@@ -735,8 +738,8 @@ func (r *Runtime) runHandler(ctx context.Context, name string, env BusEvent) (re
 	return fn(ctx, env)
 }
 
-// deliver starts a workflow or delivers the event into an instance lane.
-// Ids are derived from the bus event id and the subscription, so that a
+// deliver starts a workflow or delivers the event into an instance lane
+// (admitted by the runtime's door) or a correlated event. Ids are derived from the bus event id and the subscription, so that a
 // retry of an attempt whose result was lost changes nothing.
 func (r *Runtime) deliver(ctx context.Context, it *busItem, sub *heraldtype.Subscription, env BusEvent) (any, error) {
 	c, err := r.Client(it.tenant)
@@ -777,11 +780,20 @@ func (r *Runtime) deliver(ctx context.Context, it *busItem, sub *heraldtype.Subs
 		if err != nil {
 			return nil, err
 		}
-		send := c.RaiseEvent
+		// Through the door once, in the attempt's span, straight to the
+		// store: no span, retry or hand-off of a client's send (the attempt
+		// is the retry; the claim loop runs the turn).
+		ev := &laneEvent{tenant: it.tenant, lane: history.LanePositional, instanceID: inst, name: t.Name,
+			eventID: derivedID(sub.ID, env.ID), payload: data}
 		if t.Kind == heraldtype.TargetEnqueue {
-			send = c.Enqueue
+			ev.lane = history.LaneQueue
 		}
-		rec, err := send(ctx, inst, t.Name, data, WithEventID(derivedID(sub.ID, env.ID)))
+		lim := r.door.limitsFor(ctx, it.tenant)
+		raw, _, err := r.door.checkLane(ev, lim)
+		if err != nil {
+			return nil, err
+		}
+		rec, err := r.door.sendLane(ctx, ev, ev.eventID, true, raw, nil, lim, traceParent(trace.SpanFromContext(ctx)), r.store.EventRaise)
 		if err != nil {
 			return nil, err
 		}
