@@ -239,8 +239,12 @@ func (a *admission) definition(ctx context.Context, k defKey, how defLookup, ref
 		err error
 	)
 	switch {
-	case refused != nil || how == defRead:
+	case refused != nil:
 		def, err = a.defs.reload(ctx, a.store, k, refused)
+	case how == defRead:
+		// A read that replaces the entry, not a drop: a drop would keep
+		// the concurrent sends' reads from being cached.
+		def, _, err = a.defs.fresh(ctx, a.store, k, 0)
 	case how == defFresh:
 		def, cached, err = a.defs.fresh(ctx, a.store, k, defFreshFor)
 	default:
