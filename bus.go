@@ -2,7 +2,6 @@ package herald
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -162,7 +161,10 @@ func (e *SubscriptionInvalidError) Unwrap() error {
 // tenant. WithEventID names the event (default: a new UUID); publishing an
 // id again changes nothing and returns a receipt marked Duplicate, so a
 // caller may retry freely. If an event definition named eventType exists,
-// data must satisfy it (schema, size cap).
+// data must satisfy it (schema, size cap). The definition is cached: a
+// publish reads it from the store at most about once a second; one put or
+// deleted through this process applies to its next publish, one changed
+// through another process within about a second.
 //
 // Errors: *EventInvalidError (ErrEventInvalid) for a malformed type or id,
 // data that cannot be encoded, is too large or too deep, or fails the
@@ -174,22 +176,9 @@ func (c *Client) Publish(ctx context.Context, eventType string, data any, opts .
 	for _, opt := range opts {
 		opt(&o)
 	}
-	lim := c.limitsFor(ctx)
-	var reasons []string
-	if err := pattern.ValidateEventType(eventType); err != nil {
-		reasons = append(reasons, "event type: "+err.Error())
-	}
-	if o.eventID != "" {
-		reasons = textReasons(reasons, "event id", o.eventID, MaxIDBytes)
-	}
-	if o.start {
-		reasons = append(reasons, "StartIfAbsent does not apply to Publish (a subscription with a workflow target starts workflows)")
-	}
-	raw, reasons := encodeJSON(reasons, "data", data, lim.maxPayloadDepth)
-	if len(reasons) > 0 {
-		return nil, &EventInvalidError{Name: eventType, Reasons: reasons}
-	}
-	if err := c.checkBusData(ctx, eventType, raw, lim); err != nil {
+	lim := c.door.limitsFor(ctx, c.tenant)
+	raw, err := c.door.admitPublish(ctx, c.tenant, eventType, o.eventID, o.start, data, lim)
+	if err != nil {
 		return nil, err
 	}
 	id := o.eventID
@@ -220,23 +209,6 @@ func (c *Client) Publish(ctx context.Context, eventType string, data any, opts .
 	}
 	c.cfg.Observer.BusPublished(BusPublishReport{Tenant: c.tenant, EventID: id, Type: eventType, Duplicate: res.Duplicate})
 	return &PublishReceipt{EventID: id, Duplicate: res.Duplicate, PublishedAt: res.PublishedAt}, nil
-}
-
-// checkBusData applies the size cap and, when one exists, the event
-// definition named eventType.
-func (c *Client) checkBusData(ctx context.Context, eventType string, raw json.RawMessage, lim clientLimits) error {
-	def, err := c.store.EventDefinitionGet(ctx, &storage.EventDefinitionGetParams{Tenant: c.tenant, Name: eventType})
-	switch {
-	case errors.Is(err, heraldtype.ErrNotFound):
-		if len(raw) > lim.maxPayloadBytes {
-			return &EventInvalidError{Name: eventType, Kind: EventTooLarge, Reasons: []string{
-				fmt.Sprintf("data is %d bytes, over the %d-byte cap", len(raw), lim.maxPayloadBytes)}}
-		}
-		return nil
-	case err != nil:
-		return fmt.Errorf("event definition %s: %w", eventType, err)
-	}
-	return c.checkPayload(def, raw, lim.maxPayloadBytes)
 }
 
 // backlogCheckEvery is how stale the client's view of the tenant's bus

@@ -104,13 +104,8 @@ func (r *Runtime) TestScript(ctx context.Context, tenant string, t ScriptTest) (
 	if t.Timeout < 0 || t.Timeout > MaxScriptTestTimeout {
 		ps = append(ps, fmt.Sprintf("timeout %v is outside 0..%v", t.Timeout, MaxScriptTestTimeout))
 	}
-	var c *Client
 	if len(ps) == 0 {
-		var err error
-		if c, err = r.Client(tenant); err != nil {
-			return nil, err
-		}
-		lim := c.limitsFor(ctx)
+		lim := r.door.limitsFor(ctx, tenant)
 		if len(t.Event.Data) == 0 {
 			t.Event.Data = json.RawMessage("null")
 		}

@@ -12,9 +12,12 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/heraldwf/herald/bus"
 	"github.com/heraldwf/herald/bus/jstarget"
 	"github.com/heraldwf/herald/heraldtype"
+	"github.com/heraldwf/herald/history"
 	"github.com/heraldwf/herald/internal/attempt"
 	"github.com/heraldwf/herald/storage"
 )
@@ -659,8 +662,9 @@ func engineKind(err error) heraldtype.ErrorKind {
 	return ""
 }
 
-// deliver starts a workflow or delivers the event into an instance lane.
-// Ids are derived from the bus event id and the subscription, so that a
+// deliver starts a workflow, delivers the event into an instance lane
+// (admitted by the runtime's door) or puts a correlated event. Ids are
+// derived from the bus event id and the subscription, so that a
 // retry of an attempt whose result was lost changes nothing.
 func (r *Runtime) deliver(ctx context.Context, it *busItem, sub *heraldtype.Subscription, env BusEvent) (any, error) {
 	c, err := r.Client(it.tenant)
@@ -701,11 +705,20 @@ func (r *Runtime) deliver(ctx context.Context, it *busItem, sub *heraldtype.Subs
 		if err != nil {
 			return nil, err
 		}
-		send := c.RaiseEvent
+		// Through the door once, in the attempt's span, straight to the
+		// store: no span, retry or hand-off of a client's send (the attempt
+		// is the retry; the claim loop runs the turn).
+		ev := &laneEvent{tenant: it.tenant, lane: history.LanePositional, instanceID: inst, name: t.Name,
+			eventID: derivedID(sub.ID, env.ID), payload: data}
 		if t.Kind == heraldtype.TargetEnqueue {
-			send = c.Enqueue
+			ev.lane = history.LaneQueue
 		}
-		rec, err := send(ctx, inst, t.Name, data, WithEventID(derivedID(sub.ID, env.ID)))
+		lim := r.door.limitsFor(ctx, it.tenant)
+		raw, _, err := r.door.checkLane(ev, lim)
+		if err != nil {
+			return nil, err
+		}
+		rec, err := r.door.sendLane(ctx, ev, ev.eventID, true, raw, nil, lim, traceParent(trace.SpanFromContext(ctx)), r.store.EventRaise)
 		if err != nil {
 			return nil, err
 		}

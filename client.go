@@ -2,7 +2,6 @@ package herald
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -25,9 +24,11 @@ type Client struct {
 	store  storage.Store
 	tenant string
 	cfg    *ClientConfig
-	limits *limitCache // the runtime's, for a client of a runtime
-	defs   *defCache   // the runtime's, for a client of a runtime
-	rt     *Runtime    // the client's runtime (Runtime.Client), nil for NewClient: Query needs it
+	door   *admission // the runtime's, for a client of a runtime
+	rt     *Runtime   // the client's runtime (Runtime.Client), nil for NewClient: Query needs it
+	// raiseFn is raise, made once: a send's store call with its direct
+	// hand-off, after the tenant is registered.
+	raiseFn raiseFunc
 
 	ensured atomic.Bool // the tenant is registered
 	backlog busBacklog  // Publish's view of the tenant's bus backlog
@@ -50,8 +51,22 @@ func NewClient(store storage.Store, tenant string, cfg *ClientConfig) (*Client, 
 	}
 	c := cfg.WithDefaults()
 	c.Observer = guardObserver(c.Observer, c.Logger)
-	return &Client{store: store, tenant: tenant, cfg: c, limits: newLimitCache(store, c.Logger), defs: newDefCache(),
-		tracer: tracerOf(c)}, nil
+	door := newAdmission(store, c, newLimitCache(store, c.Logger), newDefCache(c.Clock))
+	return newClient(store, tenant, c, door, nil, tracerOf(c)), nil
+}
+
+func newClient(store storage.Store, tenant string, cfg *ClientConfig, door *admission, rt *Runtime, tracer trace.Tracer) *Client {
+	c := &Client{store: store, tenant: tenant, cfg: cfg, door: door, rt: rt, tracer: tracer}
+	c.raiseFn = c.registeredRaise
+	return c
+}
+
+// registeredRaise registers the tenant (once) and raises p.
+func (c *Client) registeredRaise(ctx context.Context, p *storage.EventRaiseParams) (*storage.EventRaiseResult, error) {
+	if err := c.ensureTenant(ctx); err != nil {
+		return nil, err
+	}
+	return c.raise(ctx, p)
 }
 
 func infoOf(in *storage.Instance) *InstanceInfo {
@@ -91,7 +106,7 @@ func (c *Client) StartWorkflow(ctx context.Context, workflow string, input any, 
 		reasons = append(reasons, fmt.Sprintf("id-reuse policy %d is not one of the IDReuse constants", o.reuse))
 	}
 	reasons = textReasons(reasons, "instance id", id, MaxIDBytes)
-	in, reasons := encodeJSON(reasons, "input", input, c.limitsFor(ctx).maxPayloadDepth)
+	in, reasons := encodeJSON(reasons, "input", input, c.door.limitsFor(ctx, c.tenant).maxPayloadDepth)
 	if len(reasons) > 0 {
 		return "", &InvalidArgumentError{Op: "StartWorkflow", Reasons: reasons}
 	}
@@ -165,8 +180,10 @@ func (c *Client) send(ctx context.Context, lane history.Lane, instanceID, name s
 	for _, opt := range opts {
 		opt(&o)
 	}
-	lim := c.limitsFor(ctx)
-	raw, startInput, err := c.validateEvent(instanceID, name, payload, &o, lim.maxPayloadDepth)
+	ev := &laneEvent{tenant: c.tenant, lane: lane, instanceID: instanceID, name: name, eventID: o.eventID, payload: payload,
+		start: o.start, workflow: o.startWorkflow, startInput: o.startInput}
+	lim := c.door.limitsFor(ctx, c.tenant)
+	raw, startInput, err := c.door.checkLane(ev, lim)
 	if err != nil {
 		return nil, err
 	}
@@ -185,113 +202,11 @@ func (c *Client) send(ctx context.Context, lane history.Lane, instanceID, name s
 	})
 	defer func() { endSpan(span, err) }()
 	tp := traceParent(span)
+	raise := c.raiseFn
 	return idempotent(ctx, func() (*EventReceipt, error) {
-		return c.sendOnce(ctx, lane, instanceID, name, id, raw, startInput, &o, lim, tp)
+		return c.door.sendLane(ctx, ev, id, o.eventID != "", raw, startInput, lim, tp, raise)
 	})
 }
-
-func (c *Client) sendOnce(ctx context.Context, lane history.Lane, instanceID, name, id string, raw, startInput json.RawMessage,
-	o *raiseOptions, lim clientLimits, traceParent string) (*EventReceipt, error) {
-	if o.eventID != "" {
-		// A retry of an accepted event returns its first receipt even if the
-		// event's definition has changed since: dedup comes before
-		// validation. (The store checks again, atomically.)
-		rec, err := c.store.EventGet(ctx, &storage.EventGetParams{Tenant: c.tenant, EventID: id})
-		switch {
-		case err == nil && rec.InstanceID == instanceID && rec.Lane == lane && rec.Name == name:
-			c.cfg.Observer.EventAccepted(EventReport{Tenant: c.tenant, InstanceID: instanceID, EventID: id,
-				Lane: string(lane), Name: name, Duplicate: true})
-			return &EventReceipt{EventID: id, ReceivedAt: rec.ReceivedAt, Duplicate: true}, nil
-		case err == nil:
-			return nil, fmt.Errorf("send %s %q to %s: event id %s: %w", lane, name, instanceID, id, heraldtype.ErrEventIDConflict)
-		case !errors.Is(err, heraldtype.ErrNotFound):
-			return nil, fmt.Errorf("send %s %q to %s: %w", lane, name, instanceID, err)
-		}
-	}
-	now := c.cfg.Clock.Now()
-	p := &storage.EventRaiseParams{
-		Tenant: c.tenant, InstanceID: instanceID, EventID: id, Lane: lane,
-		Name: name, Payload: raw, Now: now, TraceParent: traceParent,
-	}
-	def, err := c.validate(ctx, p, lim, nil)
-	if err != nil {
-		return nil, err
-	}
-	if err := c.ensureTenant(ctx); err != nil {
-		return nil, fmt.Errorf("send %s %q to %s: %w", lane, name, instanceID, err)
-	}
-	if o.start {
-		p.StartIfAbsent = &storage.InstanceCreateParams{Tenant: c.tenant, ID: instanceID,
-			Workflow: o.startWorkflow, Input: startInput, Now: now, TraceParent: traceParent}
-	}
-	var res *storage.EventRaiseResult
-	for attempt := 1; ; attempt++ {
-		// Stored only if the definition is still the one the event was
-		// validated against (see defCache).
-		p.CheckDefinition, p.DefinitionVersion = true, def.version
-		res, err = c.raise(ctx, p)
-		if !errors.Is(err, storage.ErrDefinitionChanged) {
-			break
-		}
-		// Changed since it was read (by another process, or by this one
-		// during the send): read it again and validate against it.
-		if attempt == maxDefinitionAttempts {
-			c.defs.drop(defKey{c.tenant, name}, def)
-			return nil, fmt.Errorf("send %s %q to %s: the event's definition changed under each of %d attempts: %w",
-				lane, name, instanceID, attempt, err)
-		}
-		if def, err = c.validate(ctx, p, lim, def); err != nil {
-			return nil, err
-		}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("send %s %q to %s: %w", lane, name, instanceID, err)
-	}
-	c.cfg.Observer.EventAccepted(EventReport{Tenant: c.tenant, InstanceID: instanceID, EventID: res.EventID,
-		Lane: string(lane), Name: name, Duplicate: res.Duplicate})
-	return &EventReceipt{EventID: res.EventID, ReceivedAt: res.ReceivedAt, Duplicate: res.Duplicate, Started: res.Started}, nil
-}
-
-// validate validates p against the definition of its event (see
-// applyDefinition) and returns the definition, which p's raise is to be
-// conditional on. The definition comes from the client's cache (defCache),
-// read from the store on a miss, or after refused (the store refused a
-// raise conditional on that definition: it changed). The cached definition
-// may be out of date, so a refusal stands only once the definition has been
-// read again: an event is refused only by a definition that was current
-// during the send.
-func (c *Client) validate(ctx context.Context, p *storage.EventRaiseParams, lim clientLimits, refused *defEntry) (*defEntry, error) {
-	key := defKey{c.tenant, p.Name}
-	var (
-		def    *defEntry
-		cached bool
-		err    error
-	)
-	if refused != nil {
-		def, err = c.defs.reload(ctx, c.store, key, refused)
-	} else {
-		def, cached, err = c.defs.get(ctx, c.store, key)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("event definition %s: %w", p.Name, err)
-	}
-	err = c.applyDefinition(p, def.def, lim)
-	if err != nil && cached {
-		if def, err = c.defs.reload(ctx, c.store, key, def); err != nil {
-			return nil, fmt.Errorf("event definition %s: %w", p.Name, err)
-		}
-		err = c.applyDefinition(p, def.def, lim)
-	}
-	if err != nil {
-		return nil, err
-	}
-	return def, nil
-}
-
-// maxDefinitionAttempts bounds the raises of one send refused because the
-// event's definition changed (storage.ErrDefinitionChanged): each refusal
-// means the definition changed again since the send last read it.
-const maxDefinitionAttempts = 4
 
 // raise stores an event. A client of a running runtime that serves its
 // tenant and has a free turn worker asks the store for a direct hand-off:
@@ -330,28 +245,6 @@ func (c *Client) raise(ctx context.Context, p *storage.EventRaiseParams) (*stora
 		res.Turn = nil
 	}
 	return res, err
-}
-
-// validateEvent checks an event at the door: its target, name, id and
-// payload (and StartIfAbsent's workflow and input), and encodes the payload
-// and the start input. Every problem found is listed in one
-// *EventInvalidError.
-func (c *Client) validateEvent(instanceID, name string, payload any, o *raiseOptions, maxDepth int) (raw, startInput json.RawMessage, err error) {
-	var reasons []string
-	reasons = textReasons(reasons, "instance id", instanceID, MaxIDBytes)
-	reasons = textReasons(reasons, "event name", name, MaxNameBytes)
-	if o != nil && o.eventID != "" {
-		reasons = textReasons(reasons, "event id", o.eventID, MaxIDBytes)
-	}
-	raw, reasons = encodeJSON(reasons, "payload", payload, maxDepth)
-	if o != nil && o.start {
-		reasons = textReasons(reasons, "StartIfAbsent workflow name", o.startWorkflow, MaxNameBytes)
-		startInput, reasons = encodeJSON(reasons, "StartIfAbsent input", o.startInput, maxDepth)
-	}
-	if len(reasons) > 0 {
-		return nil, nil, &EventInvalidError{Name: name, Reasons: reasons}
-	}
-	return raw, startInput, nil
 }
 
 // notFound is what a read of an identifier that can never exist (it breaks

@@ -2,13 +2,11 @@ package herald
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 
-	"github.com/heraldwf/herald/heraldtype"
 	"github.com/heraldwf/herald/history"
 	"github.com/heraldwf/herald/storage"
 )
@@ -23,30 +21,14 @@ import (
 // ErrEventInvalid (no such definition, no correlation config, empty key,
 // invalid payload; nothing stored).
 func (c *Client) PutCorrelatedEvent(ctx context.Context, def, key string, payload any) (_ *CorrelatedEvent, err error) {
-	var reasons []string
-	reasons = textReasons(reasons, "event definition name", def, MaxNameBytes)
-	reasons = textReasons(reasons, "correlation key", key, MaxKeyBytes)
-	lim := c.limitsFor(ctx)
-	raw, reasons := encodeJSON(reasons, "payload", payload, lim.maxPayloadDepth)
-	if len(reasons) > 0 {
-		return nil, &EventInvalidError{Name: def, Reasons: reasons}
+	raw, d, err := c.door.admitCorrelated(ctx, c.tenant, def, key, payload, c.door.limitsFor(ctx, c.tenant))
+	if err != nil {
+		return nil, err
 	}
 	ctx, span := c.startSendSpan(ctx, "herald.put_correlated_event", func() []attribute.KeyValue {
 		return []attribute.KeyValue{attrLane.String(string(history.LaneCorrelated)), attrEventName.String(def), attrKey.String(key)}
 	})
 	defer func() { endSpan(span, err) }()
-	d, err := c.store.EventDefinitionGet(ctx, &storage.EventDefinitionGetParams{Tenant: c.tenant, Name: def})
-	switch {
-	case errors.Is(err, heraldtype.ErrNotFound):
-		return nil, &EventInvalidError{Name: def, Reasons: []string{"no event definition " + def + ": correlated events need one with a correlation config"}}
-	case err != nil:
-		return nil, fmt.Errorf("event definition %s: %w", def, err)
-	case d.Correlation == nil:
-		return nil, &EventInvalidError{Name: def, Reasons: []string{"event definition " + def + " has no correlation config"}}
-	}
-	if err := c.checkPayload(d, raw, lim.maxPayloadBytes); err != nil {
-		return nil, err
-	}
 	if err := c.ensureTenant(ctx); err != nil {
 		return nil, fmt.Errorf("put correlated event %s/%s: %w", def, key, err)
 	}

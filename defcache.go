@@ -3,7 +3,9 @@ package herald
 import (
 	"context"
 	"sync"
+	"time"
 
+	"github.com/heraldwf/herald/clock"
 	"github.com/heraldwf/herald/storage"
 )
 
@@ -15,16 +17,20 @@ import (
 // .CheckDefinition). A store refuses a raise whose definition was put,
 // deleted or created since (storage.ErrDefinitionChanged) and writes
 // nothing; the send then drops the entry, reads the definition again,
-// validates the event against it and raises again (see Client.sendOnce).
+// validates the event against it and raises again (see admission.sendLane).
 // So however old an entry is, and whichever node changed the definition,
 // every stored event was validated against the definition current at its
-// raise. Entries therefore never expire; PutEventDefinition and
+// raise. Entries therefore never expire for a raise; PutEventDefinition and
 // DeleteEventDefinition drop theirs only to spare the next send a refused
-// raise.
+// raise. A publish, whose write is not conditional, uses an entry only
+// while it is young (fresh, defFreshFor), and PutEventDefinition's drop
+// makes this process's change apply to its next publish.
 //
 // The cache holds at most defCacheEntries entries and about defCacheBytes
 // (schemas mostly); past either, random entries are evicted.
 type defCache struct {
+	clock clock.Clock // the engine's: when an entry was read (fresh)
+
 	mu    sync.Mutex
 	m     map[defKey]*defEntry
 	bytes int
@@ -49,10 +55,11 @@ type defEntry struct {
 	def     *EventDefinition // nil: none (never put, or deleted)
 	version int64            // def's version; 0 for none
 	size    int
+	read    time.Time // when it was read (engine clock), before the read began
 }
 
-func newDefCache() *defCache {
-	return &defCache{m: map[defKey]*defEntry{}}
+func newDefCache(clk clock.Clock) *defCache {
+	return &defCache{clock: clk, m: map[defKey]*defEntry{}}
 }
 
 // get returns k's entry, and whether it was cached; if the cache does not
@@ -69,6 +76,22 @@ func (c *defCache) get(ctx context.Context, store storage.Store, k defKey) (_ *d
 	return e, false, err
 }
 
+// fresh returns k's entry if it was read less than maxAge ago, and
+// whether it was cached; otherwise k is read from store again.
+func (c *defCache) fresh(ctx context.Context, store storage.Store, k defKey, maxAge time.Duration) (_ *defEntry, cached bool, _ error) {
+	c.mu.Lock()
+	e := c.m[k]
+	gen := c.gen
+	c.mu.Unlock()
+	if e != nil && c.clock.Now().Sub(e.read) < maxAge {
+		return e, true, nil
+	}
+	// Missing or too old: the read replaces it (without a drop, which
+	// would keep concurrent reads from being cached).
+	e, err := c.read(ctx, store, k, gen)
+	return e, false, err
+}
+
 // reload drops k's entry if it is old (see drop) and reads k from store.
 func (c *defCache) reload(ctx context.Context, store storage.Store, k defKey, old *defEntry) (*defEntry, error) {
 	c.mu.Lock()
@@ -81,11 +104,12 @@ func (c *defCache) reload(ctx context.Context, store storage.Store, k defKey, ol
 // read reads k from store and caches it unless the cache was dropped from
 // since gen.
 func (c *defCache) read(ctx context.Context, store storage.Store, k defKey, gen uint64) (*defEntry, error) {
+	began := c.clock.Now()
 	cur, err := store.EventDefinitionCurrent(ctx, &storage.EventDefinitionGetParams{Tenant: k.tenant, Name: k.name})
 	if err != nil {
 		return nil, err
 	}
-	e := &defEntry{def: cur.Definition, version: cur.Version, size: defEntryBytes + len(k.tenant) + len(k.name)}
+	e := &defEntry{def: cur.Definition, version: cur.Version, size: defEntryBytes + len(k.tenant) + len(k.name), read: began}
 	if cur.Definition != nil {
 		e.size += len(cur.Definition.Schema)
 	}

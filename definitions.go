@@ -1,14 +1,12 @@
 package herald
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -105,7 +103,7 @@ func (c *Client) PutEventDefinition(ctx context.Context, def EventDefinition) (*
 	out, err := c.store.EventDefinitionPut(ctx, &storage.EventDefinitionPutParams{Tenant: c.tenant, Definition: def, Now: c.cfg.Clock.Now()})
 	// Even after an error (the put may have committed): the next send
 	// reads the definition instead of having its raise refused.
-	c.defs.drop(defKey{c.tenant, def.Name}, nil)
+	c.door.defs.drop(defKey{c.tenant, def.Name}, nil)
 	if err != nil {
 		return nil, fmt.Errorf("put event definition %s: %w", def.Name, err)
 	}
@@ -144,7 +142,7 @@ func (c *Client) DeleteEventDefinition(ctx context.Context, name string) error {
 		return notFound("delete event definition", name)
 	}
 	err := c.store.EventDefinitionDelete(ctx, &storage.EventDefinitionGetParams{Tenant: c.tenant, Name: name})
-	c.defs.drop(defKey{c.tenant, name}, nil)
+	c.door.defs.drop(defKey{c.tenant, name}, nil)
 	if err != nil {
 		return fmt.Errorf("delete event definition %s: %w", name, err)
 	}
@@ -163,81 +161,6 @@ func compileSchema(raw []byte, maxBytes int) (*jsonschema.Schema, error) {
 		return nil, fmt.Errorf("%d bytes, over the %d-byte cap (Config.MaxSchemaBytes)", len(raw), maxBytes)
 	}
 	return compiledSchemas.Get(raw)
-}
-
-// applyDefinition validates an event against its definition def (nil:
-// none), and fills in what the definition decides (latest-value
-// buffering, retention). It returns an *EventInvalidError for a payload the
-// definition (or, without one, the size cap) refuses.
-func (c *Client) applyDefinition(p *storage.EventRaiseParams, def *EventDefinition, lim clientLimits) error {
-	retention := lim.eventRetention
-	p.Latest = false
-	if def == nil {
-		if len(p.Payload) > lim.maxPayloadBytes {
-			return &EventInvalidError{Name: p.Name, Kind: EventTooLarge, Reasons: []string{
-				fmt.Sprintf("payload is %d bytes, over the %d-byte cap", len(p.Payload), lim.maxPayloadBytes)}}
-		}
-	} else {
-		if err := c.checkPayload(def, p.Payload, lim.maxPayloadBytes); err != nil {
-			return err
-		}
-		p.Latest = p.Lane == history.LaneQueue && def.Buffer == heraldtype.BufferLatest
-		if def.Retention > 0 {
-			retention = def.Retention
-		}
-	}
-	p.ExpiresAt = p.Now.Add(retention)
-	return nil
-}
-
-// storedDefinition reads the definition of name from the store (nil if
-// there is none).
-func (c *Client) storedDefinition(ctx context.Context, name string) (*EventDefinition, error) {
-	def, err := c.store.EventDefinitionGet(ctx, &storage.EventDefinitionGetParams{Tenant: c.tenant, Name: name})
-	switch {
-	case errors.Is(err, heraldtype.ErrNotFound):
-		return nil, nil
-	case err != nil:
-		return nil, fmt.Errorf("event definition %s: %w", name, err)
-	}
-	return def, nil
-}
-
-// checkPayload checks a payload against a definition: its size cap
-// (maxPayloadBytes, the tenant's or the client's, when the definition sets
-// none) and its schema. It returns nil if the payload is fine, an
-// *EventInvalidError (Kind EventTooLarge or EventSchemaViolation) naming
-// the definition if it is refused, or a *DefinitionInvalidError if the
-// schema cannot be used.
-func (c *Client) checkPayload(def *EventDefinition, payload []byte, maxPayloadBytes int) error {
-	limit := maxPayloadBytes
-	if def.MaxPayloadBytes > 0 {
-		limit = def.MaxPayloadBytes
-	}
-	if len(payload) > limit {
-		return &EventInvalidError{Name: def.Name, Kind: EventTooLarge, Reasons: []string{
-			fmt.Sprintf("payload is %d bytes, over the %d-byte cap", len(payload), limit)}}
-	}
-	if len(def.Schema) == 0 {
-		return nil
-	}
-	sch, err := compileSchema(def.Schema, c.cfg.MaxSchemaBytes)
-	if err != nil {
-		return &DefinitionInvalidError{Name: def.Name, Reasons: []string{
-			fmt.Sprintf("the stored definition (updated %s) cannot be used: schema: %v", def.UpdatedAt.Format(time.RFC3339), err)}}
-	}
-	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(payload))
-	if err != nil {
-		return &EventInvalidError{Name: def.Name, Reasons: []string{"payload is not valid JSON"}}
-	}
-	reasons, err := validatePayload(def.Name, sch, inst)
-	if err != nil {
-		return err
-	}
-	if len(reasons) > 0 {
-		return &EventInvalidError{Name: def.Name, Kind: EventSchemaViolation, Reasons: reasons}
-	}
-	return nil
 }
 
 // validatePayload returns why inst does not satisfy sch (nil if it does). A

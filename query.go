@@ -157,7 +157,7 @@ func (c *Client) query(ctx context.Context, instanceID, name string, args any) (
 	if !textOK(instanceID, MaxIDBytes) {
 		return nil, notFound("query of", instanceID)
 	}
-	lim := c.limitsFor(ctx)
+	lim := c.door.limitsFor(ctx, c.tenant)
 	reasons := textReasons(nil, "query name", name, MaxNameBytes)
 	in, reasons := encodeJSON(reasons, "query arguments", args, lim.maxPayloadDepth)
 	if len(in) > lim.maxPayloadBytes {

@@ -34,7 +34,7 @@ type Runtime struct {
 	obs    Observer
 	tracer trace.Tracer
 	limits *limitCache
-	defs   *defCache       // the event definitions its clients send events of
+	door   *admission      // every event that enters: its clients', its turns', its bus's
 	served map[string]bool // nil: every tenant
 
 	clientsMu sync.Mutex
@@ -82,11 +82,11 @@ func NewRuntime(store storage.Store, cfg *Config) (*Runtime, error) {
 		obs:        c.Observer,
 		tracer:     tracerOf(&c.ClientConfig),
 		limits:     newLimitCache(store, c.Logger),
-		defs:       newDefCache(),
 		clients:    map[string]*Client{},
 		workflows:  map[string]replay.WorkflowFunc{},
 		activities: map[string]activityFunc{},
 	}
+	rt.door = newAdmission(store, &c.ClientConfig, rt.limits, newDefCache(c.Clock))
 	if c.Tenants != nil {
 		rt.served = map[string]bool{}
 		for _, t := range c.Tenants {

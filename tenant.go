@@ -198,7 +198,7 @@ func (r *Runtime) Client(tenant string) (*Client, error) {
 	if ps := tenantReasons(nil, tenant); len(ps) > 0 {
 		return nil, &InvalidArgumentError{Op: "Client", Reasons: ps}
 	}
-	c := &Client{store: r.store, tenant: tenant, cfg: &r.cfg.ClientConfig, limits: r.limits, defs: r.defs, tracer: r.tracer, rt: r}
+	c := newClient(r.store, tenant, &r.cfg.ClientConfig, r.door, r, r.tracer)
 	r.clients[tenant] = c
 	return c, nil
 }
@@ -250,23 +250,6 @@ func (c *Client) ensureTenant(ctx context.Context) error {
 	}
 	c.ensured.Store(true)
 	return nil
-}
-
-// clientLimits are the limits a client applies to one call: the tenant's
-// overrides, else the client's config.
-type clientLimits struct {
-	maxPayloadBytes int
-	maxPayloadDepth int
-	eventRetention  time.Duration
-}
-
-func (c *Client) limitsFor(ctx context.Context) clientLimits {
-	l := c.limits.get(ctx, c.tenant)
-	return clientLimits{
-		maxPayloadBytes: override(l.MaxPayloadBytes, c.cfg.MaxPayloadBytes),
-		maxPayloadDepth: lowerDepth(l.MaxPayloadDepth, c.cfg.MaxPayloadDepth),
-		eventRetention:  override(l.EventRetention, c.cfg.EventRetention),
-	}
 }
 
 // Tenants returns every registered tenant with its overrides, ordered by

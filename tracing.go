@@ -25,7 +25,8 @@ import (
 //	          (its result message carries the same context: the next turn stays in the trace)
 //	herald.publish (or a turn that publishes)
 //	  └ herald.bus.attempt     (one per attempt of each execution)
-//	      └ the target's send (herald.start_workflow, ...) └ herald.turn ...
+//	      └ the target's start or correlated put (herald.start_workflow, ...) └ herald.turn ...
+//	      └ herald.turn        (of a signal or enqueue target: its event carries the attempt's span)
 //
 // Herald uses only the OpenTelemetry API. With no TracerProvider
 // configured (and none installed globally) every span is a no-op, nothing

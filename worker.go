@@ -497,7 +497,7 @@ func (r *Runtime) runTurn(ctx context.Context, t *storage.Turn) {
 		out.Publish[i].TraceParent = tp
 	}
 	returnedTraces(t.Messages, out.ReturnedCorrelated)
-	if refused, err := r.prepareSends(ctx, tenant, out.Sends, tp); refused != nil || err != nil {
+	if refused, err := r.door.admitTurnSends(ctx, tenant, out.Sends, tp); refused != nil || err != nil {
 		if refused != nil {
 			rep.Outcome, rep.Err = TurnCommitFailed, refused
 			r.failSend(ctx, t, refused)
