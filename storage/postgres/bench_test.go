@@ -215,7 +215,7 @@ func BenchmarkCorrelated(b *testing.B) {
 	}
 	b.Run("sync=off/rules=go", func(b *testing.B) {
 		storagetest.BenchCorrelated(b, func(b *testing.B) storage.Store {
-			return open(b, newSchema(b), postgres.WithSynchronousCommit("off"), postgres.WithGoReferenceRules())
+			return open(b, newSchema(b), postgres.WithSynchronousCommit("off"), postgres.WithGoCorrelatedRules())
 		})
 	})
 }

@@ -25,7 +25,7 @@ import (
 // failure) to the parent's inbox instead. The parent is marked
 // has_children. $1 tenant, $3 workflow, $4 input, $5 now, $6 the
 // ExecutionStarted JSON.
-var startChildSQL = `WITH inst AS (
+const startChildSQL = `WITH inst AS (
 	INSERT INTO instances (tenant, id, workflow, status, execution, input, created_at, updated_at, ready_at,
 		parent_id, parent_execution, parent_seq, parent_close, history_seq)
 	VALUES ($1, $2, $3, 'pending', 1, $4, $5, $5, LEAST($5, ` + readyAtSQL + `), $8, $9, $10, $11, 1)

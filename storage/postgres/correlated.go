@@ -343,7 +343,7 @@ func (t *laneTx) StoreCorrelated(def, key string, payload json.RawMessage, trace
 // an interactive transaction, a round trip per read on the commit's path
 // (BenchmarkCorrelated, rules=go, shows it). backend.RegisterWaits is the contract's
 // reference; the tests run the conformance suite's correlated cases with
-// it too (config.goRules), so the two cannot drift apart unseen.
+// it too (config.goCorrelated), so the two cannot drift apart unseen.
 //
 // It handles one correlated wait of a turn commit: $1 tenant, $2
 // instance, $3 definition, $4 key, $5 execution, $6 wait seq, $7 now, $8 a
@@ -523,7 +523,7 @@ func (s *Store) CorrelatedPut(ctx context.Context, p *storage.CorrelatedPutParam
 		out       *heraldtype.CorrelatedEvent
 		delivered int64
 	)
-	if s.cfg.goRules {
+	if s.cfg.goCorrelated {
 		return s.correlatedPutGo(ctx, p)
 	}
 	err := s.do(ctx, func(ctx context.Context) error {
@@ -793,7 +793,7 @@ const upsertCorrelatedSQL = `INSERT INTO correlated_events (tenant, def, key, pa
 // correlatedPutGo is CorrelatedPut by the reference rule,
 // backend.CorrelatedPut, over laneTx's primitives: the same locks, then a
 // round trip to read the markers and one to load the event. It runs only
-// in tests (config.goRules), where the conformance suite holds it and
+// in tests (config.goCorrelated), where the conformance suite holds it and
 // putDeliverSQL to the same cases.
 func (s *Store) correlatedPutGo(ctx context.Context, p *storage.CorrelatedPutParams) (*heraldtype.CorrelatedEvent, error) {
 	var (

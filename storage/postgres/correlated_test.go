@@ -321,3 +321,14 @@ func TestMigrateFromVersion1(t *testing.T) {
 		t.Fatalf("CorrelatedPut after the upgrade: %+v, %v", c, err)
 	}
 }
+
+// TestConformanceGoCorrelatedRules runs the correlated lane's conformance
+// cases with the reference Go rules (backend.RegisterWaits,
+// backend.CorrelatedPut) in place of the one-statement SQL the store
+// normally runs: both must keep the one contract.
+func TestConformanceGoCorrelatedRules(t *testing.T) {
+	testURL(t)
+	storagetest.RunCorrelated(t, func(t *testing.T) storage.Store {
+		return open(t, newSchema(t), postgres.WithGoCorrelatedRules())
+	})
+}

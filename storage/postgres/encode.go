@@ -132,9 +132,9 @@ func scanMessage(row pgx.Row, extra ...any) (storage.Message, error) {
 	return r.Message()
 }
 
-// readyAtSQL is the SQL expression of an instance's ready_at
-// (backend.ReadyAtSQL) for $1 = tenant, $2 = instance id.
-var readyAtSQL = backend.ReadyAtSQL("$1", "$2")
+// readyAtSQL is the SQL expression of an instance's ready_at (the earliest
+// visible_at of its inbox) for $1 = tenant, $2 = instance id.
+const readyAtSQL = `(SELECT MIN(visible_at) FROM inbox WHERE tenant = $1 AND instance_id = $2)`
 
 // lowerReadySQL updates an instance's ready_at after a message visible at $3
 // was added to its inbox. A missing instance is left alone.

@@ -24,7 +24,7 @@ func withField[T any](t *testing.T, p T, i int) *T {
 }
 
 // TestSimpleCommit_FailsClosed sets each field of TurnCommitParams in turn
-// on a commit herald_commit_many can do: a field the fast path does not list
+// on a commit herald_commit can do: a field the fast path does not list
 // (one added to TurnCommitParams later included) must make it refuse, so
 // that the general path, which handles every field, does the commit.
 func TestSimpleCommit_FailsClosed(t *testing.T) {

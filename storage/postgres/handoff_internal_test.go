@@ -281,7 +281,7 @@ func TestCommitKeepsHistorySeqAndFlags(t *testing.T) {
 	if seq, tasks, markers := row(); seq == nil || *seq != 1 || tasks || markers {
 		t.Fatalf("created: history_seq %v, tasks %v, markers %v; want 1, false, false", seq, tasks, markers)
 	}
-	// The simple commit (herald_commit_many of one).
+	// The simple commit (herald_commit).
 	runTurn(ctx, t, s, nil, history.Event{Kind: history.EventSubscribed, Name: "go"}, history.Event{Kind: history.EventSubscribed, Name: "more"})
 	if seq, _, _ := row(); seq == nil || *seq != 3 {
 		t.Fatalf("after a simple commit: history_seq %v, want 3", seq)

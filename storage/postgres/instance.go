@@ -55,7 +55,7 @@ func createErr(err error) error {
 // JSON, $7 the kick's trace. ready_at: the kick, or an event kept for the id earlier. A taken id
 // fails on instances_pkey (the other inserts wait for that one) and writes
 // nothing.
-var createInstanceSQL = `WITH inst AS (
+const createInstanceSQL = `WITH inst AS (
 	INSERT INTO instances (tenant, id, workflow, status, execution, input, created_at, updated_at, ready_at, history_seq)
 	VALUES ($1, $2, $3, 'pending', 1, $4, $5, $5, LEAST($5, ` + readyAtSQL + `), 1)
 	RETURNING id

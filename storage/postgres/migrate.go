@@ -5,8 +5,6 @@ import (
 	"embed"
 	"fmt"
 	"hash/fnv"
-	"strings"
-	"text/template"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -17,30 +15,6 @@ import (
 
 //go:embed migrations/*.sql
 var migrationFS embed.FS
-
-// functionsSQL is the live bodies of the schema's PL/pgSQL functions,
-// applied after the numbered migrations on every migrate (see the file's
-// head). It is a text/template: {{readyAt "tenant" "id"}} is the ready_at
-// rule (backend.ReadyAtSQL).
-//
-//go:embed functions.sql
-var functionsSQL string
-
-// renderFunctions returns src (functions.sql, or a test's altered copy)
-// with its templates expanded.
-func renderFunctions(src string) (string, error) {
-	t, err := template.New("functions.sql").Option("missingkey=error").Funcs(template.FuncMap{
-		"readyAt": backend.ReadyAtSQL,
-	}).Parse(src)
-	if err != nil {
-		return "", err
-	}
-	var b strings.Builder
-	if err := t.Execute(&b, nil); err != nil {
-		return "", err
-	}
-	return b.String(), nil
-}
 
 // loadMigrations returns the embedded migrations in version order.
 func loadMigrations() ([]backend.Migration, error) {
@@ -55,27 +29,15 @@ func migrationLockKey(schema string) int64 {
 	return int64(h.Sum64())
 }
 
-// migrate creates the schema if needed, applies the embedded migrations
-// not yet recorded in its schema_migrations table and then the functions
-// (functions.sql, CREATE OR REPLACE), all in one transaction holding a
-// transaction-level advisory lock: concurrent Opens of the same schema wait
-// for each other, apply each migration once, and replace the functions one
-// after the other (two transactions replacing one function at once could
-// fail with "tuple concurrently updated"). It fails if the schema has a
-// version this binary does not know.
+// migrate creates the schema if needed and applies the embedded migrations
+// not yet recorded in its schema_migrations table, all in one transaction
+// holding a transaction-level advisory lock: concurrent Opens of the same
+// schema wait for each other and apply each migration once. It fails if the
+// schema has a version this binary does not know.
 func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
-	return migrateWith(ctx, pool, schema, functionsSQL)
-}
-
-// migrateWith is migrate with functions as functions.sql.
-func migrateWith(ctx context.Context, pool *pgxpool.Pool, schema, functions string) error {
 	ms, err := loadMigrations()
 	if err != nil {
 		return fmt.Errorf("load migrations: %w", err)
-	}
-	fns, err := renderFunctions(functions)
-	if err != nil {
-		return fmt.Errorf("functions.sql: %w", err)
 	}
 	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrationLockKey(schema)); err != nil {
@@ -114,9 +76,6 @@ func migrateWith(ctx context.Context, pool *pgxpool.Pool, schema, functions stri
 				m.Version, m.Name, time.Now().UnixNano()); err != nil {
 				return fmt.Errorf("migration %s: %w", m.Name, err)
 			}
-		}
-		if _, err := tx.Exec(ctx, fns, pgx.QueryExecModeSimpleProtocol); err != nil {
-			return fmt.Errorf("functions.sql: %w", err)
 		}
 		return nil
 	})

@@ -32,9 +32,8 @@
 // not ready to be claimed. TurnCommit first locks the instance row and
 // checks the lock token; any mismatch aborts the whole batch with
 // heraldtype.ErrLeaseLost. The common turn commit (history, consumed messages,
-// fates, status) is one statement, a herald_commit_many call of one, and
-// a batch of them one call for all. The functions' live bodies are in
-// functions.sql, applied after the numbered migrations on every Open. The
+// fates, status) is one statement, herald_commit (migration 0016), and a
+// batch of them one herald_commit_many call (migration 0018). The
 // lane rules a commit applies (the instance-end drops, the hand-on of a
 // delete-after-first correlated event) are package backend's, in Go, run
 // over laneTx's primitives; the schema's functions decide none of them.
@@ -273,17 +272,11 @@ type config struct {
 	maxRetries int
 	syncCommit string
 	poolConfig func(*pgxpool.Config)
-	// goRules applies every rule that has a Go reference (package
-	// backend: the correlated lane's RegisterWaits and CorrelatedPut) by
-	// that reference instead of its SQL; tests only (see commitWaitSQL).
-	goRules bool
-	// forceBatch sends every commit that may share a transaction through
-	// the batch path (commitBatch), even alone; tests only.
-	forceBatch bool
-	// functions replaces functions.sql; tests only (an altered body must
-	// fail the conformance suite).
-	functions string
-	histBytes int64 // the history cache's budget; <= 0: none
+	// goCorrelated applies the correlated lane's Go rules (package
+	// backend) instead of their one-statement SQL; tests only (see
+	// commitWaitSQL).
+	goCorrelated bool
+	histBytes    int64 // the history cache's budget; <= 0: none
 	// raiseLinger: see raiseLinger (walmark.go); tests change it.
 	raiseLinger time.Duration
 }
@@ -471,11 +464,7 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: open: %w", err)
 	}
-	functions := functionsSQL
-	if cfg.functions != "" {
-		functions = cfg.functions
-	}
-	if err := migrateWith(ctx, pool, cfg.schema, functions); err != nil {
+	if err := migrate(ctx, pool, cfg.schema); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: open schema %s: %w", cfg.schema, err)
 	}

@@ -2,9 +2,6 @@ package postgres_test
 
 import (
 	"context"
-	"os"
-	"os/exec"
-	"strings"
 	"testing"
 	"time"
 
@@ -40,77 +37,11 @@ func open(t testing.TB, schema string, opts ...postgres.Option) *postgres.Store 
 	return s
 }
 
-// The conformance suite on PostgreSQL in its three modes, each held to
-// the suite's one set of answers: the store as it runs (the simple
-// commits through herald_commit_many, the rest through queueCommit's
-// batch or the interactive laneTx), every commit that may share a
-// transaction forced through the batch path even alone, and every rule
-// that has a Go reference applied by that reference.
 func TestConformance(t *testing.T) {
 	testURL(t)
-	for _, mode := range []struct {
-		name string
-		opts []postgres.Option
-	}{
-		{"default", nil},
-		{"batch", []postgres.Option{postgres.WithForcedCommitBatch()}},
-		{"go-rules", []postgres.Option{postgres.WithGoReferenceRules()}},
-	} {
-		t.Run(mode.name, func(t *testing.T) {
-			storagetest.Run(t, func(t *testing.T) storage.Store {
-				return open(t, newSchema(t), mode.opts...)
-			})
-		})
-	}
-}
-
-// alteredFunctionsEnv names, in the environment of the test binary's
-// child run, which functions.sql TestConformanceAlteredFunction's child
-// applies.
-const alteredFunctionsEnv = "HERALD_TEST_ALTERED_FUNCTIONS"
-
-// A PL/pgSQL body changed without its Go reference fails the suite:
-// functions.sql with herald_commit_many's fate update no longer writing
-// the reason (the Go side, queueCommit's fate statement, still does) fails
-// TurnCommitFates, which the same run with functions.sql as it is passes.
-// The suite runs in a child process of the test binary, whose failure is
-// the answer.
-func TestConformanceAlteredFunction(t *testing.T) {
-	testURL(t)
-	const (
-		body    = "UPDATE events e SET fate = t.fate, reason = t.reason,"
-		altered = "UPDATE events e SET fate = t.fate, reason = '',"
-	)
-	switch os.Getenv(alteredFunctionsEnv) {
-	case "":
-	case "altered":
-		src := strings.Replace(postgres.FunctionsSQL, body, altered, 1)
-		storagetest.Run(t, func(t *testing.T) storage.Store {
-			return open(t, newSchema(t), postgres.WithFunctions(src))
-		})
-		return
-	case "pristine":
-		storagetest.Run(t, func(t *testing.T) storage.Store {
-			return open(t, newSchema(t), postgres.WithFunctions(postgres.FunctionsSQL))
-		})
-		return
-	}
-	if !strings.Contains(postgres.FunctionsSQL, body) {
-		t.Fatalf("functions.sql no longer has %q: update the alteration", body)
-	}
-	child := func(which string) (string, error) {
-		cmd := exec.Command(os.Args[0], "-test.run", "^TestConformanceAlteredFunction$/^TurnCommitFates$", "-test.count=1", "-test.v")
-		cmd.Env = append(os.Environ(), alteredFunctionsEnv+"="+which)
-		out, err := cmd.CombinedOutput()
-		return string(out), err
-	}
-	if out, err := child("pristine"); err != nil || !strings.Contains(out, "--- PASS: TestConformanceAlteredFunction/TurnCommitFates") {
-		t.Fatalf("the suite with functions.sql as it is: %v\n%s", err, out)
-	}
-	out, err := child("altered")
-	if err == nil || !strings.Contains(out, "--- FAIL: TestConformanceAlteredFunction/TurnCommitFates") || !strings.Contains(out, "q1 reason") {
-		t.Fatalf("the suite with an altered herald_commit_many: %v, want TurnCommitFates to fail on q1's reason\n%s", err, out)
-	}
+	storagetest.Run(t, func(t *testing.T) storage.Store {
+		return open(t, newSchema(t))
+	})
 }
 
 // Two stores on one schema (two nodes): each turn carries its whole

@@ -235,7 +235,7 @@ func (s *Store) SubscribeAll(kinds storage.WorkKind) (<-chan struct{}, func() []
 }
 
 // unblockSQL clears instance $1/$2's Blocked reason. A simple commit
-// (herald_commit_many) runs it after the function when the claim saw a reason,
+// (herald_commit) runs it after the function when the claim saw a reason,
 // or did not note what it saw.
 const unblockSQL = `UPDATE instances SET blocked = '' WHERE tenant = $1 AND id = $2 AND blocked <> ''`
 

@@ -463,7 +463,7 @@ func (s *Store) releaseClaims(tenant string, turns []*storage.Turn) {
 // TurnCommit: see storage.TurnStore. Most commits are one batch (a
 // transaction that the commits of concurrent turns may share, see
 // commitBatch; the outcome is this turn's alone), and the common one a
-// single herald_commit_many call of one (simpleCommit). A commit that must hand on a
+// single herald_commit call (simpleCommit). A commit that must hand on a
 // correlated delivery, or that ends an instance with events to drop (which
 // herald_end refuses with codeEndDrops), runs in an interactive
 // transaction that applies package backend's rules (laneTx).
@@ -616,7 +616,7 @@ func (s *Store) commitOne(ctx context.Context, c *commitCall) error {
 		// One batch, unless a delivery is to be handed on; and if the
 		// instance ends with events to drop (herald_end says so), again in
 		// an interactive transaction.
-		if len(gone) == 0 && len(c.p.ReturnedCorrelated) == 0 && !s.goRulesNeedTx(c) {
+		if len(gone) == 0 && len(c.p.ReturnedCorrelated) == 0 && !(s.cfg.goCorrelated && !c.ending() && len(backend.Waits(c.p)) > 0) {
 			if c.res, err = s.queueCommit(&b, c, nil, nil); err != nil {
 				return err
 			}
@@ -632,13 +632,6 @@ func (s *Store) commitOne(ctx context.Context, c *commitCall) error {
 			return commitErr(lt.flush())
 		})
 	})
-}
-
-// goRulesNeedTx reports whether c, under the Go reference rules
-// (config.goRules), applies a rule that reads as it goes and so needs an
-// interactive transaction: a correlated wait registered, or a send.
-func (s *Store) goRulesNeedTx(c *commitCall) bool {
-	return s.cfg.goRules && ((!c.ending() && len(backend.Waits(c.p)) > 0) || len(c.p.Sends) > 0)
 }
 
 // Commit batches. The commits of concurrent turns share a transaction, in
@@ -663,7 +656,7 @@ const batchTimeout = time.Minute
 
 // commitBatch runs a batch of commits.
 func (s *Store) commitBatch(calls []*combined[*commitCall]) {
-	if len(calls) == 1 && !s.cfg.forceBatch {
+	if len(calls) == 1 {
 		c := calls[0].call
 		c.err = s.commitOne(c.ctx, c)
 		return
@@ -679,11 +672,7 @@ func (s *Store) commitBatch(calls []*combined[*commitCall]) {
 		err error
 	)
 	if allSimple(calls) {
-		cs := make([]*commitCall, len(calls))
-		for i, cc := range calls {
-			cs[i] = cc.call
-		}
-		err = s.queueSimpleCommits(&b, cs)
+		err = s.queueSimpleCommits(&b, calls)
 	} else {
 		for _, cc := range calls {
 			c := cc.call
@@ -766,10 +755,11 @@ func (s *Store) queueCommit(b *batch, c *commitCall, gone []withdrawnWait, lt *l
 		waits = backend.Waits(p)
 	}
 	if lt == nil && simpleCommit(p, gone) {
-		if err := s.queueSimpleCommits(b, []*commitCall{c}); err != nil {
+		if err := s.queueSimpleCommit(b, res, c); err != nil {
 			return nil, err
 		}
-		return c.res, nil
+		queueSimpleTail(b, c)
+		return res, nil
 	}
 	s.queueCorrelatedLocks(b, tenant, waits, gone, p.ReturnedCorrelated)
 	s.queueChildLocks(b, tenant, p.StartChildren)
@@ -847,27 +837,26 @@ func (s *Store) queueCommit(b *batch, c *commitCall, gone []withdrawnWait, lt *l
 			tenant, id, execution, p.CancelActivities, nowN)
 	}
 	b.queuePublish(tenant, p.Publish, nowN)
-	if s.cfg.goRules && len(p.Sends) > 0 {
-		// The reference rule (tests only; see sendTx).
-		if lt == nil {
-			return nil, errors.New("postgres: the Go send rule needs a transaction")
+	s.queueSends(b, tenant, id, p.Sends, nowN)
+	if len(p.Fates) > 0 {
+		// The last update of an event id wins, as if applied in order. One
+		// statement per event: a primary-key lookup whatever the plan (a
+		// join with an array of ids may scan the tenant's ledger, see
+		// migration 0003); a turn rarely updates more than one.
+		last := make(map[string]int, len(p.Fates))
+		for i, f := range p.Fates {
+			last[f.EventID] = i
 		}
-		if err := backend.SendEvents(sendTx{s: s, lt: lt}, id, p.Sends); err != nil {
-			return nil, err
+		for i, f := range p.Fates {
+			if last[f.EventID] != i {
+				continue
+			}
+			b.exec("update fate", `UPDATE events SET fate = $4, reason = $5, execution = $6,
+					origin_execution = $7, wait_number = $8, updated_at = $9
+				WHERE tenant = $1 AND event_id = $3 AND instance_id = $2`,
+				tenant, id, f.EventID, string(f.Fate), string(f.Reason), f.Execution, f.OriginExecution, f.WaitNumber, nowN)
 		}
-	} else {
-		s.queueSends(b, tenant, id, p.Sends, nowN)
 	}
-	// One statement per fate update that wins (backend.LastFates): a
-	// primary-key lookup whatever the plan (a join with an array of ids
-	// may scan the tenant's ledger, see migration 0003); a turn rarely
-	// updates more than one.
-	backend.LastFates(p.Fates, func(f *storage.FateUpdate) {
-		b.exec("update fate", `UPDATE events SET fate = $4, reason = $5, execution = $6,
-				origin_execution = $7, wait_number = $8, updated_at = $9
-			WHERE tenant = $1 AND event_id = $3 AND instance_id = $2`,
-			tenant, id, f.EventID, string(f.Fate), string(f.Reason), f.Execution, f.OriginExecution, f.WaitNumber, nowN)
-	})
 
 	// Correlated-lane work, in order: the withdrawn waits' markers go and
 	// the deliveries a put made to them are handed on (with ending, those
@@ -890,7 +879,7 @@ func (s *Store) queueCommit(b *batch, c *commitCall, gone []withdrawnWait, lt *l
 	} else if len(gone) > 0 || len(p.ReturnedCorrelated) > 0 {
 		return nil, errors.New("postgres: a commit that hands on correlated events needs a transaction")
 	}
-	if s.cfg.goRules && len(waits) > 0 {
+	if s.cfg.goCorrelated && len(waits) > 0 {
 		// The reference rule (tests only; see commitWaitSQL).
 		if lt == nil {
 			return nil, errors.New("postgres: the Go correlated rules need a transaction")
@@ -986,7 +975,7 @@ func (s *Store) queueCommit(b *batch, c *commitCall, gone []withdrawnWait, lt *l
 }
 
 // simpleFields are the fields of TurnCommitParams the simple commit
-// handles: herald_commit_many appends history, consumes messages, updates fates
+// handles: herald_commit appends history, consumes messages, updates fates
 // and sets the status, and a statement after it in the same batch stores
 // the published events. A commit that sets any other field (an
 // activity, a timer, a cancellation, continue-as-new, correlated-lane work,
@@ -995,13 +984,35 @@ var simpleFields = backend.NewFieldGuard[storage.TurnCommitParams](
 	"Tenant", "InstanceID", "LockToken", "Execution", "Now",
 	"NewEvents", "ConsumedMessages", "Fates", "Status", "Output", "Failure", "Publish")
 
-// simpleCommit reports whether herald_commit_many can do p's commit (see
+// simpleCommit reports whether herald_commit can do p's commit (see
 // simpleFields) and no withdrawn wait needs its delivery handed on.
 func simpleCommit(p *storage.TurnCommitParams, gone []withdrawnWait) bool {
 	return simpleFields.Only(p) && len(gone) == 0
 }
 
-// fateArgs are fate updates as herald_commit_many's arrays.
+// commitFuncSQL calls herald_commit (migration 0016).
+const commitFuncSQL = `SELECT herald_commit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)`
+
+// lastFates returns the fate updates that win: the last of each event id,
+// as if applied in order.
+func lastFates(fs []storage.FateUpdate) []storage.FateUpdate {
+	if len(fs) < 2 {
+		return fs
+	}
+	last := make(map[string]int, len(fs))
+	for i, f := range fs {
+		last[f.EventID] = i
+	}
+	out := make([]storage.FateUpdate, 0, len(last))
+	for i, f := range fs {
+		if last[f.EventID] == i {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// fateArgs are fate updates as herald_commit's arrays.
 type fateArgs struct {
 	ids, fates, reasons   []string
 	execs, origins, waits []int32
@@ -1012,15 +1023,42 @@ func (a *fateArgs) add(f storage.FateUpdate) {
 	a.execs, a.origins, a.waits = append(a.execs, int32(f.Execution)), append(a.origins, int32(f.OriginExecution)), append(a.waits, int32(f.WaitNumber))
 }
 
-// commitManySQL calls herald_commit_many (functions.sql).
+// queueSimpleCommit queues a simple commit (simpleCommit) as one
+// herald_commit call; res is filled in as the batch runs.
+func (s *Store) queueSimpleCommit(b *batch, res *commitResult, c *commitCall) error {
+	p, status, seen, now := c.p, c.status, c.seen, c.now
+	seqs, kinds, docs := c.newEvents.seqs, c.newEvents.kinds, c.newEvents.docs
+	var f fateArgs
+	for _, fu := range lastFates(p.Fates) {
+		f.add(fu)
+	}
+	failure, err := failureArg(p.Failure)
+	if err != nil {
+		return err
+	}
+	consumed := p.ConsumedMessages
+	if consumed == nil {
+		consumed = []int64{}
+	}
+	b.queryRow("commit", func(row pgx.Row) error {
+		return row.Scan(&res.ready)
+	}, commitFuncSQL, p.Tenant, p.InstanceID, p.LockToken, p.Execution, seqs, kinds, docs, consumed,
+		f.ids, f.fates, f.reasons, f.execs, f.origins, f.waits,
+		string(status), backend.RawArg(p.Output), failure, now.UnixNano(),
+		seen.Tasks, seen.Markers)
+	return nil
+}
+
+// commitManySQL calls herald_commit_many (migration 0018).
 const commitManySQL = `SELECT idx, ready FROM herald_commit_many($1, $2, $3, $4, $5, $6, $7, $8, $9, $10,
 	$11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23)`
 
-// queueSimpleCommits queues simple commits (each simpleCommit, in
-// (tenant, id) order) as one herald_commit_many call: a lone commit is a
-// call of one, a batch's are one call for all. Each call's res is filled
-// in as the batch runs, and its tail follows (queueSimpleTail).
-func (s *Store) queueSimpleCommits(b *batch, calls []*commitCall) error {
+// queueSimpleCommits queues the simple commits of a batch (each
+// simpleCommit, in (tenant, id) order) as one
+// herald_commit_many call, which does for each what herald_commit does;
+// the results are filled in as the batch runs. Each call's tail follows
+// (queueSimpleTail).
+func (s *Store) queueSimpleCommits(b *batch, calls []*combined[*commitCall]) error {
 	n := len(calls)
 	var (
 		tenants, ids, tokens, statuses = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
@@ -1034,8 +1072,10 @@ func (s *Store) queueSimpleCommits(b *batch, calls []*commitCall) error {
 		cIDs                           []int64
 		fIdx                           []int32
 		f                              fateArgs
+		results                        = make([]*commitResult, n)
 	)
-	for i, c := range calls {
+	for i, cc := range calls {
+		c := cc.call
 		p := c.p
 		tenants[i], ids[i], tokens[i], statuses[i] = p.Tenant, p.InstanceID, p.LockToken, string(c.status)
 		executions[i], tasks[i], markers[i], nows[i] = int32(p.Execution), c.seen.Tasks, c.seen.Markers, c.now.UnixNano()
@@ -1057,11 +1097,11 @@ func (s *Store) queueSimpleCommits(b *batch, calls []*commitCall) error {
 		for _, m := range p.ConsumedMessages {
 			cIdx, cIDs = append(cIdx, int32(i+1)), append(cIDs, m)
 		}
-		backend.LastFates(p.Fates, func(fu *storage.FateUpdate) {
+		for _, fu := range lastFates(p.Fates) {
 			fIdx = append(fIdx, int32(i+1))
-			f.add(*fu)
-		})
-		c.res = &commitResult{}
+			f.add(fu)
+		}
+		results[i] = &commitResult{}
 	}
 	b.query("commit", func(rows pgx.Rows) error {
 		for rows.Next() {
@@ -1075,14 +1115,15 @@ func (s *Store) queueSimpleCommits(b *batch, calls []*commitCall) error {
 			if idx < 1 || int(idx) > n {
 				return fmt.Errorf("herald_commit_many returned commit %d of %d", idx, n)
 			}
-			calls[idx-1].res.ready = ready
+			results[idx-1].ready = ready
 		}
 		return nil
 	}, commitManySQL, tenants, ids, tokens, executions, statuses, outputs, failures, tasks, markers, nows,
 		nonNil(hIdx), nonNil(hSeqs), nonNil(hKinds), nonNil(hDocs), nonNil(cIdx), nonNil(cIDs),
 		nonNil(fIdx), nonNil(f.ids), nonNil(f.fates), nonNil(f.reasons), nonNil(f.execs), nonNil(f.origins), nonNil(f.waits))
-	for _, c := range calls {
-		queueSimpleTail(b, c)
+	for i, cc := range calls {
+		cc.call.res = results[i]
+		queueSimpleTail(b, cc.call)
 	}
 	return nil
 }

@@ -332,9 +332,9 @@ func insertExpiringMessage(w *wtx, tenant, id string, m *storage.Message, expire
 	return mid, nil
 }
 
-// readyAt is the SQL expression of an instance's ready_at
-// (backend.ReadyAtSQL) for ?1 = tenant, ?2 = instance id.
-var readyAt = backend.ReadyAtSQL("?1", "?2")
+// readyAt is the SQL expression of an instance's ready_at (the earliest
+// visible_at of its inbox) for ?1 = tenant, ?2 = instance id.
+const readyAt = `(SELECT MIN(visible_at) FROM inbox WHERE tenant = ?1 AND instance_id = ?2)`
 
 // lowerReady updates an instance's ready_at after a message visible at
 // visibleAt was added to its inbox. A missing instance is left alone.

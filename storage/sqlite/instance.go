@@ -38,7 +38,8 @@ func createInstance(w *wtx, p *storage.InstanceCreateParams) (*storage.Instance,
 	now := backend.NowOr(p.Now)
 	// ready_at: the kick added below, or an event kept for the id earlier.
 	res, err := w.exec(`INSERT INTO instances (tenant, id, workflow, status, execution, input, created_at, updated_at, ready_at)
-		VALUES (?1, ?2, ?3, ?4, 1, ?5, ?6, ?6, MIN(?6, COALESCE(`+readyAt+`, ?6)))
+		VALUES (?1, ?2, ?3, ?4, 1, ?5, ?6, ?6,
+			MIN(?6, COALESCE((SELECT MIN(visible_at) FROM inbox WHERE tenant = ?1 AND instance_id = ?2), ?6)))
 		ON CONFLICT (tenant, id) DO NOTHING`,
 		p.Tenant, p.ID, p.Workflow, string(heraldtype.StatusPending), backend.RawArg(p.Input), now.UnixNano())
 	if err != nil {

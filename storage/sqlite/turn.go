@@ -520,20 +520,13 @@ func commitTurnFenced(w *wtx, p *storage.TurnCommitParams, docs *turnDocs, statu
 			return fmt.Errorf("cancel activity seq %d: %w", seq, err)
 		}
 	}
-	var fateErr error
-	backend.LastFates(p.Fates, func(f *storage.FateUpdate) {
-		if fateErr != nil {
-			return
-		}
+	for _, f := range p.Fates {
 		if _, err := w.exec(`UPDATE events SET fate = ?, reason = ?, execution = ?, origin_execution = ?, wait_number = ?, updated_at = ?
 			WHERE tenant = ? AND event_id = ? AND instance_id = ?`,
 			string(f.Fate), string(f.Reason), f.Execution, f.OriginExecution, f.WaitNumber, nowN,
 			tenant, f.EventID, id); err != nil {
-			fateErr = fmt.Errorf("update fate of event %q: %w", f.EventID, err)
+			return fmt.Errorf("update fate of event %q: %w", f.EventID, err)
 		}
-	})
-	if fateErr != nil {
-		return fateErr
 	}
 
 	// Correlated-lane waits: a turn that ends the execution registers none
