@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/dbos-inc/dbos-transact-golang v1.2.0
 	github.com/heraldwf/herald v0.0.0
+	github.com/heraldwf/herald/storage/postgres v0.0.0-00010101000000-000000000000
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/microsoft/durabletask-go v0.6.0
 	github.com/riverqueue/river v0.51.1
@@ -40,6 +41,7 @@ require (
 	github.com/gorilla/websocket v1.5.3 // indirect
 	github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.2 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.29.0 // indirect
+	github.com/heraldwf/herald/internal/crashfs v0.0.0-00010101000000-000000000000 // indirect
 	github.com/jackc/pgerrcode v0.0.0-20250907135507-afb5586c32a6 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
@@ -79,4 +81,14 @@ require (
 	modernc.org/memory v1.12.1 // indirect
 )
 
-replace github.com/heraldwf/herald => ../
+// Local modules: the go.work at the root ties them for development; these
+// replaces let this module build on its own (GOWORK=off) too.
+replace (
+	github.com/heraldwf/herald => ..
+	github.com/heraldwf/herald/internal/apitest => ../internal/apitest
+	github.com/heraldwf/herald/internal/crashfs => ../internal/crashfs
+	github.com/heraldwf/herald/internal/storeurl => ../internal/storeurl
+	github.com/heraldwf/herald/internal/testdb => ../internal/testdb
+	github.com/heraldwf/herald/storage/postgres => ../storage/postgres
+	github.com/heraldwf/herald/webui => ../webui
+)

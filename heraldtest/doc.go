@@ -6,9 +6,9 @@
 // # Env
 //
 // New returns an Env: a runtime with what the test registers, on a SQLite
-// file in t.TempDir() (synchronous=OFF: a test needs no fsync), or on a
-// fresh PostgreSQL schema WithPostgres(url) (WithBackendFromEnv: as
-// HERALD_TEST_BACKEND says). Its clock is a clock.Virtual starting at
+// file in t.TempDir() (synchronous=OFF: a test needs no fsync), or on the
+// store WithStore opens (a PostgreSQL schema, say: heraldtest itself does
+// not import the PostgreSQL module). Its clock is a clock.Virtual starting at
 // Epoch. The runtime is never started: nothing runs in the background.
 // Every helper that writes — Start, Raise, Enqueue, PutCorrelated, Publish
 // — runs, before it returns, every turn, activity attempt and bus attempt

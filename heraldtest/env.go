@@ -20,9 +20,7 @@ import (
 	"github.com/heraldwf/herald/clock"
 	"github.com/heraldwf/herald/history"
 	"github.com/heraldwf/herald/internal/drive"
-	"github.com/heraldwf/herald/internal/testdb"
 	"github.com/heraldwf/herald/storage"
-	"github.com/heraldwf/herald/storage/postgres"
 	"github.com/heraldwf/herald/storage/sqlite"
 )
 
@@ -39,17 +37,30 @@ const DefaultMaxSteps = 10_000
 type Option func(*options)
 
 type options struct {
-	postgresURL string
-	config      func(*herald.Config)
-	tenant      string
-	start       time.Time
-	maxSteps    int
+	open     func(t testing.TB) storage.Store
+	config   func(*herald.Config)
+	tenant   string
+	start    time.Time
+	maxSteps int
 }
 
-// WithPostgres runs the Env on the PostgreSQL server at url (a database
-// the test may create schemas in) instead of a SQLite file: a fresh schema
-// of its own, dropped when the test ends.
-func WithPostgres(url string) Option { return func(o *options) { o.postgresURL = url } }
+// WithStore runs the Env on the store open returns instead of a temporary
+// SQLite file; open registers its own cleanup (t.Cleanup) to close the
+// store. A nil open keeps the SQLite default. heraldtest does not import
+// the PostgreSQL backend, so that importing it keeps pgx out of a
+// module's graph: a test on PostgreSQL opens its store here, e.g.
+//
+//	heraldtest.WithStore(func(t testing.TB) storage.Store {
+//		st, err := postgres.Open(ctx, url, postgres.WithSchema(schema))
+//		if err != nil {
+//			t.Fatal(err)
+//		}
+//		t.Cleanup(func() { _ = st.Close() })
+//		return st
+//	})
+func WithStore(open func(t testing.TB) storage.Store) Option {
+	return func(o *options) { o.open = open }
+}
 
 // WithConfig lets fn adjust the runtime's config (limits, retry policy,
 // bus settings) before the runtime is made. The clock is the Env's: a
@@ -65,20 +76,6 @@ func WithStart(t time.Time) Option { return func(o *options) { o.start = t } }
 
 // WithMaxSteps sets the bound of DefaultMaxSteps.
 func WithMaxSteps(n int) Option { return func(o *options) { o.maxSteps = n } }
-
-// WithBackendFromEnv runs the Env on PostgreSQL when HERALD_TEST_BACKEND
-// is "postgres" (at HERALD_TEST_POSTGRES_URL), on SQLite otherwise: one
-// test, both backends, as Herald's own tests do.
-func WithBackendFromEnv() Option {
-	return func(o *options) {
-		if testdb.Backend() == "postgres" {
-			o.postgresURL = envPostgresURL()
-			if o.postgresURL == "" {
-				o.postgresURL = "\x00missing " + testdb.URLEnv
-			}
-		}
-	}
-}
 
 // Env is a runtime on a store of its own with a virtual clock, driven
 // synchronously: nothing runs in the background. Every helper that writes
@@ -99,7 +96,7 @@ type Env struct {
 
 // New returns an Env whose runtime has what register registers (workflows,
 // activities, bus handlers), on a temporary SQLite file (synchronous=OFF:
-// a test needs no fsync) or, WithPostgres, a fresh PostgreSQL schema. Its
+// a test needs no fsync) or the store WithStore opens. Its
 // clock is a clock.Virtual at Epoch. Everything is closed and removed when
 // the test ends.
 func New(t testing.TB, register func(rt *herald.Runtime), opts ...Option) *Env {
@@ -113,7 +110,7 @@ func New(t testing.TB, register func(rt *herald.Runtime), opts ...Option) *Env {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	st := openStore(t, ctx, o.postgresURL)
+	st := openStore(t, ctx, o.open)
 	clk := clock.NewVirtual(o.start)
 	cfg := &herald.Config{}
 	if o.config != nil {
@@ -141,34 +138,19 @@ func New(t testing.TB, register func(rt *herald.Runtime), opts ...Option) *Env {
 	return &Env{t: t, ctx: ctx, rt: rt, store: st, clock: clk, tenant: o.tenant, client: client, maxSteps: o.maxSteps}
 }
 
-func openStore(t testing.TB, ctx context.Context, pgURL string) storage.Store {
+func openStore(t testing.TB, ctx context.Context, open func(t testing.TB) storage.Store) storage.Store {
 	t.Helper()
-	if strings.HasPrefix(pgURL, "\x00") {
-		t.Fatalf("heraldtest: %s=postgres needs %s", testdb.BackendEnv, testdb.URLEnv)
+	if open != nil {
+		return open(t)
 	}
-	if pgURL == "" {
-		st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "herald.db"), sqlite.WithSynchronous(sqlite.SynchronousOff))
-		if err != nil {
-			t.Fatalf("heraldtest: open SQLite store: %v", err)
-		}
-		t.Cleanup(func() { _ = st.Close() })
-		return st
-	}
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	schema := "heraldtest_" + hex.EncodeToString(b[:])
-	// Registered first, so it runs after the store is closed.
-	t.Cleanup(func() { testdb.DropSchema(t, pgURL, schema) })
-	st, err := postgres.Open(ctx, pgURL, postgres.WithSchema(schema), postgres.WithMaxConns(4),
-		postgres.WithSynchronousCommit("off"))
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "herald.db"), sqlite.WithSynchronous(sqlite.SynchronousOff))
 	if err != nil {
-		t.Fatalf("heraldtest: open PostgreSQL store: %v", err)
+		t.Fatalf("heraldtest: open SQLite store: %v", err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
 	return st
 }
 
-// Runtime returns the Env's runtime (not started: the Env drives it).
 func (e *Env) Runtime() *herald.Runtime { return e.rt }
 
 // Client returns the client of the Env's tenant. What it writes runs at
@@ -725,5 +707,3 @@ func unitText(u drive.Unit) string {
 	}
 	return u.Kind
 }
-
-func envPostgresURL() string { return os.Getenv(testdb.URLEnv) }

@@ -42,7 +42,7 @@ func TestPermute_CorrelatedAndBusLanes(t *testing.T) {
 			{Label: "pay", Lane: heraldtest.Correlated, Name: "payment", Key: "order-1", Payload: "paid"},
 			{Label: "shipped", Lane: heraldtest.Bus, Name: "order.shipped", Payload: map[string]string{"Carrier": "dhl"}},
 		},
-		Options: []heraldtest.Option{heraldtest.WithBackendFromEnv()},
+		Options: []heraldtest.Option{withBackendFromEnv()},
 		Check: func(t testing.TB, o *heraldtest.Outcome) {
 			orders++
 			var got [2]string

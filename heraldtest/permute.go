@@ -85,7 +85,7 @@ type Spec struct {
 	// Ordering, if set, runs exactly that ordering (as a failure report
 	// prints it) instead of exploring.
 	Ordering string
-	// Options configure the Env (WithPostgres, WithConfig, ...).
+	// Options configure the Env (WithStore, WithConfig, ...).
 	Options []Option
 }
 

@@ -89,7 +89,7 @@ func surveySpec(lane heraldtest.Lane) heraldtest.Spec {
 			{Label: "a2", Lane: lane, Name: "answer", Payload: "no"},
 		},
 		Check:   everyAnswerCounted,
-		Options: []heraldtest.Option{heraldtest.WithBackendFromEnv()},
+		Options: []heraldtest.Option{withBackendFromEnv()},
 	}
 }
 

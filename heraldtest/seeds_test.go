@@ -85,7 +85,7 @@ func TestPermute_SeedRaiseBeforeStartBeforeWaitAfterWait(t *testing.T) {
 		},
 		Workflow: "w",
 		Events:   []heraldtest.Event{{Label: "sig", Lane: heraldtest.Positional, Name: "signal", Payload: "payload"}},
-		Options:  []heraldtest.Option{heraldtest.WithBackendFromEnv()},
+		Options:  []heraldtest.Option{withBackendFromEnv()},
 		Check: func(t testing.TB, o *heraldtest.Outcome) {
 			var got string
 			if err := o.Result(&got); err != nil || got != "payload" {
@@ -141,7 +141,7 @@ func TestPermute_SeedWithdrawnWaitDoesNotSteal(t *testing.T) {
 		},
 		Workflow: "w",
 		Events:   []heraldtest.Event{{Label: "x", Lane: heraldtest.Positional, Name: "X", Payload: "data"}},
-		Options:  []heraldtest.Option{heraldtest.WithBackendFromEnv()},
+		Options:  []heraldtest.Option{withBackendFromEnv()},
 		Check: func(t testing.TB, o *heraldtest.Outcome) {
 			var got [2]string
 			if err := o.Result(&got); err != nil {
@@ -205,7 +205,7 @@ func TestPermute_SeedDuringContinueAsNew(t *testing.T) {
 		heraldtest.Permute(t, heraldtest.Spec{
 			Register: register, Workflow: "pos",
 			Events:  []heraldtest.Event{{Label: "sig", Lane: heraldtest.Positional, Name: "signal", Payload: "payload"}},
-			Options: []heraldtest.Option{heraldtest.WithBackendFromEnv()},
+			Options: []heraldtest.Option{withBackendFromEnv()},
 			Check: func(t testing.TB, o *heraldtest.Outcome) {
 				var got string
 				if err := o.Result(&got); err != nil || got != "payload" {
@@ -244,7 +244,7 @@ func TestPermute_SeedDuringContinueAsNew(t *testing.T) {
 				{Label: "m1", Lane: heraldtest.Queue, Name: "m", Payload: "m1"},
 				{Label: "m2", Lane: heraldtest.Queue, Name: "m", Payload: "m2"},
 			},
-			Options: []heraldtest.Option{heraldtest.WithBackendFromEnv()},
+			Options: []heraldtest.Option{withBackendFromEnv()},
 			Check: func(t testing.TB, o *heraldtest.Outcome) {
 				var got []string
 				if err := o.Result(&got); err != nil {
@@ -312,7 +312,7 @@ func TestPermute_PruningKeepsInboxOrder(t *testing.T) {
 		got := map[string]bool{}
 		heraldtest.Permute(t, heraldtest.Spec{Register: register, Workflow: "race", NoPrune: noPrune,
 			Events:  []heraldtest.Event{{Label: "x", Lane: heraldtest.Positional, Name: "X"}},
-			Options: []heraldtest.Option{heraldtest.WithBackendFromEnv()},
+			Options: []heraldtest.Option{withBackendFromEnv()},
 			Check: func(t testing.TB, o *heraldtest.Outcome) {
 				got[string(o.Output)+" x "+o.Fate("x")+historyKey(o.History)] = true
 			}})

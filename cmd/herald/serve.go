@@ -18,7 +18,7 @@ import (
 
 	"github.com/heraldwf/herald"
 	"github.com/heraldwf/herald/httpapi"
-	"github.com/heraldwf/herald/internal/otelsetup"
+	"github.com/heraldwf/herald/cmd/herald/internal/otelsetup"
 	"github.com/heraldwf/herald/internal/storeurl"
 	heraldprom "github.com/heraldwf/herald/metrics/prometheus"
 	"github.com/heraldwf/herald/storage"

@@ -23,7 +23,13 @@ require (
 	github.com/go-sourcemap/sourcemap v2.1.3+incompatible // indirect
 	github.com/google/pprof v0.0.0-20261016150608-1facf8f91b50 // indirect
 	github.com/google/uuid v1.6.0 // indirect
+	github.com/heraldwf/herald/internal/apitest v0.0.0-00010101000000-000000000000 // indirect
+	github.com/heraldwf/herald/internal/crashfs v0.0.0-00010101000000-000000000000 // indirect
+	github.com/heraldwf/herald/internal/storeurl v0.0.0-00010101000000-000000000000 // indirect
+	github.com/heraldwf/herald/internal/testdb v0.0.0-00010101000000-000000000000 // indirect
+	github.com/heraldwf/herald/storage/postgres v0.0.0-00010101000000-000000000000 // indirect
 	github.com/invopop/jsonschema v0.13.0 // indirect
+	github.com/jackc/pgx/v5 v5.12.0 // indirect
 	github.com/mailru/easyjson v0.7.7 // indirect
 	github.com/mattn/go-isatty v0.0.24 // indirect
 	github.com/ncruces/go-strftime v1.1.0 // indirect
@@ -50,4 +56,14 @@ require (
 	modernc.org/sqlite v1.61.1 // indirect
 )
 
-replace github.com/heraldwf/herald => ../..
+// Local modules: the go.work at the root ties them for development; these
+// replaces let this module build on its own (GOWORK=off) too.
+replace (
+	github.com/heraldwf/herald => ../..
+	github.com/heraldwf/herald/internal/apitest => ../../internal/apitest
+	github.com/heraldwf/herald/internal/crashfs => ../../internal/crashfs
+	github.com/heraldwf/herald/internal/storeurl => ../../internal/storeurl
+	github.com/heraldwf/herald/internal/testdb => ../../internal/testdb
+	github.com/heraldwf/herald/storage/postgres => ../../storage/postgres
+	github.com/heraldwf/herald/webui => ../../webui
+)

@@ -65,6 +65,10 @@ require (
 	github.com/googleapis/enterprise-certificate-proxy v0.3.6 // indirect
 	github.com/googleapis/gax-go/v2 v2.14.2 // indirect
 	github.com/grafana/regexp v0.0.0-20240518133315-a468a5bfb3bc // indirect
+	github.com/heraldwf/herald/internal/storeurl v0.0.0-00010101000000-000000000000 // indirect
+	github.com/heraldwf/herald/internal/testdb v0.0.0-00010101000000-000000000000 // indirect
+	github.com/heraldwf/herald/storage/postgres v0.0.0-00010101000000-000000000000 // indirect
+	github.com/jackc/pgx/v5 v5.12.0 // indirect
 	github.com/josharian/intern v1.0.0 // indirect
 	github.com/jpillora/backoff v1.0.0 // indirect
 	github.com/klauspost/compress v1.18.0 // indirect
@@ -110,4 +114,14 @@ require (
 	k8s.io/utils v0.0.0-20241104100929-3ea5e8cea738 // indirect
 )
 
-replace github.com/heraldwf/herald => ../../..
+// Local modules: the go.work at the root ties them for development; these
+// replaces let this module build on its own (GOWORK=off) too.
+replace (
+	github.com/heraldwf/herald => ../../..
+	github.com/heraldwf/herald/internal/apitest => ../../../internal/apitest
+	github.com/heraldwf/herald/internal/crashfs => ../../../internal/crashfs
+	github.com/heraldwf/herald/internal/storeurl => ../../../internal/storeurl
+	github.com/heraldwf/herald/internal/testdb => ../../../internal/testdb
+	github.com/heraldwf/herald/storage/postgres => ../../../storage/postgres
+	github.com/heraldwf/herald/webui => ../../../webui
+)
