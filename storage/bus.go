@@ -301,6 +301,8 @@ type BusBacklogParams struct {
 // no call reads or writes another tenant's rows. Identifiers follow the
 // text rules (TextProblem with MaxIDBytes); the store returns
 // ErrInvalidArgument for one that breaks them.
+//
+// Not stable; not for implementing outside this repository (see Store).
 type BusStore interface {
 	// BusPublish stores an event with fate routing (not yet routed). If
 	// the tenant already has an event with this id and type, it changes

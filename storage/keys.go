@@ -89,6 +89,8 @@ type KeyTouchParams struct {
 // KeyStore keeps API keys. Keys are not scoped to a tenant the way the
 // other roles are (an admin key has none); KeyByHash is how a request
 // finds its key, so it must be one index probe.
+//
+// Not stable; not for implementing outside this repository (see Store).
 type KeyStore interface {
 	// KeyCreate stores p.Key. It returns ErrAlreadyExists if a key with that
 	// ID or Hash exists, and ErrInvalidArgument, writing nothing, for an

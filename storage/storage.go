@@ -692,6 +692,12 @@ type LeaderElectParams struct {
 // caller holds: they wait for room (until ctx ends or the store closes).
 // Each method's doc comment below is its contract; the backends' comments
 // only add how they keep it.
+//
+// Store and its role interfaces are not stable; not for implementing
+// outside this repository: methods are added and changed as the engine
+// needs them, in any release, and the conformance suite (storagetest) is
+// what a backend must pass, not this list. Use a backend Herald ships
+// (storage/sqlite, storage/postgres); see docs/modules.md.
 type Store interface {
 	InstanceStore
 	EventStore
@@ -710,6 +716,8 @@ type Store interface {
 }
 
 // InstanceStore keeps instances and their histories.
+//
+// Not stable; not for implementing outside this repository (see Store).
 type InstanceStore interface {
 	// InstanceCreate creates an instance (status pending, execution 1) with
 	// its ExecutionStarted event (seq 1) and a kick message visible at
@@ -752,6 +760,8 @@ type InstanceStore interface {
 }
 
 // EventStore keeps external events and their fate ledger.
+//
+// Not stable; not for implementing outside this repository (see Store).
 type EventStore interface {
 	// EventRaise records an external event in one transaction:
 	//
@@ -799,6 +809,8 @@ type EventStore interface {
 }
 
 // DefinitionStore keeps event definitions.
+//
+// Not stable; not for implementing outside this repository (see Store).
 type DefinitionStore interface {
 	// EventDefinitionPut creates the definition of (p.Tenant,
 	// Definition.Name) with version 1, or replaces every field of an
@@ -832,6 +844,8 @@ type DefinitionStore interface {
 }
 
 // TurnStore hands out and commits the turns of instances.
+//
+// Not stable; not for implementing outside this repository (see Store).
 type TurnStore interface {
 	// TurnClaim claims up to p.Max (default 1) instances of the tenant that
 	// are not terminal, have at least one inbox message visible at p.Now,
@@ -899,6 +913,8 @@ type TurnStore interface {
 }
 
 // ActivityStore hands out activity tasks and takes their results.
+//
+// Not stable; not for implementing outside this repository (see Store).
 type ActivityStore interface {
 	// ActivityClaim claims up to p.Max (default 1) activity tasks of the
 	// tenant that are visible at p.Now and have no live lease, oldest
@@ -928,6 +944,8 @@ type ActivityStore interface {
 }
 
 // CorrelatedStore keeps correlated events (docs/correlated.md).
+//
+// Not stable; not for implementing outside this repository (see Store).
 type CorrelatedStore interface {
 	// CorrelatedPut creates the correlated event under (Tenant, Def, Key),
 	// or updates its payload, UpdatedAt and ExpiresAt (CreatedAt is kept),
@@ -964,6 +982,8 @@ type CorrelatedStore interface {
 }
 
 // LeaderStore elects the node that runs a tenant's maintenance.
+//
+// Not stable; not for implementing outside this repository (see Store).
 type LeaderStore interface {
 	// LeaderElect makes p.Holder the leader of (p.Tenant, p.Name) until
 	// p.Now+p.Lease if nobody holds it, if p.Holder already holds it (a
@@ -977,6 +997,8 @@ type LeaderStore interface {
 }
 
 // Notifier tells idle workers when to look for work.
+//
+// Not stable; not for implementing outside this repository (see Store).
 type Notifier interface {
 	// SubscribeKinds returns a channel that receives a value (coalesced:
 	// its buffer holds one) whenever new work of the kinds in the mask is

@@ -51,6 +51,8 @@ type TenantsReadyParams struct {
 // other writes do not): the engine calls TenantEnsure before it writes for a
 // tenant. A migration registers every tenant a database already held data
 // of.
+//
+// Not stable; not for implementing outside this repository (see Store).
 type TenantStore interface {
 	// TenantEnsure registers p.Tenant (no overrides, CreatedAt = UpdatedAt
 	// = Now) unless it is registered; it changes nothing otherwise. It

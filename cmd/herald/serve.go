@@ -17,8 +17,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/heraldwf/herald"
-	"github.com/heraldwf/herald/httpapi"
 	"github.com/heraldwf/herald/cmd/herald/internal/otelsetup"
+	"github.com/heraldwf/herald/httpapi"
 	"github.com/heraldwf/herald/internal/storeurl"
 	heraldprom "github.com/heraldwf/herald/metrics/prometheus"
 	"github.com/heraldwf/herald/storage"
