@@ -200,12 +200,8 @@ func (c *Client) query(ctx context.Context, instanceID, name string, args any) (
 		Workflow:   wf,
 		History:    evs,
 		Now:        c.rt.cfg.Clock.Now(),
-		Limits: replay.Limits{
-			MaxUnconsumedEvents:       override(tl.MaxUnconsumedEvents, c.rt.cfg.MaxUnconsumedEvents),
-			MaxCarryForwardExecutions: override(tl.MaxCarryForwardExecutions, c.rt.cfg.MaxCarryForwardExecutions),
-			MaxQueuedEvents:           override(tl.MaxQueuedEvents, c.rt.cfg.MaxQueuedEvents),
-		},
-		Query: q,
+		Limits:     c.rt.replayLimits(tl),
+		Query:      q,
 	}
 	go func() {
 		out, err := runReplay(replayIn)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/heraldwf/herald/heraldtype"
 	"github.com/heraldwf/herald/history"
 	"github.com/heraldwf/herald/internal/replay"
 )
@@ -28,11 +29,7 @@ func (r *Runtime) ReplayHistory(events []history.Event) error {
 		Workflow:   wf,
 		History:    events,
 		Now:        events[len(events)-1].Time.Add(time.Nanosecond),
-		Limits: replay.Limits{
-			MaxUnconsumedEvents:       r.cfg.MaxUnconsumedEvents,
-			MaxCarryForwardExecutions: r.cfg.MaxCarryForwardExecutions,
-			MaxQueuedEvents:           r.cfg.MaxQueuedEvents,
-		},
+		Limits:     r.replayLimits(heraldtype.TenantLimits{}), // no tenant: the runtime's own limits
 	})
 	if err != nil {
 		return err
@@ -45,4 +42,15 @@ func (r *Runtime) ReplayHistory(events []history.Event) error {
 		return &NondeterminismError{Seq: ev.Seq, Expected: "end of history", Actual: fmt.Sprintf("%s %q", ev.Kind, ev.Name)}
 	}
 	return nil
+}
+
+// replayLimits is the one home of the limits a replay enforces: the
+// tenant's own where it sets one, else the runtime's. A turn, a query and
+// ReplayHistory (which has no tenant, so passes none) all replay under it.
+func (r *Runtime) replayLimits(tl heraldtype.TenantLimits) replay.Limits {
+	return replay.Limits{
+		MaxUnconsumedEvents:       override(tl.MaxUnconsumedEvents, r.cfg.MaxUnconsumedEvents),
+		MaxCarryForwardExecutions: override(tl.MaxCarryForwardExecutions, r.cfg.MaxCarryForwardExecutions),
+		MaxQueuedEvents:           override(tl.MaxQueuedEvents, r.cfg.MaxQueuedEvents),
+	}
 }

@@ -463,19 +463,14 @@ func (r *Runtime) runTurn(ctx context.Context, t *storage.Turn) {
 		r.failUnreplayable(ctx, t, failureCorrupt, t.Err)
 		return
 	}
-	lim := r.limits.get(ctx, tenant)
 	out, err := runReplay(&replay.Input{
 		InstanceID: t.Instance.ID,
 		Workflow:   wf,
 		History:    t.History,
 		Messages:   t.Messages,
 		Now:        r.cfg.Clock.Now(),
-		Limits: replay.Limits{
-			MaxUnconsumedEvents:       override(lim.MaxUnconsumedEvents, r.cfg.MaxUnconsumedEvents),
-			MaxCarryForwardExecutions: override(lim.MaxCarryForwardExecutions, r.cfg.MaxCarryForwardExecutions),
-			MaxQueuedEvents:           override(lim.MaxQueuedEvents, r.cfg.MaxQueuedEvents),
-		},
-		Go: r.gos.Load().Go, // a nil pool (a runtime not started) starts a goroutine each time
+		Limits:     r.replayLimits(r.limits.get(ctx, tenant)),
+		Go:         r.gos.Load().Go, // a nil pool (a runtime not started) starts a goroutine each time
 	})
 	if err != nil {
 		rep.Outcome = TurnUnreplayable
