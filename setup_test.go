@@ -113,18 +113,7 @@ func setup(t *testing.T, cfg *herald.Config, register func(rt *herald.Runtime)) 
 
 func setupOn(t *testing.T, st storage.Store, cfg *herald.Config, register func(rt *herald.Runtime)) *bundle {
 	t.Helper()
-	if cfg == nil {
-		cfg = &herald.Config{}
-	}
-	logs := &logRecorder{}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(logs)
-	}
-	obs, _ := cfg.Observer.(*countingObserver)
-	if cfg.Observer == nil {
-		obs = newCountingObserver()
-		cfg.Observer = obs
-	}
+	cfg, logs, obs, tenant := testConfig(cfg)
 	if cfg.PollInterval == 0 {
 		cfg.PollInterval = 50 * time.Millisecond
 	}
@@ -147,12 +136,6 @@ func setupOn(t *testing.T, st storage.Store, cfg *herald.Config, register func(r
 			t.Errorf("stop runtime: %v", err)
 		}
 	})
-	// A runtime serving one named tenant gets a client of it; any other,
-	// one of the default tenant.
-	tenant := herald.DefaultTenant
-	if len(cfg.Tenants) == 1 {
-		tenant = cfg.Tenants[0]
-	}
 	client, err := rt.Client(tenant)
 	if err != nil {
 		t.Fatal(err)
@@ -160,14 +143,11 @@ func setupOn(t *testing.T, st storage.Store, cfg *herald.Config, register func(r
 	return &bundle{t: t, ctx: ctx, store: st, rt: rt, client: client, logs: logs, obs: obs}
 }
 
-// setupEnv is setup on a heraldtest.Env: the same store, config, logs and
-// observer, but the runtime is not started. The bundle's waits settle the
-// Env (and move its virtual clock to the next wake-up when nothing is
-// runnable) instead of polling background loops, so a scenario runs as
-// fast as its store and the same way on a loaded machine. A cfg.Clock that
-// is a *clock.Virtual becomes the Env's clock; any other is replaced.
-func setupEnv(t *testing.T, cfg *herald.Config, register func(rt *herald.Runtime)) *bundle {
-	t.Helper()
+// testConfig fills in what the tests' runtimes share (nil cfg for
+// defaults): a log recorder, a counting observer, and the tenant the
+// bundle's client serves — the one named tenant of a runtime serving one,
+// else the default tenant.
+func testConfig(cfg *herald.Config) (*herald.Config, *logRecorder, *countingObserver, string) {
 	if cfg == nil {
 		cfg = &herald.Config{}
 	}
@@ -184,6 +164,18 @@ func setupEnv(t *testing.T, cfg *herald.Config, register func(rt *herald.Runtime
 	if len(cfg.Tenants) == 1 {
 		tenant = cfg.Tenants[0]
 	}
+	return cfg, logs, obs, tenant
+}
+
+// setupEnv is setup on a heraldtest.Env: the same store, config, logs and
+// observer, but the runtime is not started. The bundle's waits settle the
+// Env (and move its virtual clock to the next wake-up when nothing is
+// runnable) instead of polling background loops, so a scenario runs as
+// fast as its store and the same way on a loaded machine. A cfg.Clock that
+// is a *clock.Virtual becomes the Env's clock; any other fails the test.
+func setupEnv(t *testing.T, cfg *herald.Config, register func(rt *herald.Runtime)) *bundle {
+	t.Helper()
+	cfg, logs, obs, tenant := testConfig(cfg)
 	st := testStoreWith(t, storeurl.WithSQLite(sqlite.WithSynchronous(sqlite.SynchronousOff)))
 	opts := []heraldtest.Option{heraldtest.WithStore(st), heraldtest.WithTenant(tenant),
 		heraldtest.WithConfig(func(c *herald.Config) { *c = *cfg })}
